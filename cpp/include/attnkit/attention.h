@@ -1,0 +1,34 @@
+// Scaled dot-product attention, tiled with an online softmax (no Nq x Nk buffer):
+//   out[b, i, :] = sum_j softmax_j(scale * q[b,i].k[b,j] + bias[b,i,j]) v[b, j, :]
+// over the keys j visible to query i: j < key_length[b], mask[b, i, j] != 0 and, if causal,
+// j <= i + (nk - nq).  q: (batch, nq, d), k: (batch, nk, d), v: (batch, nk, dv), out: (batch, nq, dv)
+// contiguous, lse: (batch, nq) log-sum-exp of the visible logits (-inf where nothing is visible; such
+// rows output zeros).
+#pragma once
+#include <cstdint>
+
+#include "attnkit/view.h"
+
+namespace attnkit {
+
+template <class T>
+struct AttentionArgs {
+  std::int64_t batch = 0, nq = 0, nk = 0, d = 0, dv = 0;
+  BatchedRows<T> q, k, v;
+  BatchedRows<std::uint8_t> mask;      // optional; row_stride 0 for a per-key mask
+  BatchedRows<T> bias;                 // optional; row_stride 0 for a per-key bias
+  const std::int64_t* key_length = nullptr;  // optional, one per batch item, each in [0, nk]
+  bool causal = false;
+  T scale = T(1);
+  T* out = nullptr;
+  T* lse = nullptr;  // optional output
+};
+
+// weights[b, i, j] = exp(scale * q.k + bias - lse[b, i]) at visible keys, 0 elsewhere: (batch, nq, nk).
+template <class T>
+struct AttentionWeightsArgs {
+  AttentionArgs<T> attn;  // out unused; lse read
+  T* weights = nullptr;
+};
+
+}  // namespace attnkit

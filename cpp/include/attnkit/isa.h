@@ -1,0 +1,50 @@
+// The kernel table: one instance per ISA variant (cpp/kernels/table.cpp, compiled per ISA), one chosen
+// at import by cpp/src/dispatch.cpp. Bindings call kernels only through active_kernels().
+#pragma once
+#include <string>
+#include <vector>
+
+#include "attnkit/attention.h"
+#include "attnkit/positions.h"
+#include "attnkit/softmax.h"
+
+namespace attnkit {
+
+template <class T>
+struct TypedKernels {
+  void (*softmax)(const SoftmaxArgs<T>&);
+  void (*attention)(const AttentionArgs<T>&);
+  void (*attention_weights)(const AttentionWeightsArgs<T>&);
+  void (*positions)(const PositionsArgs<T>&);
+};
+
+struct KernelTable {
+  const char* isa;
+  TypedKernels<float> f32;
+  TypedKernels<double> f64;
+
+  template <class T>
+  const TypedKernels<T>& get() const;
+};
+template <>
+inline const TypedKernels<float>& KernelTable::get<float>() const { return f32; }
+template <>
+inline const TypedKernels<double>& KernelTable::get<double>() const { return f64; }
+
+// Defined in kernels/table.cpp once per compiled ISA.
+const KernelTable& kernels_baseline();
+const KernelTable& kernels_avx2();
+const KernelTable& kernels_avx512();
+
+// dispatch.cpp
+std::vector<std::string> available_isas();  // ISAs compiled in and supported by this CPU, low to high
+const KernelTable& active_kernels();
+std::string active_isa();
+void set_isa(const std::string& name);  // throws std::invalid_argument if unavailable
+
+// threads.cpp: the thread count kernels use (min of set_num_threads and omp_get_max_threads()).
+int kernel_threads();
+void set_num_threads(int n);
+int get_num_threads();
+
+}  // namespace attnkit

@@ -1,0 +1,314 @@
+// Vector helpers for kernel files. Included only by cpp/kernels/*.cpp, which are compiled once per
+// ISA; everything here lives in that ISA's namespace so no inline function is shared (ODR) between
+// variants compiled with different flags. Vec<T> has W lanes; the kernels are written against Vec<T>
+// only, so the baseline build runs the same algorithm as the AVX-512 one.
+#pragma once
+
+#ifndef ATTNKIT_KERNEL_NS
+#error "simd.h is for kernel files compiled once per ISA (ATTNKIT_KERNEL_NS undefined)"
+#endif
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+namespace attnkit {
+namespace ATTNKIT_KERNEL_NS {
+
+template <class T>
+struct Vec;
+
+// exp() constants: x is clamped to [lo, hi]; below lo the result is 0. Above hi it saturates, which
+// kernels never reach (they exponentiate x - max <= 0).
+template <class T>
+struct ExpConst;
+template <>
+struct ExpConst<float> {
+  static constexpr float lo = -87.3f, hi = 88.3f;
+  static constexpr float log2e = 1.44269504088896341f;
+  static constexpr float ln2_hi = 0.693359375f, ln2_lo = -2.12194440e-4f;
+  static constexpr float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  static constexpr int degree = 7;
+};
+template <>
+struct ExpConst<double> {
+  static constexpr double lo = -708.3, hi = 709.0;
+  static constexpr double log2e = 1.4426950408889634074;
+  static constexpr double ln2_hi = 0.693145751953125, ln2_lo = 1.42860682030941723212e-6;
+  static constexpr double magic = 6755399441055744.0;  // 1.5 * 2^52
+  static constexpr int degree = 13;
+};
+
+#if defined(__AVX512F__)
+
+template <>
+struct Vec<float> {
+  static constexpr int W = 16;
+  __m512 v;
+  static Vec zero() { return {_mm512_setzero_ps()}; }
+  static Vec set1(float x) { return {_mm512_set1_ps(x)}; }
+  static Vec load(const float* p) { return {_mm512_loadu_ps(p)}; }
+  void store(float* p) const { _mm512_storeu_ps(p, v); }
+  friend Vec operator+(Vec a, Vec b) { return {_mm512_add_ps(a.v, b.v)}; }
+  friend Vec operator-(Vec a, Vec b) { return {_mm512_sub_ps(a.v, b.v)}; }
+  friend Vec operator*(Vec a, Vec b) { return {_mm512_mul_ps(a.v, b.v)}; }
+  static Vec fma(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+  // x86 min/max return the second operand when either is NaN: callers pass x second to keep NaN.
+  static Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
+  static Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
+  float reduce_add() const { return _mm512_reduce_add_ps(v); }
+  float reduce_max() const { return _mm512_reduce_max_ps(v); }
+  // 2^n from kf = n + magic (n integral): (bits(kf) + 127) << 23 (magic's low bits are zero mod 2^9).
+  static Vec pow2_from_magic(Vec kf) {
+    __m512i b = _mm512_add_epi32(_mm512_castps_si512(kf.v), _mm512_set1_epi32(127));
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(b, 23))};
+  }
+  // r where !(x < lo), else 0 (NaN x keeps r).
+  static Vec zero_below(Vec r, Vec x, Vec lo) {
+    return {_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x.v, lo.v, _CMP_NLT_UQ), r.v)};
+  }
+};
+
+template <>
+struct Vec<double> {
+  static constexpr int W = 8;
+  __m512d v;
+  static Vec zero() { return {_mm512_setzero_pd()}; }
+  static Vec set1(double x) { return {_mm512_set1_pd(x)}; }
+  static Vec load(const double* p) { return {_mm512_loadu_pd(p)}; }
+  void store(double* p) const { _mm512_storeu_pd(p, v); }
+  friend Vec operator+(Vec a, Vec b) { return {_mm512_add_pd(a.v, b.v)}; }
+  friend Vec operator-(Vec a, Vec b) { return {_mm512_sub_pd(a.v, b.v)}; }
+  friend Vec operator*(Vec a, Vec b) { return {_mm512_mul_pd(a.v, b.v)}; }
+  static Vec fma(Vec a, Vec b, Vec c) { return {_mm512_fmadd_pd(a.v, b.v, c.v)}; }
+  static Vec max(Vec a, Vec b) { return {_mm512_max_pd(a.v, b.v)}; }
+  static Vec min(Vec a, Vec b) { return {_mm512_min_pd(a.v, b.v)}; }
+  double reduce_add() const { return _mm512_reduce_add_pd(v); }
+  double reduce_max() const { return _mm512_reduce_max_pd(v); }
+  static Vec pow2_from_magic(Vec kf) {
+    __m512i b = _mm512_add_epi64(_mm512_castpd_si512(kf.v), _mm512_set1_epi64(1023));
+    return {_mm512_castsi512_pd(_mm512_slli_epi64(b, 52))};
+  }
+  static Vec zero_below(Vec r, Vec x, Vec lo) {
+    return {_mm512_maskz_mov_pd(_mm512_cmp_pd_mask(x.v, lo.v, _CMP_NLT_UQ), r.v)};
+  }
+};
+
+#elif defined(__AVX2__) && defined(__FMA__)
+
+template <>
+struct Vec<float> {
+  static constexpr int W = 8;
+  __m256 v;
+  static Vec zero() { return {_mm256_setzero_ps()}; }
+  static Vec set1(float x) { return {_mm256_set1_ps(x)}; }
+  static Vec load(const float* p) { return {_mm256_loadu_ps(p)}; }
+  void store(float* p) const { _mm256_storeu_ps(p, v); }
+  friend Vec operator+(Vec a, Vec b) { return {_mm256_add_ps(a.v, b.v)}; }
+  friend Vec operator-(Vec a, Vec b) { return {_mm256_sub_ps(a.v, b.v)}; }
+  friend Vec operator*(Vec a, Vec b) { return {_mm256_mul_ps(a.v, b.v)}; }
+  static Vec fma(Vec a, Vec b, Vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
+  static Vec max(Vec a, Vec b) { return {_mm256_max_ps(a.v, b.v)}; }
+  static Vec min(Vec a, Vec b) { return {_mm256_min_ps(a.v, b.v)}; }
+  float reduce_add() const {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+  }
+  float reduce_max() const {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+  }
+  static Vec pow2_from_magic(Vec kf) {
+    __m256i b = _mm256_add_epi32(_mm256_castps_si256(kf.v), _mm256_set1_epi32(127));
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(b, 23))};
+  }
+  static Vec zero_below(Vec r, Vec x, Vec lo) {
+    return {_mm256_and_ps(_mm256_cmp_ps(x.v, lo.v, _CMP_NLT_UQ), r.v)};
+  }
+};
+
+template <>
+struct Vec<double> {
+  static constexpr int W = 4;
+  __m256d v;
+  static Vec zero() { return {_mm256_setzero_pd()}; }
+  static Vec set1(double x) { return {_mm256_set1_pd(x)}; }
+  static Vec load(const double* p) { return {_mm256_loadu_pd(p)}; }
+  void store(double* p) const { _mm256_storeu_pd(p, v); }
+  friend Vec operator+(Vec a, Vec b) { return {_mm256_add_pd(a.v, b.v)}; }
+  friend Vec operator-(Vec a, Vec b) { return {_mm256_sub_pd(a.v, b.v)}; }
+  friend Vec operator*(Vec a, Vec b) { return {_mm256_mul_pd(a.v, b.v)}; }
+  static Vec fma(Vec a, Vec b, Vec c) { return {_mm256_fmadd_pd(a.v, b.v, c.v)}; }
+  static Vec max(Vec a, Vec b) { return {_mm256_max_pd(a.v, b.v)}; }
+  static Vec min(Vec a, Vec b) { return {_mm256_min_pd(a.v, b.v)}; }
+  double reduce_add() const {
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+  }
+  double reduce_max() const {
+    __m128d s = _mm_max_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_max_sd(s, _mm_unpackhi_pd(s, s)));
+  }
+  static Vec pow2_from_magic(Vec kf) {
+    __m256i b = _mm256_add_epi64(_mm256_castpd_si256(kf.v), _mm256_set1_epi64x(1023));
+    return {_mm256_castsi256_pd(_mm256_slli_epi64(b, 52))};
+  }
+  static Vec zero_below(Vec r, Vec x, Vec lo) {
+    return {_mm256_and_pd(_mm256_cmp_pd(x.v, lo.v, _CMP_NLT_UQ), r.v)};
+  }
+};
+
+#elif defined(__SSE2__)
+
+template <>
+struct Vec<float> {
+  static constexpr int W = 4;
+  __m128 v;
+  static Vec zero() { return {_mm_setzero_ps()}; }
+  static Vec set1(float x) { return {_mm_set1_ps(x)}; }
+  static Vec load(const float* p) { return {_mm_loadu_ps(p)}; }
+  void store(float* p) const { _mm_storeu_ps(p, v); }
+  friend Vec operator+(Vec a, Vec b) { return {_mm_add_ps(a.v, b.v)}; }
+  friend Vec operator-(Vec a, Vec b) { return {_mm_sub_ps(a.v, b.v)}; }
+  friend Vec operator*(Vec a, Vec b) { return {_mm_mul_ps(a.v, b.v)}; }
+  static Vec fma(Vec a, Vec b, Vec c) { return {_mm_add_ps(_mm_mul_ps(a.v, b.v), c.v)}; }
+  static Vec max(Vec a, Vec b) { return {_mm_max_ps(a.v, b.v)}; }
+  static Vec min(Vec a, Vec b) { return {_mm_min_ps(a.v, b.v)}; }
+  float reduce_add() const {
+    __m128 s = _mm_add_ps(v, _mm_movehl_ps(v, v));
+    return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
+  }
+  float reduce_max() const {
+    __m128 s = _mm_max_ps(v, _mm_movehl_ps(v, v));
+    return _mm_cvtss_f32(_mm_max_ss(s, _mm_shuffle_ps(s, s, 1)));
+  }
+  static Vec pow2_from_magic(Vec kf) {
+    __m128i b = _mm_add_epi32(_mm_castps_si128(kf.v), _mm_set1_epi32(127));
+    return {_mm_castsi128_ps(_mm_slli_epi32(b, 23))};
+  }
+  static Vec zero_below(Vec r, Vec x, Vec lo) { return {_mm_and_ps(_mm_cmpnlt_ps(x.v, lo.v), r.v)}; }
+};
+
+template <>
+struct Vec<double> {
+  static constexpr int W = 2;
+  __m128d v;
+  static Vec zero() { return {_mm_setzero_pd()}; }
+  static Vec set1(double x) { return {_mm_set1_pd(x)}; }
+  static Vec load(const double* p) { return {_mm_loadu_pd(p)}; }
+  void store(double* p) const { _mm_storeu_pd(p, v); }
+  friend Vec operator+(Vec a, Vec b) { return {_mm_add_pd(a.v, b.v)}; }
+  friend Vec operator-(Vec a, Vec b) { return {_mm_sub_pd(a.v, b.v)}; }
+  friend Vec operator*(Vec a, Vec b) { return {_mm_mul_pd(a.v, b.v)}; }
+  static Vec fma(Vec a, Vec b, Vec c) { return {_mm_add_pd(_mm_mul_pd(a.v, b.v), c.v)}; }
+  static Vec max(Vec a, Vec b) { return {_mm_max_pd(a.v, b.v)}; }
+  static Vec min(Vec a, Vec b) { return {_mm_min_pd(a.v, b.v)}; }
+  double reduce_add() const { return _mm_cvtsd_f64(_mm_add_sd(v, _mm_unpackhi_pd(v, v))); }
+  double reduce_max() const { return _mm_cvtsd_f64(_mm_max_sd(v, _mm_unpackhi_pd(v, v))); }
+  static Vec pow2_from_magic(Vec kf) {
+    __m128i b = _mm_add_epi64(_mm_castpd_si128(kf.v), _mm_set1_epi64x(1023));
+    return {_mm_castsi128_pd(_mm_slli_epi64(b, 52))};
+  }
+  static Vec zero_below(Vec r, Vec x, Vec lo) { return {_mm_and_pd(_mm_cmpnlt_pd(x.v, lo.v), r.v)}; }
+};
+
+#else  // scalar lanes: the same algorithm, one element at a time
+
+template <class T>
+struct ScalarVec {
+  static constexpr int W = 1;
+  T v;
+  static ScalarVec zero() { return {T(0)}; }
+  static ScalarVec set1(T x) { return {x}; }
+  static ScalarVec load(const T* p) { return {*p}; }
+  void store(T* p) const { *p = v; }
+  friend ScalarVec operator+(ScalarVec a, ScalarVec b) { return {a.v + b.v}; }
+  friend ScalarVec operator-(ScalarVec a, ScalarVec b) { return {a.v - b.v}; }
+  friend ScalarVec operator*(ScalarVec a, ScalarVec b) { return {a.v * b.v}; }
+  static ScalarVec fma(ScalarVec a, ScalarVec b, ScalarVec c) { return {a.v * b.v + c.v}; }
+  static ScalarVec max(ScalarVec a, ScalarVec b) { return {a.v > b.v ? a.v : b.v}; }
+  static ScalarVec min(ScalarVec a, ScalarVec b) { return {a.v < b.v ? a.v : b.v}; }
+  T reduce_add() const { return v; }
+  T reduce_max() const { return v; }
+  static ScalarVec pow2_from_magic(ScalarVec kf) {
+    using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    constexpr int mant = sizeof(T) == 4 ? 23 : 52;
+    constexpr Bits bias = sizeof(T) == 4 ? 127 : 1023;
+    Bits b;
+    std::memcpy(&b, &kf.v, sizeof b);
+    b = (b + bias) << mant;
+    T r;
+    std::memcpy(&r, &b, sizeof r);
+    return {r};
+  }
+  static ScalarVec zero_below(ScalarVec r, ScalarVec x, ScalarVec lo) {
+    return {x.v < lo.v ? T(0) : r.v};
+  }
+};
+template <>
+struct Vec<float> : ScalarVec<float> {
+  Vec(ScalarVec<float> s) : ScalarVec<float>(s) {}
+  Vec() = default;
+};
+template <>
+struct Vec<double> : ScalarVec<double> {
+  Vec(ScalarVec<double> s) : ScalarVec<double>(s) {}
+  Vec() = default;
+};
+
+#endif
+
+// e^x for every lane: Cody-Waite range reduction x = n ln2 + r, |r| <= ln2/2, Taylor polynomial
+// (degree 7 for float, 13 for double: error below one ulp), 2^n built in the exponent bits.
+// NaN stays NaN, -inf and anything below ExpConst::lo gives exactly 0.
+template <class T>
+inline Vec<T> exp(Vec<T> x) {
+  using V = Vec<T>;
+  using C = ExpConst<T>;
+  const V lo = V::set1(C::lo);
+  V xc = V::max(lo, V::min(V::set1(C::hi), x));
+  V kf = V::fma(xc, V::set1(C::log2e), V::set1(C::magic));
+  V n = kf - V::set1(C::magic);
+  V r = V::fma(n, V::set1(-C::ln2_hi), xc);
+  r = V::fma(n, V::set1(-C::ln2_lo), r);
+  // Horner on sum_{i<=degree} r^i / i!
+  T coef = T(1);
+  for (int i = 2; i <= C::degree; ++i) coef /= T(i);
+  V p = V::set1(coef);
+  for (int i = C::degree - 1; i >= 0; --i) {
+    coef *= T(i + 1);
+    p = V::fma(p, r, V::set1(coef));
+  }
+  return V::zero_below(p * V::pow2_from_magic(kf), x, lo);
+}
+
+template <class T>
+inline T exp_scalar(T x) {
+  using V = Vec<T>;
+  alignas(64) T lanes[V::W] = {};
+  lanes[0] = x;
+  exp(V::load(lanes)).store(lanes);
+  return lanes[0];
+}
+
+template <class T>
+inline T max_scalar(T a, T b) {
+  return a > b ? a : b;
+}
+template <class T>
+inline T min_scalar(T a, T b) {
+  return a < b ? a : b;
+}
+
+}  // namespace ATTNKIT_KERNEL_NS
+}  // namespace attnkit

@@ -1,0 +1,76 @@
+// Row-wise softmax / log_softmax (see attnkit/softmax.h): three passes over each row (max, exp+sum,
+// scale); rows in parallel when there is enough work to pay for the threads.
+#include <cmath>
+
+#include "attnkit/isa.h"
+#include "attnkit/simd.h"
+#include "kernels.h"
+
+namespace attnkit {
+namespace ATTNKIT_KERNEL_NS {
+
+namespace {
+
+template <class T>
+void softmax_row(const T* x, T* out, std::int64_t n, bool log) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  const T neg_inf = -std::numeric_limits<T>::infinity();
+  std::int64_t j = 0;
+  V vmax = V::set1(neg_inf);
+  for (; j + W <= n; j += W) vmax = V::max(vmax, V::load(x + j));
+  T m = vmax.reduce_max();
+  for (; j < n; ++j) m = max_scalar(m, x[j]);
+  if (m == neg_inf) {  // nothing to normalise: all -inf (or empty)
+    for (j = 0; j < n; ++j) out[j] = log ? neg_inf : T(0);
+    return;
+  }
+  const V vm = V::set1(m);
+  V vsum = V::zero();
+  T sum = 0;
+  j = 0;
+  if (log) {
+    for (; j + W <= n; j += W) vsum = vsum + exp(V::load(x + j) - vm);
+    sum = vsum.reduce_add();
+    for (; j < n; ++j) sum += exp_scalar(x[j] - m);
+    const T shift = m + std::log(sum);
+    const V vs = V::set1(shift);
+    for (j = 0; j + W <= n; j += W) (V::load(x + j) - vs).store(out + j);
+    for (; j < n; ++j) out[j] = x[j] - shift;
+    return;
+  }
+  for (; j + W <= n; j += W) {
+    V e = exp(V::load(x + j) - vm);
+    e.store(out + j);
+    vsum = vsum + e;
+  }
+  sum = vsum.reduce_add();
+  for (; j < n; ++j) {
+    out[j] = exp_scalar(x[j] - m);
+    sum += out[j];
+  }
+  const T inv = T(1) / sum;
+  const V vinv = V::set1(inv);
+  for (j = 0; j + W <= n; j += W) (V::load(out + j) * vinv).store(out + j);
+  for (; j < n; ++j) out[j] *= inv;
+}
+
+}  // namespace
+
+template <class T>
+void softmax(const SoftmaxArgs<T>& a) {
+  const std::int64_t rows = a.rows, n = a.n;
+  const T* x = a.x;
+  T* out = a.out;
+  const bool log = a.log;
+  // Below ~64k elements a parallel region costs more than it saves.
+  const int threads = rows * n >= (1 << 16) ? kernel_threads() : 1;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r) softmax_row(x + r * n, out + r * n, n, log);
+}
+
+template void softmax<float>(const SoftmaxArgs<float>&);
+template void softmax<double>(const SoftmaxArgs<double>&);
+
+}  // namespace ATTNKIT_KERNEL_NS
+}  // namespace attnkit

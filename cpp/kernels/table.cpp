@@ -1,0 +1,25 @@
+// This variant's kernel table (compiled once per ISA; ATTNKIT_ISA_NAME names the variant).
+#include "attnkit/isa.h"
+#include "kernels.h"
+
+#define ATTNKIT_CAT2(a, b) a##b
+#define ATTNKIT_CAT(a, b) ATTNKIT_CAT2(a, b)
+#define ATTNKIT_STR2(a) #a
+#define ATTNKIT_STR(a) ATTNKIT_STR2(a)
+
+namespace attnkit {
+
+namespace ATTNKIT_KERNEL_NS {
+template <class T>
+constexpr TypedKernels<T> typed() {
+  return {&softmax<T>, &attention<T>, &attention_weights<T>, &positions<T>};
+}
+}  // namespace ATTNKIT_KERNEL_NS
+
+const KernelTable& ATTNKIT_CAT(kernels_, ATTNKIT_ISA_NAME)() {
+  static const KernelTable table{ATTNKIT_STR(ATTNKIT_ISA_NAME), ATTNKIT_KERNEL_NS::typed<float>(),
+                                 ATTNKIT_KERNEL_NS::typed<double>()};
+  return table;
+}
+
+}  // namespace attnkit

@@ -1,0 +1,127 @@
+// Chooses the kernel table at import: the best ISA that was compiled in, that CPUID reports and that
+// the OS has enabled (XGETBV: the YMM/ZMM register state is saved on context switch). ATTNKIT_ISA
+// may force a lower one; tests switch at run time with set_isa.
+#include <atomic>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "attnkit/isa.h"
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+#endif
+
+namespace attnkit {
+
+namespace {
+
+#if defined(__x86_64__) || defined(_M_X64)
+bool bit(unsigned reg, int b) { return (reg >> b) & 1u; }
+
+unsigned long long xgetbv0() {
+  unsigned eax, edx;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+  return (static_cast<unsigned long long>(edx) << 32) | eax;
+}
+
+struct CpuLevels {
+  bool v3 = false, v4 = false;
+};
+
+// x86-64-v3 (AVX2, FMA, BMI1/2, F16C, LZCNT, MOVBE) and x86-64-v4 (AVX-512 F/BW/CD/DQ/VL): the
+// levels the avx2 and avx512 variants are compiled for.
+CpuLevels detect() {
+  CpuLevels c;
+  unsigned a, b, cx, d;
+  if (!__get_cpuid(1, &a, &b, &cx, &d)) return c;
+  const bool osxsave = bit(cx, 27), avx = bit(cx, 28), fma = bit(cx, 12), f16c = bit(cx, 29),
+             movbe = bit(cx, 22);
+  if (!osxsave || !avx) return c;
+  const unsigned long long xcr0 = xgetbv0();
+  const bool ymm_state = (xcr0 & 0x6) == 0x6, zmm_state = (xcr0 & 0xE6) == 0xE6;
+  unsigned a7 = 0, b7 = 0, c7 = 0, d7 = 0;
+  if (!__get_cpuid_count(7, 0, &a7, &b7, &c7, &d7)) return c;
+  unsigned a8 = 0, b8 = 0, c8 = 0, d8 = 0;
+  __get_cpuid(0x80000001u, &a8, &b8, &c8, &d8);
+  const bool avx2 = bit(b7, 5), bmi1 = bit(b7, 3), bmi2 = bit(b7, 8), lzcnt = bit(c8, 5);
+  c.v3 = ymm_state && avx2 && fma && f16c && movbe && bmi1 && bmi2 && lzcnt;
+  const bool f = bit(b7, 16), dq = bit(b7, 17), cd = bit(b7, 28), bw = bit(b7, 30), vl = bit(b7, 31);
+  c.v4 = c.v3 && zmm_state && f && dq && cd && bw && vl;
+  return c;
+}
+#endif
+
+struct Entry {
+  const char* name;
+  const KernelTable& (*table)();
+  bool supported;
+};
+
+std::vector<Entry> compiled() {
+  std::vector<Entry> e;
+#if defined(ATTNKIT_HAVE_BASELINE)
+  e.push_back({"baseline", &kernels_baseline, true});
+#endif
+#if defined(__x86_64__) || defined(_M_X64)
+  const CpuLevels cpu = detect();
+#if defined(ATTNKIT_HAVE_AVX2)
+  e.push_back({"avx2", &kernels_avx2, cpu.v3});
+#endif
+#if defined(ATTNKIT_HAVE_AVX512)
+  e.push_back({"avx512", &kernels_avx512, cpu.v4});
+#endif
+#endif
+  return e;
+}
+
+std::atomic<const KernelTable*>& active() {
+  static std::atomic<const KernelTable*> table{nullptr};
+  return table;
+}
+
+const Entry* find(const std::string& name) {
+  static const std::vector<Entry> entries = compiled();
+  for (const Entry& e : entries)
+    if (e.supported && name == e.name) return &e;
+  return nullptr;
+}
+
+const KernelTable* choose_at_import() {
+  const std::vector<std::string> names = available_isas();
+  const char* env = std::getenv("ATTNKIT_ISA");
+  if (env && *env) {
+    // An unsupported request falls back to the best available one; show_config reports the choice.
+    if (const Entry* e = find(env)) return &e->table();
+  }
+  return &find(names.back())->table();
+}
+
+}  // namespace
+
+std::vector<std::string> available_isas() {
+  std::vector<std::string> out;
+  for (const Entry& e : compiled())
+    if (e.supported) out.emplace_back(e.name);
+  return out;
+}
+
+const KernelTable& active_kernels() {
+  const KernelTable* t = active().load(std::memory_order_acquire);
+  if (!t) {
+    t = choose_at_import();
+    active().store(t, std::memory_order_release);
+  }
+  return *t;
+}
+
+std::string active_isa() { return active_kernels().isa; }
+
+void set_isa(const std::string& name) {
+  const Entry* e = find(name);
+  if (!e) throw std::invalid_argument("ISA '" + name + "' is not available on this CPU/build");
+  active().store(&e->table(), std::memory_order_release);
+}
+
+}  // namespace attnkit

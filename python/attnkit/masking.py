@@ -1,0 +1,60 @@
+"""Attention visibility in one internal form.
+
+Users say which keys a query may see with a boolean ``mask`` (True = may attend), ``key_lengths``
+(keys ``j < length`` are real, the rest padding) and ``causal``. The kernels want padding as
+lengths, because padded keys are then skipped instead of computed and masked: a mask that is really
+a key-padding mask (the same for every query, True then False along the keys) is turned into
+lengths here.
+"""
+
+import numpy as np
+
+
+def check_mask(mask, nq, nk):
+    """Validate a boolean mask broadcastable to (..., nq, nk); return it as an array (>= 2-D)."""
+    m = np.asarray(mask)
+    if m.dtype != np.bool_:
+        raise TypeError(
+            f"mask must be a boolean array (True = may attend), got dtype {m.dtype}; "
+            "use bias= for additive float masks, or mask.astype(bool)"
+        )
+    if m.ndim < 2:
+        m = m.reshape((1,) * (2 - m.ndim) + m.shape)
+    mq, mk = m.shape[-2:]
+    if mq not in (1, nq) or mk not in (1, nk):
+        raise ValueError(
+            f"mask must broadcast to (..., Nq, Nk) = (..., {nq}, {nk}), got shape {np.shape(mask)}"
+        )
+    return m
+
+
+def check_key_lengths(key_lengths, batch_shape, nk):
+    """Validate key lengths (shape: a leading prefix of the batch dims, aligned from the left; values
+    in [0, nk]); return one int64 length per flattened batch item."""
+    kl = np.asarray(key_lengths)
+    if kl.dtype.kind not in "iu":
+        raise TypeError(f"key_lengths must be an integer array, got dtype {kl.dtype}")
+    prefix = batch_shape[: kl.ndim]
+    if kl.ndim > len(batch_shape) or any(s not in (1, p) for s, p in zip(kl.shape, prefix)):
+        raise ValueError(
+            f"key_lengths must have a shape that is a leading prefix of the batch dims {batch_shape} "
+            f"(e.g. {batch_shape[:1]}), got shape {kl.shape}"
+        )
+    if kl.size and (kl.min() < 0 or kl.max() > nk):
+        raise ValueError(
+            f"key_lengths must lie in [0, Nk] = [0, {nk}], got values from {kl.min()} to {kl.max()}"
+        )
+    kl = kl.reshape(kl.shape + (1,) * (len(batch_shape) - kl.ndim))
+    return np.ascontiguousarray(np.broadcast_to(kl, batch_shape).reshape(-1), dtype=np.int64)
+
+
+def padding_lengths(mask, batch_shape, nk):
+    """If ``mask`` is a key-padding mask (one row per batch item, True then False), return its lengths
+    per flattened batch item; otherwise None."""
+    if mask.shape[-2] != 1 or mask.shape[-1] != nk:
+        return None
+    rows = np.broadcast_to(mask, batch_shape + (1, nk)).reshape(-1, nk)
+    lengths = rows.sum(axis=1)
+    if not np.array_equal(rows, np.arange(nk) < lengths[:, None]):
+        return None
+    return lengths.astype(np.int64)
