@@ -27,13 +27,13 @@ struct Tiles {
   static constexpr int kRegs = W * sizeof(T) == 64 ? 32 : 16;  // vector registers of the ISA
   static constexpr int QV = 2;                                 // query vectors per logits tile
   static constexpr int KR = kRegs == 32 ? 12 : 6;              // keys per logits tile
-  static constexpr int MR = 4;                                 // query rows per output tile
+  static constexpr int MR = 6;                                 // query rows per output tile
   static constexpr int NV = kRegs == 32 ? 4 : 2;               // value vectors per output tile
   static constexpr int QT = QV * W;                            // queries per logits tile
-  static constexpr int QQ = QT > MR ? QT : MR;                  // query-block padding quantum
-  static constexpr int BQ = QQ > 64 ? QQ : 64;                 // queries per task
+  static constexpr int QQ = QT;                                // query-block padding quantum
+  static constexpr int BQ = 96;  // queries per task: a multiple of QQ and MR on every ISA
   static constexpr int BK = 96;                                // keys per block
-  static_assert(BK % KR == 0 && QQ % MR == 0 && QQ % W == 0, "tile sizes must nest");
+  static_assert(BK % KR == 0 && BQ % QQ == 0 && BQ % MR == 0 && QQ % W == 0, "tile sizes must nest");
 };
 
 std::int64_t round_up(std::int64_t x, std::int64_t q) { return (x + q - 1) / q * q; }
@@ -166,11 +166,11 @@ std::int64_t key_end(const AttentionArgs<T>& a, std::int64_t b, std::int64_t i0,
 }
 
 // acc[r][c0 + ...] = alpha[r] * acc[r][...] + sum_j Pt[j][r] v[j][...] for MR rows and NVt vectors.
-template <class T, int NVt>
+template <class T, int MR, int NVt>
 inline void values_tile(T* acc, std::int64_t dv, const T* alpha, const T* Pt, std::int64_t ldp,
                         const T* v, std::int64_t v_rs, std::int64_t jn, std::int64_t c0) {
   using V = Vec<T>;
-  constexpr int W = V::W, MR = Tiles<T>::MR;
+  constexpr int W = V::W;
   V o[MR][NVt];
 #pragma GCC unroll 8
   for (int r = 0; r < MR; ++r) {
@@ -196,21 +196,65 @@ inline void values_tile(T* acc, std::int64_t dv, const T* alpha, const T* Pt, st
     for (int u = 0; u < NVt; ++u) o[r][u].store(acc + r * dv + c0 + u * W);
 }
 
+// One strip of MR query rows: full register tiles along dv, then single vectors, then scalar columns.
+template <class T, int MR>
+void values_rows(T* acc, std::int64_t dv, const T* alpha, const T* Pt, std::int64_t ldp, const T* v,
+                 std::int64_t v_rs, std::int64_t jn) {
+  constexpr int W = Tiles<T>::W, NV = Tiles<T>::NV;
+  std::int64_t c0 = 0;
+  for (; c0 + NV * W <= dv; c0 += NV * W) values_tile<T, MR, NV>(acc, dv, alpha, Pt, ldp, v, v_rs, jn, c0);
+  for (; c0 + W <= dv; c0 += W) values_tile<T, MR, 1>(acc, dv, alpha, Pt, ldp, v, v_rs, jn, c0);
+  for (; c0 < dv; ++c0) {
+    for (int r = 0; r < MR; ++r) {
+      T o = acc[r * dv + c0] * alpha[r];
+      for (std::int64_t j = 0; j < jn; ++j) o += Pt[j * ldp + r] * v[j * v_rs + c0];
+      acc[r * dv + c0] = o;
+    }
+  }
+}
+
+// acc = diag(alpha) acc + P V for the bq rows of the block (P stored transposed in St).
 template <class T>
 void accumulate_values(T* acc, std::int64_t dv, const T* alpha, const T* St, std::int64_t bqp,
                        std::int64_t bq, const T* v, std::int64_t v_rs, std::int64_t jn) {
-  constexpr int W = Tiles<T>::W, MR = Tiles<T>::MR, NV = Tiles<T>::NV;
-  for (std::int64_t it = 0; it < bq; it += MR) {
-    T* acc_rows = acc + it * dv;
-    std::int64_t c0 = 0;
-    for (; c0 + NV * W <= dv; c0 += NV * W) values_tile<T, NV>(acc_rows, dv, alpha + it, St + it, bqp, v, v_rs, jn, c0);
-    for (; c0 + W <= dv; c0 += W) values_tile<T, 1>(acc_rows, dv, alpha + it, St + it, bqp, v, v_rs, jn, c0);
-    for (; c0 < dv; ++c0) {  // scalar tail columns
-      for (int r = 0; r < MR; ++r) {
-        T o = acc_rows[r * dv + c0] * alpha[it + r];
-        for (std::int64_t j = 0; j < jn; ++j) o += St[j * bqp + it + r] * v[j * v_rs + c0];
-        acc_rows[r * dv + c0] = o;
-      }
+  constexpr int MR = Tiles<T>::MR;
+  std::int64_t it = 0;
+  for (; it + MR <= bq; it += MR) values_rows<T, MR>(acc + it * dv, dv, alpha + it, St + it, bqp, v, v_rs, jn);
+  for (; it + 2 <= bq; it += 2) values_rows<T, 2>(acc + it * dv, dv, alpha + it, St + it, bqp, v, v_rs, jn);
+  for (; it < bq; ++it) values_rows<T, 1>(acc + it * dv, dv, alpha + it, St + it, bqp, v, v_rs, jn);
+}
+
+// True when every v[j][c] (j < jn, c < dv) is finite: sum of v * 0 is 0, or NaN.
+template <class T>
+bool values_finite(const T* v, std::int64_t v_rs, std::int64_t jn, std::int64_t dv) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  const V zero = V::zero();
+  V acc = zero;
+  T tail = T(0);
+  for (std::int64_t j = 0; j < jn; ++j) {
+    const T* vj = v + j * v_rs;
+    std::int64_t c = 0;
+    for (; c + W <= dv; c += W) acc = V::fma(V::load(vj + c), zero, acc);
+    for (; c < dv; ++c) tail += vj[c] * T(0);
+  }
+  return acc.reduce_add() + tail == T(0);
+}
+
+// The same update as accumulate_values, but a key with weight 0 contributes nothing even when its
+// value is NaN or inf (0 * inf would be NaN): keys a query cannot see must not reach its output.
+template <class T>
+void accumulate_values_skipping_zeros(T* acc, std::int64_t dv, const T* alpha, const T* St,
+                                      std::int64_t bqp, std::int64_t bq, const T* v,
+                                      std::int64_t v_rs, std::int64_t jn) {
+  for (std::int64_t i = 0; i < bq; ++i) {
+    T* o = acc + i * dv;
+    for (std::int64_t c = 0; c < dv; ++c) o[c] *= alpha[i];
+    for (std::int64_t j = 0; j < jn; ++j) {
+      const T p = St[j * bqp + i];
+      if (p == T(0)) continue;
+      const T* vj = v + j * v_rs;
+      for (std::int64_t c = 0; c < dv; ++c) o[c] += p * vj[c];
     }
   }
 }
@@ -269,7 +313,13 @@ void attention(const AttentionArgs<T>& a) {
         al.store(alpha + g);
         m_new.store(m + g);
       }
-      accumulate_values(acc, dv, alpha, St, bqp, bq, a.v.row(b, j0), a.v.row_stride, jn);
+      const T* vb = a.v.row(b, j0);
+      // Non-finite values are rare: scanning for them costs ~1/BQ of the work and keeps a NaN at a
+      // masked key out of the rows that cannot see it.
+      if (values_finite(vb, a.v.row_stride, jn, dv))
+        accumulate_values(acc, dv, alpha, St, bqp, bq, vb, a.v.row_stride, jn);
+      else
+        accumulate_values_skipping_zeros(acc, dv, alpha, St, bqp, bq, vb, a.v.row_stride, jn);
     }
 
     T* out = a.out + (b * nq + i0) * dv;

@@ -44,11 +44,11 @@ BatchedRows<T> batched_rows(const py::tuple& operand, std::int64_t batch, std::i
   require(off.ndim() == 1 && off.shape(0) == batch, std::string(name) + ": offsets must have one entry per batch item");
   const auto nd = arr.ndim();
   const auto item = static_cast<py::ssize_t>(sizeof(T));
+  if (arr.size() == 0) return {arr.data(), off.data(), row_stride};  // empty: nothing is read
   require(nd >= 1 && (cols <= 1 || arr.strides(nd - 1) == item), std::string(name) + ": rows must be contiguous");
   // Element span [lo, hi] the array covers, relative to its first element.
   std::int64_t lo = 0, hi = 0;
   for (py::ssize_t ax = 0; ax < nd; ++ax) {
-    if (arr.shape(ax) == 0) return {arr.data(), off.data(), row_stride};  // empty: nothing is read
     const std::int64_t reach = (arr.shape(ax) - 1) * (arr.strides(ax) / item);
     (reach < 0 ? lo : hi) += reach;
   }
