@@ -2,7 +2,9 @@
 // namespace). Each kernel assumes valid input: checks live in python/attnkit/ops.py.
 #pragma once
 #include "attnkit/attention.h"
+#include "attnkit/linear_attention.h"
 #include "attnkit/positions.h"
+#include "attnkit/random_features.h"
 #include "attnkit/softmax.h"
 
 namespace attnkit {
@@ -16,6 +18,10 @@ template <class T>
 void attention_weights(const AttentionWeightsArgs<T>& a);
 template <class T>
 void positions(const PositionsArgs<T>& a);
+template <class T>
+void random_features(const RandomFeaturesArgs<T>& a);
+template <class T>
+void causal_linear_attention(const CausalLinearArgs<T>& a);
 
 }  // namespace ATTNKIT_KERNEL_NS
 }  // namespace attnkit

@@ -106,6 +106,56 @@ void positions(CArray<T> out, double base, double start) {
 }
 
 template <class T>
+void random_features(CArray<T> z, const py::object& offset, const py::object& row_log, CArray<T> out,
+                     double scale, int kind) {
+  require(z.ndim() == 2, "z must be (n, D)");
+  require(kind >= 0 && kind <= 2, "kind must be 0 (cos), 1 (sincos) or 2 (exp)");
+  const auto n = z.shape(0), D = z.shape(1);
+  const auto fk = static_cast<FeatureKind>(kind);
+  const auto width = fk == FeatureKind::sincos ? 2 * D : D;
+  require(out.ndim() == 2 && out.shape(0) == n && out.shape(1) == width, "out has the wrong shape");
+  require(fk != FeatureKind::sincos || static_cast<const void*>(out.data()) != static_cast<const void*>(z.data()),
+          "sincos output cannot alias z");
+  RandomFeaturesArgs<T> a{z.data(), nullptr, nullptr, out.mutable_data(), n, D, T(scale), fk};
+  CArray<T> off, rl;
+  if (!offset.is_none()) {
+    off = exactly<CArray<T>>(offset, "offset");
+    require(off.ndim() == 1 && off.shape(0) == D, "offset must be (D,)");
+    a.offset = off.data();
+  }
+  if (!row_log.is_none()) {
+    rl = exactly<CArray<T>>(row_log, "row_log");
+    require(rl.ndim() == 1 && rl.shape(0) == n, "row_log must be (n,)");
+    a.row_log = rl.data();
+  }
+  py::gil_scoped_release release;
+  active_kernels().get<T>().random_features(a);
+}
+
+template <class T>
+void causal_linear_attention(CArray<T> phi_q, CArray<T> phi_k, CArray<T> v, CArray<T> out, double eps,
+                             const py::object& state_s, const py::object& state_z) {
+  require(phi_q.ndim() == 3 && phi_k.ndim() == 3 && v.ndim() == 3 && out.ndim() == 3,
+          "phi_q, phi_k, v and out must be 3-D");
+  const auto batch = phi_q.shape(0), n = phi_q.shape(1), D = phi_q.shape(2), dv = v.shape(2);
+  require(phi_k.shape(0) == batch && phi_k.shape(1) == n && phi_k.shape(2) == D, "phi_k must match phi_q");
+  require(v.shape(0) == batch && v.shape(1) == n, "v must be (batch, n, dv)");
+  require(out.shape(0) == batch && out.shape(1) == n && out.shape(2) == dv, "out must be (batch, n, dv)");
+  CausalLinearArgs<T> a{phi_q.data(), phi_k.data(), v.data(), out.mutable_data(), batch, n, D, dv, T(eps)};
+  CArray<double> s, z;
+  if (!state_s.is_none()) {
+    s = exactly<CArray<double>>(state_s, "state_s");
+    z = exactly<CArray<double>>(state_z, "state_z");
+    require(s.ndim() == 3 && s.shape(0) == batch && s.shape(1) == D && s.shape(2) == dv, "state_s must be (batch, D, dv)");
+    require(z.ndim() == 2 && z.shape(0) == batch && z.shape(1) == D, "state_z must be (batch, D)");
+    a.state_s = s.mutable_data();
+    a.state_z = z.mutable_data();
+  }
+  py::gil_scoped_release release;
+  active_kernels().get<T>().causal_linear_attention(a);
+}
+
+template <class T>
 void def_typed(py::module_& m) {
   m.def("softmax", &softmax<T>, py::arg("x").noconvert(), py::arg("out").noconvert(), py::arg("log"));
   m.def("attention", &attention<T>, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"),
@@ -115,6 +165,11 @@ void def_typed(py::module_& m) {
         py::arg("bias"), py::arg("key_lengths"), py::arg("causal"), py::arg("scale"),
         py::arg("lse").noconvert(), py::arg("weights").noconvert());
   m.def("positions", &positions<T>, py::arg("out").noconvert(), py::arg("base"), py::arg("start"));
+  m.def("random_features", &random_features<T>, py::arg("z").noconvert(), py::arg("offset"),
+        py::arg("row_log"), py::arg("out").noconvert(), py::arg("scale"), py::arg("kind"));
+  m.def("causal_linear_attention", &causal_linear_attention<T>, py::arg("phi_q").noconvert(),
+        py::arg("phi_k").noconvert(), py::arg("v").noconvert(), py::arg("out").noconvert(),
+        py::arg("eps"), py::arg("state_s"), py::arg("state_z"));
 }
 
 }  // namespace

@@ -3,16 +3,28 @@
 The compiled kernels (``attnkit._core``) are chosen for this CPU at import; see :func:`show_config`.
 """
 
-from attnkit import ops, reference
+from attnkit import feature_maps, ops, reference
 from attnkit._config import get_num_threads, set_num_threads, show_config
 from attnkit._core import __version__
-from attnkit.ops import log_softmax, scaled_dot_product_attention, sinusoidal_positions, softmax
+from attnkit.ops import (
+    LinearAttentionState,
+    linear_attention,
+    log_softmax,
+    random_fourier_features,
+    scaled_dot_product_attention,
+    sinusoidal_positions,
+    softmax,
+)
 
 __all__ = [
+    "LinearAttentionState",
     "__version__",
+    "feature_maps",
     "get_num_threads",
+    "linear_attention",
     "log_softmax",
     "ops",
+    "random_fourier_features",
     "reference",
     "scaled_dot_product_attention",
     "set_num_threads",

@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "attnkit/attention.h"
+#include "attnkit/linear_attention.h"
 #include "attnkit/positions.h"
+#include "attnkit/random_features.h"
 #include "attnkit/softmax.h"
 
 namespace attnkit {
@@ -16,6 +18,8 @@ struct TypedKernels {
   void (*attention)(const AttentionArgs<T>&);
   void (*attention_weights)(const AttentionWeightsArgs<T>&);
   void (*positions)(const PositionsArgs<T>&);
+  void (*random_features)(const RandomFeaturesArgs<T>&);
+  void (*causal_linear_attention)(const CausalLinearArgs<T>&);
 };
 
 struct KernelTable {

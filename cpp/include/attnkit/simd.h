@@ -73,6 +73,23 @@ struct Vec<float> {
   static Vec zero_below(Vec r, Vec x, Vec lo) {
     return {_mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x.v, lo.v, _CMP_NLT_UQ), r.v)};
   }
+  // Bit helpers for sincos: kf = n + magic carries the integer n in its low mantissa bits.
+  static Vec odd_mask(Vec kf) {  // all ones where n is odd
+    __m512i b = _mm512_and_si512(_mm512_castps_si512(kf.v), _mm512_set1_epi32(1));
+    return {_mm512_castsi512_ps(_mm512_sub_epi32(_mm512_setzero_si512(), b))};
+  }
+  static Vec sign_of_bit1(Vec kf, int add) {  // sign bit set where (n + add) & 2
+    __m512i b = _mm512_add_epi32(_mm512_castps_si512(kf.v), _mm512_set1_epi32(add));
+    return {_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_and_si512(b, _mm512_set1_epi32(2)), 30))};
+  }
+  static Vec select(Vec m, Vec a, Vec b) {  // m ? b : a, bitwise
+    __m512i mi = _mm512_castps_si512(m.v);
+    return {_mm512_castsi512_ps(_mm512_or_si512(_mm512_and_si512(mi, _mm512_castps_si512(b.v)),
+                                                _mm512_andnot_si512(mi, _mm512_castps_si512(a.v))))};
+  }
+  static Vec xor_bits(Vec a, Vec m) {
+    return {_mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(a.v), _mm512_castps_si512(m.v)))};
+  }
 };
 
 template <>
@@ -97,6 +114,22 @@ struct Vec<double> {
   }
   static Vec zero_below(Vec r, Vec x, Vec lo) {
     return {_mm512_maskz_mov_pd(_mm512_cmp_pd_mask(x.v, lo.v, _CMP_NLT_UQ), r.v)};
+  }
+  static Vec odd_mask(Vec kf) {
+    __m512i b = _mm512_and_si512(_mm512_castpd_si512(kf.v), _mm512_set1_epi64(1));
+    return {_mm512_castsi512_pd(_mm512_sub_epi64(_mm512_setzero_si512(), b))};
+  }
+  static Vec sign_of_bit1(Vec kf, int add) {
+    __m512i b = _mm512_add_epi64(_mm512_castpd_si512(kf.v), _mm512_set1_epi64(add));
+    return {_mm512_castsi512_pd(_mm512_slli_epi64(_mm512_and_si512(b, _mm512_set1_epi64(2)), 62))};
+  }
+  static Vec select(Vec m, Vec a, Vec b) {
+    __m512i mi = _mm512_castpd_si512(m.v);
+    return {_mm512_castsi512_pd(_mm512_or_si512(_mm512_and_si512(mi, _mm512_castpd_si512(b.v)),
+                                                _mm512_andnot_si512(mi, _mm512_castpd_si512(a.v))))};
+  }
+  static Vec xor_bits(Vec a, Vec m) {
+    return {_mm512_castsi512_pd(_mm512_xor_si512(_mm512_castpd_si512(a.v), _mm512_castpd_si512(m.v)))};
   }
 };
 
@@ -135,6 +168,16 @@ struct Vec<float> {
   static Vec zero_below(Vec r, Vec x, Vec lo) {
     return {_mm256_and_ps(_mm256_cmp_ps(x.v, lo.v, _CMP_NLT_UQ), r.v)};
   }
+  static Vec odd_mask(Vec kf) {
+    __m256i b = _mm256_and_si256(_mm256_castps_si256(kf.v), _mm256_set1_epi32(1));
+    return {_mm256_castsi256_ps(_mm256_sub_epi32(_mm256_setzero_si256(), b))};
+  }
+  static Vec sign_of_bit1(Vec kf, int add) {
+    __m256i b = _mm256_add_epi32(_mm256_castps_si256(kf.v), _mm256_set1_epi32(add));
+    return {_mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(b, _mm256_set1_epi32(2)), 30))};
+  }
+  static Vec select(Vec m, Vec a, Vec b) { return {_mm256_blendv_ps(a.v, b.v, m.v)}; }
+  static Vec xor_bits(Vec a, Vec m) { return {_mm256_xor_ps(a.v, m.v)}; }
 };
 
 template <>
@@ -166,6 +209,16 @@ struct Vec<double> {
   static Vec zero_below(Vec r, Vec x, Vec lo) {
     return {_mm256_and_pd(_mm256_cmp_pd(x.v, lo.v, _CMP_NLT_UQ), r.v)};
   }
+  static Vec odd_mask(Vec kf) {
+    __m256i b = _mm256_and_si256(_mm256_castpd_si256(kf.v), _mm256_set1_epi64x(1));
+    return {_mm256_castsi256_pd(_mm256_sub_epi64(_mm256_setzero_si256(), b))};
+  }
+  static Vec sign_of_bit1(Vec kf, int add) {
+    __m256i b = _mm256_add_epi64(_mm256_castpd_si256(kf.v), _mm256_set1_epi64x(add));
+    return {_mm256_castsi256_pd(_mm256_slli_epi64(_mm256_and_si256(b, _mm256_set1_epi64x(2)), 62))};
+  }
+  static Vec select(Vec m, Vec a, Vec b) { return {_mm256_blendv_pd(a.v, b.v, m.v)}; }
+  static Vec xor_bits(Vec a, Vec m) { return {_mm256_xor_pd(a.v, m.v)}; }
 };
 
 #elif defined(__SSE2__)
@@ -197,6 +250,16 @@ struct Vec<float> {
     return {_mm_castsi128_ps(_mm_slli_epi32(b, 23))};
   }
   static Vec zero_below(Vec r, Vec x, Vec lo) { return {_mm_and_ps(_mm_cmpnlt_ps(x.v, lo.v), r.v)}; }
+  static Vec odd_mask(Vec kf) {
+    __m128i b = _mm_and_si128(_mm_castps_si128(kf.v), _mm_set1_epi32(1));
+    return {_mm_castsi128_ps(_mm_sub_epi32(_mm_setzero_si128(), b))};
+  }
+  static Vec sign_of_bit1(Vec kf, int add) {
+    __m128i b = _mm_add_epi32(_mm_castps_si128(kf.v), _mm_set1_epi32(add));
+    return {_mm_castsi128_ps(_mm_slli_epi32(_mm_and_si128(b, _mm_set1_epi32(2)), 30))};
+  }
+  static Vec select(Vec m, Vec a, Vec b) { return {_mm_or_ps(_mm_and_ps(m.v, b.v), _mm_andnot_ps(m.v, a.v))}; }
+  static Vec xor_bits(Vec a, Vec m) { return {_mm_xor_ps(a.v, m.v)}; }
 };
 
 template <>
@@ -220,6 +283,16 @@ struct Vec<double> {
     return {_mm_castsi128_pd(_mm_slli_epi64(b, 52))};
   }
   static Vec zero_below(Vec r, Vec x, Vec lo) { return {_mm_and_pd(_mm_cmpnlt_pd(x.v, lo.v), r.v)}; }
+  static Vec odd_mask(Vec kf) {
+    __m128i b = _mm_and_si128(_mm_castpd_si128(kf.v), _mm_set1_epi64x(1));
+    return {_mm_castsi128_pd(_mm_sub_epi64(_mm_setzero_si128(), b))};
+  }
+  static Vec sign_of_bit1(Vec kf, int add) {
+    __m128i b = _mm_add_epi64(_mm_castpd_si128(kf.v), _mm_set1_epi64x(add));
+    return {_mm_castsi128_pd(_mm_slli_epi64(_mm_and_si128(b, _mm_set1_epi64x(2)), 62))};
+  }
+  static Vec select(Vec m, Vec a, Vec b) { return {_mm_or_pd(_mm_and_pd(m.v, b.v), _mm_andnot_pd(m.v, a.v))}; }
+  static Vec xor_bits(Vec a, Vec m) { return {_mm_xor_pd(a.v, m.v)}; }
 };
 
 #else  // scalar lanes: the same algorithm, one element at a time
@@ -254,6 +327,25 @@ struct ScalarVec {
   static ScalarVec zero_below(ScalarVec r, ScalarVec x, ScalarVec lo) {
     return {x.v < lo.v ? T(0) : r.v};
   }
+  using Bits = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+  static Bits bits(T x) {
+    Bits b;
+    std::memcpy(&b, &x, sizeof b);
+    return b;
+  }
+  static T from_bits(Bits b) {
+    T x;
+    std::memcpy(&x, &b, sizeof x);
+    return x;
+  }
+  static ScalarVec odd_mask(ScalarVec kf) { return {from_bits(Bits(0) - (bits(kf.v) & 1))}; }
+  static ScalarVec sign_of_bit1(ScalarVec kf, int add) {
+    return {from_bits(((bits(kf.v) + Bits(add)) & 2) << (8 * sizeof(T) - 2))};
+  }
+  static ScalarVec select(ScalarVec m, ScalarVec a, ScalarVec b) {
+    return {from_bits((bits(m.v) & bits(b.v)) | (~bits(m.v) & bits(a.v)))};
+  }
+  static ScalarVec xor_bits(ScalarVec a, ScalarVec m) { return {from_bits(bits(a.v) ^ bits(m.v))}; }
 };
 template <>
 struct Vec<float> : ScalarVec<float> {
@@ -290,6 +382,55 @@ inline Vec<T> exp(Vec<T> x) {
     p = V::fma(p, r, V::set1(coef));
   }
   return V::zero_below(p * V::pow2_from_magic(kf), x, lo);
+}
+
+template <class T>
+struct TrigConst;
+template <>
+struct TrigConst<float> {
+  static constexpr float two_over_pi = 0.636619772367581343f, magic = 12582912.0f;
+  static constexpr float pio2_1 = 1.5703125f, pio2_2 = 4.837512969970703125e-4f,
+                         pio2_3 = 7.54978995489188216e-8f;
+  static constexpr int terms = 6;  // sin to r^11, cos to r^12 on |r| <= pi/4: error < 1 ulp
+};
+template <>
+struct TrigConst<double> {
+  static constexpr double two_over_pi = 0.63661977236758134308, magic = 6755399441055744.0;
+  static constexpr double pio2_1 = 1.57079632673412561417, pio2_2 = 6.07710050630396597660e-11,
+                          pio2_3 = 2.02226624879595063154e-21;
+  static constexpr int terms = 10;
+};
+
+// sin and cos of every lane: x = n pi/2 + r (three-part Cody-Waite, |r| <= pi/4), Taylor polynomials,
+// then the quadrant n mod 4 swaps and negates. Accurate for |x| up to ~1e5 (float) / 1e9 (double),
+// far past the arguments random features produce; NaN and inf give NaN.
+template <class T>
+inline void sincos(Vec<T> x, Vec<T>& s, Vec<T>& c) {
+  using V = Vec<T>;
+  using C = TrigConst<T>;
+  const V kf = V::fma(x, V::set1(C::two_over_pi), V::set1(C::magic));
+  const V n = kf - V::set1(C::magic);
+  V r = V::fma(n, V::set1(-C::pio2_1), x);
+  r = V::fma(n, V::set1(-C::pio2_2), r);
+  r = V::fma(n, V::set1(-C::pio2_3), r);
+  const V r2 = r * r;
+  // sin r = r sum_k (-1)^k r^2k / (2k+1)!,  cos r = sum_k (-1)^k r^2k / (2k)!
+  T fs = T(1), fc = T(1);  // 1 / (2k+1)!, 1 / (2k)! at k = terms - 1
+  for (int i = 2; i <= 2 * C::terms - 1; ++i) fs /= T(i);
+  for (int i = 2; i <= 2 * C::terms - 2; ++i) fc /= T(i);
+  const T sign = (C::terms - 1) % 2 ? T(-1) : T(1);
+  V ps = V::set1(sign * fs), pc = V::set1(sign * fc);
+  for (int k = C::terms - 2; k >= 0; --k) {
+    fs *= T(2 * k + 2) * T(2 * k + 3);
+    fc *= T(2 * k + 1) * T(2 * k + 2);
+    const T sk = k % 2 ? T(-1) : T(1);
+    ps = V::fma(ps, r2, V::set1(sk * fs));
+    pc = V::fma(pc, r2, V::set1(sk * fc));
+  }
+  ps = ps * r;
+  const V odd = V::odd_mask(kf);
+  s = V::xor_bits(V::select(odd, ps, pc), V::sign_of_bit1(kf, 0));
+  c = V::xor_bits(V::select(odd, pc, ps), V::sign_of_bit1(kf, 1));
 }
 
 template <class T>

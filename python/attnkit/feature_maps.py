@@ -1,0 +1,305 @@
+"""Feature maps for kernelized (linear) attention.
+
+A feature map ``phi`` sends vectors of width d to D features so that ``phi(q) . phi(k)`` equals, or
+estimates, a similarity ``sim(q, k)``; attention with that similarity then costs O(N) instead of
+O(N^2) (see :func:`attnkit.ops.linear_attention`). Every map has one small interface:
+
+- ``transform(x)``: the map itself, ``(..., n, d) -> (..., n, D)``;
+- ``queries(x)`` / ``keys(x)``: the forms linear attention uses. They may differ from ``transform``
+  by a factor that is the same for every key of a query (so it cancels in the attention average)
+  and keeps the numbers in range;
+- ``n_features_out(d)``; random maps also have ``redraw(random_state)`` and draw their weights from
+  ``numpy.random.default_rng(random_state)`` when first used for a width d, so a seed gives the same
+  features on every machine and ISA.
+"""
+
+import math
+
+import numpy as np
+
+from attnkit import _core
+from attnkit._validation import check_int, check_real, float_array
+
+__all__ = [
+    "EluFeatureMap",
+    "FeatureMap",
+    "PolynomialFeatureMap",
+    "PositiveRandomFeatureMap",
+    "RandomFourierFeatureMap",
+    "ReluFeatureMap",
+    "resolve_feature_map",
+]
+
+_KINDS = {"cos": 0, "sincos": 1, "exp": 2}
+
+
+def fused_features(z, kind, *, scale=1.0, offset=None, row_log=None):
+    """Apply the fused SIMD transform to projections ``z`` (..., D) (see cpp random_features.h).
+
+    ``cos``: ``scale e^row_log cos(z + offset)``; ``sincos``: the same with ``[sin, cos]`` (2D wide);
+    ``exp``: ``scale e^(z + offset + row_log)``. Works in place for cos/exp when ``z`` is C-contiguous.
+    """
+    lead, width = z.shape[:-1], z.shape[-1]
+    flat = np.ascontiguousarray(z).reshape(-1, width)
+    out = np.empty((flat.shape[0], 2 * width), z.dtype) if kind == "sincos" else flat
+    if offset is not None:
+        offset = np.ascontiguousarray(offset, dtype=z.dtype)
+    if row_log is not None:
+        row_log = np.ascontiguousarray(row_log, dtype=z.dtype).reshape(-1)
+    _core.random_features(flat, offset, row_log, out, float(scale), _KINDS[kind])
+    return out.reshape(lead + (out.shape[-1],))
+
+
+def _gaussian_rows(rng, n_rows, d, orthogonal):
+    """(n_rows, d) rows ~ N(0, I). Orthogonal: blocks of d mutually orthogonal rows whose norms are
+    drawn like Gaussian vectors' (chi_d), which lowers the estimators' variance."""
+    if not orthogonal:
+        return rng.standard_normal((n_rows, d))
+    blocks = []
+    for _ in range(math.ceil(n_rows / d)):
+        q, r = np.linalg.qr(rng.standard_normal((d, d)))
+        q = q * np.sign(np.diag(r))  # a uniformly random rotation (Haar), not QR's sign convention
+        blocks.append(q.T)
+    norms = np.linalg.norm(rng.standard_normal((n_rows, d)), axis=1)
+    return np.concatenate(blocks)[:n_rows] * norms[:, None]
+
+
+class FeatureMap:
+    """Base class: ``queries`` and ``keys`` default to ``transform``."""
+
+    #: True for maps whose inner product is a random estimate (drawn weights).
+    random = False
+
+    def n_features_out(self, d):
+        raise NotImplementedError
+
+    def transform(self, x):
+        raise NotImplementedError
+
+    def queries(self, x):
+        return self.transform(x)
+
+    def keys(self, x):
+        return self.transform(x)
+
+    def __repr__(self):
+        params = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
+        return f"{type(self).__name__}({params})"
+
+    def _params(self):
+        return {}
+
+
+class EluFeatureMap(FeatureMap):
+    """``phi(x) = elu(x) + 1`` (Katharopoulos et al., 2020): positive, D = d."""
+
+    def n_features_out(self, d):
+        return d
+
+    def transform(self, x):
+        x = float_array(x, "x")
+        return np.where(x > 0, x + 1, np.exp(np.minimum(x, 0)))
+
+
+class ReluFeatureMap(FeatureMap):
+    """``phi(x) = max(x, 0)``: non-negative, D = d. A query whose features are all zero sees nothing
+    and gets zeros (see the ``eps`` guard of :func:`attnkit.ops.linear_attention`)."""
+
+    def n_features_out(self, d):
+        return d
+
+    def transform(self, x):
+        return np.maximum(float_array(x, "x"), 0)
+
+
+class PolynomialFeatureMap(FeatureMap):
+    """Exact features of the polynomial kernel ``(q . k + c) ** degree``.
+
+    ``phi(x) = [sqrt(C(p, i) c^(p-i)) x^(tensor i)]_{i=0..p}``, so ``phi(q) . phi(k)`` equals the
+    kernel exactly (binomial expansion). D = sum_i d^i: 1 + d + d^2 for degree 2.
+
+    Parameters
+    ----------
+    degree : int, default=2
+        Polynomial degree p >= 1.
+    c : float, default=1.0
+        Offset, >= 0.
+    """
+
+    def __init__(self, degree=2, c=1.0):
+        self.degree = check_int(degree, "degree", minimum=1)
+        self.c = check_real(c, "c")
+        if self.c < 0:
+            raise ValueError(f"c must be >= 0 (the features take sqrt(c)), got {c}")
+
+    def _params(self):
+        return {"degree": self.degree, "c": self.c}
+
+    def n_features_out(self, d):
+        return sum(d**i for i in range(self.degree + 1))
+
+    def transform(self, x):
+        x = float_array(x, "x")
+        p, parts, power = self.degree, [], np.ones(x.shape[:-1] + (1,), x.dtype)
+        for i in range(p + 1):
+            weight = math.sqrt(math.comb(p, i) * self.c ** (p - i))
+            parts.append(weight * power)
+            if i < p:
+                power = (power[..., :, None] * x[..., None, :]).reshape(x.shape[:-1] + (-1,))
+        return np.concatenate(parts, axis=-1).astype(x.dtype, copy=False)
+
+
+class _RandomFeatureMap(FeatureMap):
+    random = True
+
+    def __init__(self, n_features, random_state, orthogonal):
+        self.n_features = check_int(n_features, "n_features", minimum=1)
+        self.random_state = random_state
+        self.orthogonal = bool(orthogonal)
+        self._rng = np.random.default_rng(random_state)
+        self._weights = {}
+
+    def redraw(self, random_state=None):
+        """Draw new random weights (from ``random_state``, or from the map's generator)."""
+        if random_state is not None:
+            self._rng = np.random.default_rng(random_state)
+        self._weights = {}
+        return self
+
+    def weights(self, d):
+        """The (n_features, d) projection rows for inputs of width ``d`` (drawn on first use)."""
+        d = check_int(d, "d", minimum=1)
+        if d not in self._weights:
+            self._weights[d] = self._draw(d)
+        return self._weights[d]
+
+    def _project(self, x):
+        x = float_array(x, "x")
+        if x.ndim < 1:
+            raise ValueError(f"x must have at least 1 dimension (..., d), got shape {x.shape}")
+        return x, x @ self.weights(x.shape[-1]).T.astype(x.dtype)
+
+
+class RandomFourierFeatureMap(_RandomFeatureMap):
+    """Random Fourier features (Rahimi & Recht, 2007) of the Gaussian kernel.
+
+    ``phi(x) = sqrt(1/D) [sin(w_i . x), cos(w_i . x)]_{i<D}`` with ``w_i ~ N(0, sigma^-2 I)``, so that
+    ``E[phi(q) . phi(k)] = exp(-|q - k|^2 / (2 sigma^2))``; 2D output features.
+
+    With ``softmax_kernel=True`` each side is also multiplied by ``exp(|x|^2 / (2 sigma^2))``, so that
+    ``phi(q) . phi(k)`` estimates ``exp(q . k / sigma^2)``: softmax attention's kernel when
+    ``sigma^2 = sqrt(d)`` (the default sigma). The estimate can be negative; linear attention guards
+    its denominator (see ``eps`` there). ``queries`` omits the query-side factor (it cancels).
+
+    Parameters
+    ----------
+    n_features : int, default=128
+        Number of frequencies D (the map outputs 2D features).
+    sigma : float, optional
+        Kernel bandwidth; default ``d ** 0.25`` (so ``sigma^2 = sqrt(d)``).
+    random_state : int, numpy Generator or None
+        Seed of the frequencies.
+    orthogonal : bool, default=False
+        Orthogonal random features (Yu et al., 2016): lower variance.
+    softmax_kernel : bool, default=False
+        Estimate ``exp(q . k / sigma^2)`` instead of the Gaussian kernel.
+    """
+
+    def __init__(self, n_features=128, sigma=None, random_state=None, orthogonal=False, softmax_kernel=False):
+        super().__init__(n_features, random_state, orthogonal)
+        self.sigma = None if sigma is None else check_real(sigma, "sigma", positive=True)
+        self.softmax_kernel = bool(softmax_kernel)
+
+    def _params(self):
+        return {"n_features": self.n_features, "sigma": self.sigma, "random_state": self.random_state,
+                "orthogonal": self.orthogonal, "softmax_kernel": self.softmax_kernel}
+
+    def n_features_out(self, d):
+        return 2 * self.n_features
+
+    def bandwidth(self, d):
+        return self.sigma if self.sigma is not None else d**0.25
+
+    def _draw(self, d):
+        return _gaussian_rows(self._rng, self.n_features, d, self.orthogonal) / self.bandwidth(d)
+
+    def _features(self, x, with_norm_factor):
+        x, z = self._project(x)
+        row_log = None
+        if self.softmax_kernel and with_norm_factor:
+            row_log = np.sum(x * x, axis=-1) / (2 * self.bandwidth(x.shape[-1]) ** 2)
+        return fused_features(z, "sincos", scale=math.sqrt(1.0 / self.n_features), row_log=row_log)
+
+    def transform(self, x):
+        return self._features(x, True)
+
+    def queries(self, x):
+        return self._features(x, False)
+
+
+class PositiveRandomFeatureMap(_RandomFeatureMap):
+    """Positive random features of the softmax kernel (Performer's FAVOR+, Choromanski et al., 2021).
+
+    With ``u = scale * x`` and ``w_i ~ N(0, I)``: ``phi(x) = exp(w_i . u - |u|^2 / 2) / sqrt(m)``, so
+    ``E[phi(q) . phi(k)] = exp(scale^2 q . k)``: softmax attention's kernel for the default
+    ``scale = d ** -0.25``. Every feature is > 0, so attention weights are never negative.
+    ``queries`` subtracts each row's largest exponent (Performer's stabiliser; the factor cancels);
+    ``keys`` never exceed ``exp(|w|^2 / 2)`` and need none.
+
+    Parameters
+    ----------
+    n_features : int, default=128
+        Number of random features m.
+    random_state : int, numpy Generator or None
+        Seed of the projections; ``redraw`` draws new ones.
+    orthogonal : bool, default=True
+        Orthogonal random projections (lower variance).
+    scale : float, optional
+        Input scale; default ``d ** -0.25``.
+    """
+
+    def __init__(self, n_features=128, random_state=None, orthogonal=True, scale=None):
+        super().__init__(n_features, random_state, orthogonal)
+        self.scale = None if scale is None else check_real(scale, "scale", positive=True)
+
+    def _params(self):
+        return {"n_features": self.n_features, "random_state": self.random_state,
+                "orthogonal": self.orthogonal, "scale": self.scale}
+
+    def n_features_out(self, d):
+        return self.n_features
+
+    def _draw(self, d):
+        return _gaussian_rows(self._rng, self.n_features, d, self.orthogonal)
+
+    def _exponents(self, x):
+        x = float_array(x, "x")
+        s = self.scale if self.scale is not None else x.shape[-1] ** -0.25
+        return self._project(x * x.dtype.type(s))
+
+    def transform(self, x):
+        u, z = self._exponents(x)
+        return fused_features(z, "exp", scale=self.n_features**-0.5, row_log=-0.5 * np.sum(u * u, axis=-1))
+
+    def queries(self, x):
+        _, z = self._exponents(x)
+        row_max = np.max(z, axis=-1) if z.shape[-1] else np.zeros(z.shape[:-1], z.dtype)
+        return fused_features(z, "exp", scale=self.n_features**-0.5, row_log=-row_max)
+
+    def keys(self, x):
+        return self.transform(x)
+
+
+_NAMED = {"elu": EluFeatureMap, "relu": ReluFeatureMap, "polynomial": PolynomialFeatureMap}
+
+
+def resolve_feature_map(feature_map):
+    """A FeatureMap from a name ("elu", "relu", "polynomial") or an instance."""
+    if isinstance(feature_map, FeatureMap):
+        return feature_map
+    if isinstance(feature_map, str) and feature_map in _NAMED:
+        return _NAMED[feature_map]()
+    raise ValueError(
+        f"feature_map must be one of {sorted(_NAMED)} or a FeatureMap instance "
+        f"(e.g. PositiveRandomFeatureMap(...)), got {feature_map!r}"
+    )
