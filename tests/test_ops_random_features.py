@@ -1,0 +1,43 @@
+"""ops.random_fourier_features (the fused transform) against the NumPy reference on every ISA."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from attnkit import reference
+from attnkit.ops import random_fourier_features
+
+
+@given(seed=st.integers(0, 2**32 - 1), lead=st.sampled_from([(), (5,), (3, 4)]), f=st.integers(1, 40),
+       n_freq=st.integers(1, 70), kind=st.sampled_from(["cos", "sincos"]), offsets=st.booleans(),
+       dtype=st.sampled_from([np.float32, np.float64]), spread=st.sampled_from([0.1, 1.0, 30.0]))
+def test_matches_reference(isa, seed, lead, f, n_freq, kind, offsets, dtype, spread):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(lead + (f,)).astype(dtype)
+    w = (spread * rng.standard_normal((f, n_freq))).astype(dtype)
+    b = rng.uniform(0, 2 * np.pi, n_freq).astype(dtype) if offsets else None
+    out = random_fourier_features(x, w, b, kind=kind)
+    expected = reference.random_fourier_features(x, w, b, kind=kind)
+    assert out.shape == lead + ((2 if kind == "sincos" else 1) * n_freq,) and out.dtype == dtype
+    # float32 arguments reach |x W| ~ 30 * sqrt(f) * 4: absolute error ~ eps * |argument|
+    atol = (2e-5 * spread * np.sqrt(f) + 1e-6) if dtype == np.float32 else 1e-12 * spread * np.sqrt(f)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=atol * np.sqrt(2.0 / n_freq) * 4)
+
+
+def test_non_finite_input_gives_nan_not_garbage():
+    x = np.array([[np.nan, 1.0], [np.inf, 0.0], [1.0, 2.0]])
+    out = random_fourier_features(x, np.ones((2, 3)), kind="sincos")
+    assert np.all(np.isnan(out[:2])) and np.all(np.isfinite(out[2]))
+
+
+def test_errors():
+    x = np.ones((4, 3))
+    with pytest.raises(ValueError, match=r"weights must have shape \(f, D\)"):
+        random_fourier_features(x, np.ones((2, 5)))
+    with pytest.raises(ValueError, match="kind"):
+        random_fourier_features(x, np.ones((3, 5)), kind="tan")
+    with pytest.raises(ValueError, match="offsets must have shape"):
+        random_fourier_features(x, np.ones((3, 5)), np.ones(4))
+    with pytest.raises(TypeError, match="x must be a float32 or float64"):
+        random_fourier_features(np.ones((4, 3), dtype=complex), np.ones((3, 5)))
