@@ -1,0 +1,93 @@
+// Bindings of the tiled attention kernels: operands arrive as (array, batch offsets, row stride).
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include "arrays.h"
+#include "attnkit/isa.h"
+#include "bindings.h"
+
+namespace attnkit {
+
+namespace {
+
+template <class T>
+AttentionArgs<T> attention_args(const py::tuple& q, const py::tuple& k, const py::object& v,
+                                const py::object& mask, const py::object& bias,
+                                const py::object& key_lengths, bool causal, double scale,
+                                std::int64_t batch, std::int64_t nq, std::int64_t nk, std::int64_t d,
+                                std::int64_t dv) {
+  require(batch >= 0 && nq >= 0 && nk >= 0 && d >= 0 && dv >= 0, "sizes must be non-negative");
+  AttentionArgs<T> a;
+  a.batch = batch, a.nq = nq, a.nk = nk, a.d = d, a.dv = dv;
+  a.q = batched_rows<T>(q, batch, nq, d, "q");
+  a.k = batched_rows<T>(k, batch, nk, d, "k");
+  if (!v.is_none()) a.v = batched_rows<T>(v.cast<py::tuple>(), batch, nk, dv, "v");
+  if (!mask.is_none()) a.mask = batched_rows<std::uint8_t>(mask.cast<py::tuple>(), batch, nq, nk, "mask");
+  if (!bias.is_none()) a.bias = batched_rows<T>(bias.cast<py::tuple>(), batch, nq, nk, "bias");
+  if (!key_lengths.is_none()) {
+    auto kl = exactly<Offsets>(key_lengths, "key_lengths");
+    require(kl.ndim() == 1 && kl.shape(0) == batch, "key_lengths: one entry per batch item expected");
+    for (std::int64_t b = 0; b < batch; ++b)
+      require(kl.data()[b] >= 0 && kl.data()[b] <= nk, "key_lengths: values must lie in [0, nk]");
+    a.key_length = kl.data();
+  }
+  a.causal = causal;
+  a.scale = T(scale);
+  return a;
+}
+
+template <class T>
+void attention(const py::tuple& q, const py::tuple& k, const py::tuple& v, const py::object& mask,
+               const py::object& bias, const py::object& key_lengths, bool causal, double scale,
+               CArray<T> out, const py::object& lse) {
+  require(out.ndim() == 3, "out must be (batch, nq, dv)");
+  const auto batch = out.shape(0), nq = out.shape(1), dv = out.shape(2);
+  const auto qa = q[0].cast<py::array>(), ka = k[0].cast<py::array>();
+  require(qa.ndim() >= 2 && ka.ndim() >= 2, "q and k must be at least 2-D");
+  const auto d = qa.shape(qa.ndim() - 1), nk = ka.shape(ka.ndim() - 2);
+  require(qa.shape(qa.ndim() - 2) == nq && ka.shape(ka.ndim() - 1) == d, "q/k/out shapes disagree");
+  AttentionArgs<T> a = attention_args<T>(q, k, v, mask, bias, key_lengths, causal, scale, batch, nq, nk, d, dv);
+  a.out = out.mutable_data();
+  CArray<T> lse_arr;
+  if (!lse.is_none()) {
+    lse_arr = exactly<CArray<T>>(lse, "lse");
+    require(lse_arr.ndim() == 2 && lse_arr.shape(0) == batch && lse_arr.shape(1) == nq, "lse must be (batch, nq)");
+    a.lse = lse_arr.mutable_data();
+  }
+  py::gil_scoped_release release;
+  active_kernels().get<T>().attention(a);
+}
+
+template <class T>
+void attention_weights(const py::tuple& q, const py::tuple& k, const py::object& mask,
+                       const py::object& bias, const py::object& key_lengths, bool causal,
+                       double scale, CArray<T> lse, CArray<T> weights) {
+  require(weights.ndim() == 3, "weights must be (batch, nq, nk)");
+  const auto batch = weights.shape(0), nq = weights.shape(1), nk = weights.shape(2);
+  const auto qa = q[0].cast<py::array>();
+  require(qa.ndim() >= 2, "q must be at least 2-D");
+  const auto d = qa.shape(qa.ndim() - 1);
+  require(lse.ndim() == 2 && lse.shape(0) == batch && lse.shape(1) == nq, "lse must be (batch, nq)");
+  AttentionWeightsArgs<T> w;
+  w.attn = attention_args<T>(q, k, py::none(), mask, bias, key_lengths, causal, scale, batch, nq, nk, d, 0);
+  w.attn.lse = lse.mutable_data();
+  w.weights = weights.mutable_data();
+  py::gil_scoped_release release;
+  active_kernels().get<T>().attention_weights(w);
+}
+
+}  // namespace
+
+void bind_attention(py::module_& m) {
+  for_each_dtype([&m](auto tag) {
+    using T = typename decltype(tag)::type;
+    m.def("attention", &attention<T>, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"),
+          py::arg("bias"), py::arg("key_lengths"), py::arg("causal"), py::arg("scale"),
+          py::arg("out").noconvert(), py::arg("lse"));
+    m.def("attention_weights", &attention_weights<T>, py::arg("q"), py::arg("k"), py::arg("mask"),
+          py::arg("bias"), py::arg("key_lengths"), py::arg("causal"), py::arg("scale"),
+          py::arg("lse").noconvert(), py::arg("weights").noconvert());
+  });
+}
+
+}  // namespace attnkit

@@ -1,0 +1,47 @@
+// Binding of causal linear attention.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include "arrays.h"
+#include "attnkit/isa.h"
+#include "bindings.h"
+
+namespace attnkit {
+
+namespace {
+
+template <class T>
+void causal_linear_attention(CArray<T> phi_q, CArray<T> phi_k, CArray<T> v, CArray<T> out, double eps,
+                             const py::object& state_s, const py::object& state_z) {
+  require(phi_q.ndim() == 3 && phi_k.ndim() == 3 && v.ndim() == 3 && out.ndim() == 3,
+          "phi_q, phi_k, v and out must be 3-D");
+  const auto batch = phi_q.shape(0), n = phi_q.shape(1), D = phi_q.shape(2), dv = v.shape(2);
+  require(phi_k.shape(0) == batch && phi_k.shape(1) == n && phi_k.shape(2) == D, "phi_k must match phi_q");
+  require(v.shape(0) == batch && v.shape(1) == n, "v must be (batch, n, dv)");
+  require(out.shape(0) == batch && out.shape(1) == n && out.shape(2) == dv, "out must be (batch, n, dv)");
+  CausalLinearArgs<T> a{phi_q.data(), phi_k.data(), v.data(), out.mutable_data(), batch, n, D, dv, T(eps)};
+  CArray<double> s, z;
+  if (!state_s.is_none()) {
+    s = exactly<CArray<double>>(state_s, "state_s");
+    z = exactly<CArray<double>>(state_z, "state_z");
+    require(s.ndim() == 3 && s.shape(0) == batch && s.shape(1) == D && s.shape(2) == dv, "state_s must be (batch, D, dv)");
+    require(z.ndim() == 2 && z.shape(0) == batch && z.shape(1) == D, "state_z must be (batch, D)");
+    a.state_s = s.mutable_data();
+    a.state_z = z.mutable_data();
+  }
+  py::gil_scoped_release release;
+  active_kernels().get<T>().causal_linear_attention(a);
+}
+
+}  // namespace
+
+void bind_linear_attention(py::module_& m) {
+  for_each_dtype([&m](auto tag) {
+    using T = typename decltype(tag)::type;
+    m.def("causal_linear_attention", &causal_linear_attention<T>, py::arg("phi_q").noconvert(),
+          py::arg("phi_k").noconvert(), py::arg("v").noconvert(), py::arg("out").noconvert(),
+          py::arg("eps"), py::arg("state_s"), py::arg("state_z"));
+  });
+}
+
+}  // namespace attnkit

@@ -1,0 +1,27 @@
+// One bind_<concept> function per kernel concept (bind_<concept>.cpp), called by module.cpp.
+#pragma once
+#include <pybind11/pybind11.h>
+
+namespace attnkit {
+namespace py = pybind11;
+
+template <class T>
+struct DtypeTag {
+  using type = T;
+};
+
+// Calls f(DtypeTag<float>{}) then f(DtypeTag<double>{}): pybind11 tries overloads in that order,
+// and noconvert arguments make each overload accept only its own dtype.
+template <class F>
+void for_each_dtype(F&& f) {
+  f(DtypeTag<float>{});
+  f(DtypeTag<double>{});
+}
+
+void bind_softmax(py::module_& m);
+void bind_attention(py::module_& m);
+void bind_positions(py::module_& m);
+void bind_random_features(py::module_& m);
+void bind_linear_attention(py::module_& m);
+
+}  // namespace attnkit
