@@ -69,8 +69,10 @@ def test_padded_keys_contribute_nothing(isa, seed, n, use_mask, causal):
     k2[padded], v2[padded] = np.nan, np.inf  # even non-finite padding must not leak
     np.testing.assert_array_equal(linear_attention(q, k2, v2, causal=causal, **kw), out)
     visible = reference.attention_mask(n, n, key_lengths=lengths, causal=causal, batch_shape=(3,))
-    expected = reference.kernel_attention(q, k, v, lambda a, b: reference_elu(a) @ np.swapaxes(reference_elu(b), -1, -2),
-                                          mask=visible)
+    def elu_similarity(a, b):
+        return reference_elu(a) @ np.swapaxes(reference_elu(b), -1, -2)
+
+    expected = reference.kernel_attention(q, k, v, elu_similarity, mask=visible)
     np.testing.assert_allclose(out, expected, rtol=1e-9, atol=1e-12)
 
 

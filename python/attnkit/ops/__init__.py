@@ -1,0 +1,21 @@
+"""Public array operations backed by the compiled kernels.
+
+This layer validates, broadcasts and lays out arrays; the kernels assume valid input. Each function
+has a NumPy twin of the same name in :mod:`attnkit.reference`. One module per concept.
+"""
+
+from attnkit.ops.attention import scaled_dot_product_attention
+from attnkit.ops.linear_attention import LinearAttentionState, linear_attention
+from attnkit.ops.positions import sinusoidal_positions
+from attnkit.ops.random_features import random_fourier_features
+from attnkit.ops.softmax import log_softmax, softmax
+
+__all__ = [
+    "LinearAttentionState",
+    "linear_attention",
+    "log_softmax",
+    "random_fourier_features",
+    "scaled_dot_product_attention",
+    "sinusoidal_positions",
+    "softmax",
+]

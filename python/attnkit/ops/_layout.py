@@ -1,0 +1,50 @@
+"""Shared validation and memory layout of attention inputs (for the C++ operands)."""
+
+import numpy as np
+
+from attnkit._validation import check_ndim, float_array
+
+
+def check_qkv(q, k, v):
+    """Validate attention inputs; return them as float arrays and the computation dtype."""
+    q, k, v = (float_array(a, name) for a, name in ((q, "q"), (k, "k"), (v, "v")))
+    for a, name, what in ((q, "q", "(..., Nq, d)"), (k, "k", "(..., Nk, d)"), (v, "v", "(..., Nk, dv)")):
+        check_ndim(a, name, 2, what)
+    (d, dk), (nk, nkv) = (q.shape[-1], k.shape[-1]), (k.shape[-2], v.shape[-2])
+    if d != dk:
+        raise ValueError(f"q and k must have the same last dimension d, got q {q.shape} and k {k.shape}")
+    if nk != nkv:
+        raise ValueError(f"k and v must have the same number of keys Nk, got k {k.shape} and v {v.shape}")
+    if d == 0:
+        raise ValueError(f"q and k need at least one feature (d >= 1), got q {q.shape} and k {k.shape}")
+    return q, k, v, np.result_type(q, k, v)
+
+
+def batch_shape(**named):
+    """Broadcast of the leading (batch) dims of the named arrays (None entries are skipped)."""
+    present = {n: a for n, a in named.items() if a is not None}
+    try:
+        return np.broadcast_shapes(*(a.shape[:-2] for a in present.values()))
+    except ValueError:
+        shapes = ", ".join(f"{n} {a.shape}" for n, a in present.items())
+        raise ValueError(f"the leading (batch) dims of the inputs do not broadcast: {shapes}") from None
+
+
+def operand(a, batch, dtype):
+    """(array, batch offsets, row stride) for the kernels: matrix b of the flattened broadcast batch
+    starts offsets[b] elements into ``a``. Broadcast and strided batch dims are read in place; only a
+    dtype change or non-contiguous rows cost a copy."""
+    a = a.astype(dtype, copy=False)
+    item = a.itemsize
+    if (a.shape[-1] > 1 and a.strides[-1] != item) or any(s % item for s in a.strides):
+        a = np.ascontiguousarray(a)
+    lead = (1,) * (len(batch) - (a.ndim - 2)) + a.shape[:-2]
+    strides = (0,) * (len(batch) - (a.ndim - 2)) + tuple(s // item for s in a.strides[:-2])
+    offsets = np.zeros(batch, dtype=np.int64)
+    for axis, (size, stride) in enumerate(zip(lead, strides)):
+        if size > 1 and stride:
+            shape = [1] * len(batch)
+            shape[axis] = size
+            offsets = offsets + np.arange(size, dtype=np.int64).reshape(shape) * stride
+    row_stride = a.strides[-2] // item if a.shape[-2] > 1 else 0
+    return a, np.ascontiguousarray(np.broadcast_to(offsets, batch).reshape(-1)), row_stride

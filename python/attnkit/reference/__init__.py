@@ -1,0 +1,27 @@
+"""Plain NumPy references of the attnkit ops.
+
+Each function has the signature and the semantics of its twin in :mod:`attnkit.ops` and is
+written to be read: it materialises every intermediate (the full ``Nq x Nk`` weight matrix
+included) and computes in float64. It is the oracle of the test-suite and a specification for
+users, never a hot path. Only the checks needed to compute the right thing live here; argument
+validation with helpful messages is the job of :mod:`attnkit.ops`.
+"""
+
+from attnkit.reference._common import attention_mask
+from attnkit.reference.attention import kernel_attention, scaled_dot_product_attention
+from attnkit.reference.linear_attention import feature_map_features, linear_attention
+from attnkit.reference.positions import sinusoidal_positions
+from attnkit.reference.random_features import random_fourier_features
+from attnkit.reference.softmax import log_softmax, softmax
+
+__all__ = [
+    "attention_mask",
+    "feature_map_features",
+    "kernel_attention",
+    "linear_attention",
+    "log_softmax",
+    "random_fourier_features",
+    "scaled_dot_product_attention",
+    "sinusoidal_positions",
+    "softmax",
+]

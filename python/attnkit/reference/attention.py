@@ -1,0 +1,127 @@
+"""Reference exact attention (the full weight matrix) and kernel attention."""
+
+import numpy as np
+
+from attnkit.reference._common import attention_mask, result_dtype
+from attnkit.reference.softmax import softmax
+
+__all__ = ["kernel_attention", "scaled_dot_product_attention"]
+
+
+def scaled_dot_product_attention(
+    q,
+    k,
+    v,
+    *,
+    mask=None,
+    key_lengths=None,
+    causal=False,
+    bias=None,
+    scale=None,
+    return_weights=False,
+):
+    r"""Exact softmax attention, materialising the full weight matrix.
+
+    .. math::
+        L = \text{scale}\; q k^T + \text{bias}, \qquad
+        W = \operatorname{softmax}_j(L \text{ where visible, else } -\infty), \qquad
+        \text{out} = W v
+
+    with visibility from :func:`attention_mask`. A query row with no visible key has a zero
+    row in ``W`` and hence a zero output.
+
+    Parameters
+    ----------
+    q : array_like of float, shape (..., Nq, d)
+        Queries.
+    k : array_like of float, shape (..., Nk, d)
+        Keys.
+    v : array_like of float, shape (..., Nk, dv)
+        Values.
+    mask : array_like of bool, optional
+        Broadcastable to ``(..., Nq, Nk)``; True means "may attend".
+    key_lengths : array_like of int, optional
+        Key ``j`` is visible iff ``j < key_lengths[b...]``; its shape is a leading prefix of the
+        broadcast batch dims, aligned from the left. Values in ``[0, Nk]``.
+    causal : bool, default=False
+        Query ``i`` sees key ``j`` iff ``j <= i + Nk - Nq``.
+    bias : array_like of float, optional
+        Broadcastable to ``(..., Nq, Nk)``; added to the scaled logits.
+    scale : float, optional
+        Logit scale; defaults to ``1 / sqrt(d)``.
+    return_weights : bool, default=False
+        Also return ``W``.
+
+    Returns
+    -------
+    out : ndarray, shape (..., Nq, dv)
+        The leading dims are those of q, k, v, mask and bias broadcast together. float32 if all
+        of q, k, v are float32 (or float16), float64 otherwise.
+    weights : ndarray, shape (..., Nq, Nk)
+        Only when ``return_weights`` is True.
+    """
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    dtype = result_dtype(q=q, k=k, v=v)
+    nq, d = q.shape[-2:]
+    nk = k.shape[-2]
+    if d == 0:
+        raise ValueError("q and k must have a last dimension d >= 1, got d == 0")
+    scale = 1.0 / np.sqrt(d) if scale is None else float(scale)
+
+    extras = [np.asarray(a) for a in (mask, bias) if a is not None]
+    batch_shape = np.broadcast_shapes(
+        *(a.shape[:-2] for a in (q, k, v)), *(a.shape[:-2] for a in extras)
+    )
+    visible = attention_mask(
+        nq, nk, mask=mask, key_lengths=key_lengths, causal=causal, batch_shape=batch_shape
+    )
+
+    q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
+    with np.errstate(invalid="ignore", over="ignore"):
+        logits = scale * (q64 @ np.swapaxes(k64, -1, -2))
+        if bias is not None:
+            logits = logits + np.asarray(bias, dtype=np.float64)
+        weights = softmax(np.where(visible, logits, -np.inf))
+        if np.all(np.isfinite(v64)):
+            out = weights @ v64
+        else:
+            # 0 * inf = nan: a key a row cannot see must not reach it even through its value.
+            terms = weights[..., :, :, None] * v64[..., None, :, :]
+            out = np.where(visible[..., None], terms, 0.0).sum(axis=-2)
+    out = out.astype(dtype)
+    if return_weights:
+        return out, weights.astype(dtype)
+    return out
+
+
+def kernel_attention(q, k, v, similarity, *, mask=None, key_lengths=None, causal=False, eps=1e-6):
+    r"""Attention with an arbitrary non-negative similarity, materialising the Nq x Nk matrix.
+
+    .. math:: \text{out}_i = \frac{\sum_j A_{ij} v_j}{\sum_j A_{ij}}, \qquad
+              A_{ij} = \text{sim}(q_i, k_j) \text{ where visible, else } 0
+
+    and zeros where the denominator is ``<= eps`` (as :func:`attnkit.ops.linear_attention`).
+
+    Parameters
+    ----------
+    q, k, v : array_like, shapes (..., Nq, d), (..., Nk, d), (..., Nk, dv)
+    similarity : callable
+        ``similarity(q, k)`` -> (..., Nq, Nk) matrix, e.g. ``(q @ k^T + c) ** 2``.
+    mask, key_lengths, causal :
+        Visibility, as in :func:`attention_mask`.
+    eps : float, default=1e-6
+        Denominator guard.
+    """
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    dtype = result_dtype(q=q, k=k, v=v)
+    q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
+    sim = np.asarray(similarity(q64, k64), dtype=np.float64)
+    batch_shape = np.broadcast_shapes(sim.shape[:-2], v.shape[:-2])
+    visible = attention_mask(q.shape[-2], k.shape[-2], mask=mask, key_lengths=key_lengths, causal=causal,
+                             batch_shape=batch_shape)
+    a = np.where(visible, sim, 0.0)
+    v64 = np.where(visible.any(axis=-2)[..., None], v64, 0.0)  # invisible keys: no 0 * NaN
+    num, den = a @ v64, a.sum(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(den <= eps, 0.0, num / den)
+    return out.astype(dtype)

@@ -1,0 +1,62 @@
+"""Shared fixtures: every-ISA kernel runs, Hypothesis profiles, the external data directory."""
+
+import os
+import warnings
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# After a failure, Hypothesis's pytest plugin imports its patch writer, which imports libcst when
+# that is installed; libcst emits a DeprecationWarning at import, and "warnings are errors" turns it
+# into an INTERNALERROR that hides the real failure. Import it now, with warnings silenced.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    try:
+        import hypothesis.extra._patching  # noqa: F401
+    except ImportError:
+        pass
+
+# "ci" keeps the whole suite (every ISA variant included) to a few minutes on 2 cores;
+# HYPOTHESIS_PROFILE=thorough is for a nightly or pre-release run.
+settings.register_profile(
+    "ci", deadline=None, max_examples=25, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.register_profile(
+    "thorough", deadline=None, max_examples=500, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+def pytest_generate_tests(metafunc):
+    # Imported here, not at the top, so that tests of the pure-NumPy reference run without a build.
+    if "isa" in metafunc.fixturenames:
+        from attnkit import _core
+
+        metafunc.parametrize("isa", _core.available_isas(), indirect=True, scope="module")
+
+
+@pytest.fixture(scope="module")
+def isa(request):
+    """Name of the kernel ISA the test runs under; the previous one is restored afterwards.
+
+    Module-scoped so that Hypothesis tests may use it (the ISA is process state, the same for
+    every example) and pytest groups the tests of a module by ISA.
+    """
+    from attnkit import _core
+
+    previous = _core.get_isa()
+    _core.set_isa(request.param)
+    yield request.param
+    _core.set_isa(previous)
+
+
+@pytest.fixture(scope="session")
+def data_dir():
+    """The shared data directory: $ATTNKIT_DATA, else ../shared/data next to the repository."""
+    path = Path(os.environ.get("ATTNKIT_DATA", REPO_ROOT.parent / "shared" / "data"))
+    if not path.is_dir():
+        pytest.skip(f"test data directory {path} not found; set ATTNKIT_DATA to where it lives")
+    return path

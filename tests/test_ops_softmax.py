@@ -1,0 +1,122 @@
+"""ops.softmax / ops.log_softmax against the NumPy reference, on every ISA."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from numpy.testing import assert_array_equal
+
+from attnkit import ops, reference
+from attnkit.testing import TOLERANCES, assert_allclose
+from attnkit.testing.strategies import softmax_inputs
+
+FUNCTIONS = ["softmax", "log_softmax"]
+# long double is float64 on some platforms, where it is accepted.
+BAD_DTYPES = [np.int64, np.int32, bool, np.complex128, object] + (
+    [np.longdouble] if np.dtype(np.longdouble).itemsize > 8 else []
+)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+@given(problem=softmax_inputs())
+def test_matches_reference(isa, name, problem):
+    x = problem["x"]
+    before = x.copy()
+    got = getattr(ops, name)(**problem)
+    assert_allclose(got, getattr(reference, name)(**problem))
+    assert_array_equal(x, before)  # the input is never written to
+
+
+@given(problem=softmax_inputs())
+def test_slices_sum_to_one_and_ignore_a_shift(isa, problem):
+    x, axis = problem["x"], problem["axis"]
+    rtol, _ = TOLERANCES[x.dtype]
+    p = ops.softmax(x, axis=axis)
+    empty = np.all(np.isneginf(x), axis=axis)  # all -inf slices give zeros
+    sums = p.sum(axis=axis, dtype=np.float64)
+    np.testing.assert_allclose(sums[~empty], 1.0, rtol=4 * rtol)
+    assert_array_equal(sums[empty], 0.0)
+    # On a grid of 1/64, x + 8 is exact in float32 too, so only the kernel's rounding can show.
+    x = np.round(x * 64) / 64
+    assert_allclose(ops.softmax(x + x.dtype.type(8), axis=axis), ops.softmax(x, axis=axis))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_large_and_infinite_entries(isa, dtype):
+    x = np.array(
+        [
+            [1e4, -1e4, 1e4 - 1, 0.0],
+            [-1e4, -1e4 + 2, -1e4, -1e4],
+            [-np.inf, 3.0, -np.inf, 2.0],
+            [-np.inf] * 4,
+            [np.inf, 0.0, 0.0, 0.0],
+        ],
+        dtype=dtype,
+    )
+    p, logp = ops.softmax(x), ops.log_softmax(x)
+    assert_allclose(p[:4], reference.softmax(x[:4]), magnitude=1.0)
+    assert_allclose(logp[:4], reference.log_softmax(x[:4]), magnitude=1e4)
+    assert_array_equal(p[3], 0.0)
+    assert_array_equal(logp[3], -np.inf)
+    assert_array_equal(p[2, [0, 2]], 0.0)
+    assert_array_equal(logp[2, [0, 2]], -np.inf)
+    assert np.isnan(p[4]).all() and np.isnan(logp[4]).all()
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+@given(rows=st.integers(2, 9), n=st.integers(1, 70), data=st.data())
+def test_nan_stays_in_its_row(isa, name, rows, n, data):
+    row = data.draw(st.integers(0, rows - 1))
+    dtype = data.draw(st.sampled_from([np.float32, np.float64]))
+    x = np.random.default_rng(rows * n).standard_normal((rows, n)).astype(dtype)
+    x[row, data.draw(st.integers(0, n - 1))] = np.nan
+    got = getattr(ops, name)(x)
+    assert np.isnan(got[row]).all()
+    others = np.arange(rows) != row
+    assert_allclose(got[others], getattr(reference, name)(x[others]))
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+@pytest.mark.parametrize("axis", [0, 1, 2, -1, -2, -3])
+def test_any_axis_is_the_last_axis_moved(isa, name, axis):
+    x = np.random.default_rng(7).standard_normal((3, 17, 5))
+    fn = getattr(ops, name)
+    expected = np.moveaxis(fn(np.moveaxis(x, axis, -1)), -1, axis)
+    assert_allclose(fn(x, axis=axis), expected)
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 4), (4, 0), (2, 0, 3)])
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_empty_arrays(isa, name, shape):
+    got = getattr(ops, name)(np.zeros(shape, np.float32))
+    assert got.shape == shape and got.dtype == np.float32
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_dtypes(isa, name):
+    fn = getattr(ops, name)
+    x = np.array([[0.5, -1.0, 2.0]])
+    assert fn(x.astype(np.float16)).dtype == np.float32
+    assert fn(x.astype(np.float32)).dtype == np.float32
+    assert fn(x).dtype == np.float64
+    assert_allclose(fn([[0.5, -1.0, 2.0]]), getattr(reference, name)(x))
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+@pytest.mark.parametrize("dtype", BAD_DTYPES)
+def test_rejects_non_float_dtypes(name, dtype):
+    with pytest.raises(TypeError, match="x"):
+        getattr(ops, name)(np.zeros(3, dtype=dtype))
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_rejects_bad_axis_and_rank(name):
+    fn = getattr(ops, name)
+    with pytest.raises(ValueError, match="axis"):
+        fn(np.zeros((2, 3)), axis=2)
+    with pytest.raises(ValueError, match="axis"):
+        fn(np.zeros((2, 3)), axis=-3)
+    with pytest.raises(TypeError, match="axis"):
+        fn(np.zeros((2, 3)), axis=1.0)
+    with pytest.raises(ValueError, match="x"):
+        fn(np.float64(1.0))

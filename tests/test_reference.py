@@ -1,0 +1,152 @@
+"""The NumPy reference against hand-computed examples: the oracle needs its own oracle."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+from attnkit import reference
+
+LN3 = np.log(3.0)
+
+
+def test_softmax_2x2_by_hand():
+    x = np.array([[0.0, LN3], [1.0, 1.0]])
+    assert_allclose(reference.softmax(x), [[0.25, 0.75], [0.5, 0.5]], rtol=1e-15)
+    e = np.e
+    assert_allclose(reference.softmax(x, axis=0), [[1 / (1 + e), 3 / (3 + e)], [e / (1 + e), e / (3 + e)]])
+    assert_allclose(reference.log_softmax(x), np.log([[0.25, 0.75], [0.5, 0.5]]), rtol=1e-15)
+
+
+def test_softmax_handles_infinities_and_large_logits():
+    x = np.array([[-np.inf, -np.inf], [-np.inf, 0.0], [1e4, 1e4], [1000.0, 0.0], [np.nan, 0.0]])
+    assert_array_equal(reference.softmax(x)[:4], [[0, 0], [0, 1], [0.5, 0.5], [1, 0]])
+    assert np.isnan(reference.softmax(x)[4]).all()
+    logs = reference.log_softmax(x)
+    assert_array_equal(logs[:3], [[-np.inf, -np.inf], [-np.inf, 0], [-np.log(2), -np.log(2)]])
+    assert_allclose(logs[3], [0.0, -1000.0])
+    assert reference.softmax(np.zeros((3, 0))).shape == (3, 0)
+
+
+@pytest.mark.parametrize("fn", [reference.softmax, reference.log_softmax])
+def test_softmax_dtype_rule(fn):
+    assert fn(np.zeros(3, np.float32)).dtype == np.float32
+    assert fn(np.zeros(3, np.float16)).dtype == np.float32
+    assert fn(np.zeros(3)).dtype == np.float64
+    with pytest.raises(TypeError, match="x"):
+        fn(np.zeros(3, np.int64))
+
+
+def test_attention_weights_known():
+    # d = 4 so the default scale is 1/2 and the logits are [0, ln 3]: weights [1/4, 3/4].
+    q = np.array([[2.0, 0, 0, 0]])
+    k = np.array([[0.0, 0, 0, 0], [LN3, 0, 0, 0]])
+    v = np.array([[4.0, 0.0], [0.0, 8.0]])
+    out, w = reference.scaled_dot_product_attention(q, k, v, return_weights=True)
+    assert_allclose(w, [[0.25, 0.75]])
+    assert_allclose(out, [[1.0, 6.0]])
+    out = reference.scaled_dot_product_attention(q, k, v, scale=0.0)
+    assert_allclose(out, [[2.0, 4.0]])
+    out = reference.scaled_dot_product_attention(q, k, v, scale=0.0, bias=np.array([LN3, 0.0]))
+    assert_allclose(out, [[3.0, 2.0]])
+
+
+def test_causal_offset_bottom_right():
+    assert_array_equal(
+        reference.attention_mask(2, 4, causal=True), [[1, 1, 1, 0], [1, 1, 1, 1]]
+    )
+    # Nk < Nq: the first Nq - Nk rows see nothing.
+    assert_array_equal(reference.attention_mask(3, 2, causal=True), [[0, 0], [1, 0], [1, 1]])
+    assert_array_equal(reference.attention_mask(3, 3, causal=True), np.tri(3, dtype=bool))
+
+
+def test_rows_with_nothing_visible_are_zero():
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(3, 2)), rng.normal(size=(2, 2)), rng.normal(size=(2, 5))
+    out, w = reference.scaled_dot_product_attention(q, k, v, causal=True, return_weights=True)
+    assert_array_equal(out[0], 0.0)
+    assert_array_equal(w[0], 0.0)
+    assert_array_equal(w[1], [1.0, 0.0])
+    assert_allclose(out[1], v[0])
+    assert_allclose(w[2].sum(), 1.0)
+
+
+def test_key_lengths_prefix_semantics():
+    # key_lengths (B,) serves q of shape (B, H, Nq, d): aligned from the LEFT.
+    rng = np.random.default_rng(1)
+    q, k, v = rng.normal(size=(2, 3, 4, 5)), rng.normal(size=(2, 3, 6, 5)), rng.normal(size=(2, 3, 6, 2))
+    visible = reference.attention_mask(4, 6, key_lengths=np.array([1, 6]), batch_shape=(2, 3))
+    assert visible.shape == (2, 3, 4, 6)
+    assert_array_equal(visible[0], np.broadcast_to(np.arange(6) < 1, (3, 4, 6)))
+    assert visible[1].all()
+
+    out = reference.scaled_dot_product_attention(q, k, v, key_lengths=np.array([1, 6]))
+    assert_allclose(out[0], np.broadcast_to(v[0, :, :1, :], (3, 4, 2)))
+    assert_allclose(out[1], reference.scaled_dot_product_attention(q[1], k[1], v[1]))
+
+    per_head = np.array([[0, 2, 6], [6, 1, 3]])
+    out = reference.scaled_dot_product_attention(q, k, v, key_lengths=per_head)
+    explicit = reference.scaled_dot_product_attention(
+        q, k, v, mask=(np.arange(6) < per_head[..., None, None])
+    )
+    assert_allclose(out, explicit)
+    assert_array_equal(out[0, 0], 0.0)
+    assert_allclose(reference.scaled_dot_product_attention(q, k, v, key_lengths=3),
+                    reference.scaled_dot_product_attention(q[..., :, :], k[..., :3, :], v[..., :3, :]))
+
+
+@pytest.mark.parametrize(
+    ("lengths", "error"),
+    [(np.array([1, 2, 3]), ValueError), (np.array([-1, 2]), ValueError),
+     (np.array([7, 2]), ValueError), (np.array([1.0, 2.0]), TypeError)],
+)
+def test_key_lengths_rejected(lengths, error):
+    with pytest.raises(error, match="key_lengths"):
+        reference.attention_mask(4, 6, key_lengths=lengths, batch_shape=(2, 3))
+
+
+def test_mask_key_lengths_and_causal_combine():
+    mask = np.array([[True, False, True]])
+    visible = reference.attention_mask(
+        3, 3, mask=mask, key_lengths=np.array([2, 3]), causal=True, batch_shape=(2,)
+    )
+    assert_array_equal(visible[0], [[1, 0, 0], [1, 0, 0], [1, 0, 0]])
+    assert_array_equal(visible[1], [[1, 0, 0], [1, 0, 0], [1, 0, 1]])
+
+
+def test_attention_broadcasts_leading_dims_and_dtypes():
+    rng = np.random.default_rng(2)
+    q = rng.normal(size=(2, 1, 3, 4)).astype(np.float32)
+    k = rng.normal(size=(5, 6, 4)).astype(np.float32)
+    v = rng.normal(size=(1, 6, 7)).astype(np.float32)
+    out = reference.scaled_dot_product_attention(q, k, v)
+    assert out.shape == (2, 5, 3, 7) and out.dtype == np.float32
+    assert_allclose(out[1, 3], reference.scaled_dot_product_attention(q[1, 0], k[3], v[0]), rtol=1e-6)
+    mask = np.ones((4, 1, 1, 6), dtype=bool)
+    assert reference.scaled_dot_product_attention(q[0, 0], k[0], v[0], mask=mask).shape == (4, 1, 3, 7)
+    assert reference.scaled_dot_product_attention(q, k.astype(np.float64), v).dtype == np.float64
+    assert reference.scaled_dot_product_attention(*(a.astype(np.float16) for a in (q, k, v))).dtype == np.float32
+    with pytest.raises(TypeError, match="v"):
+        reference.scaled_dot_product_attention(q, k, v.astype(np.int32))
+
+
+def test_non_finite_values_stay_in_their_rows():
+    rng = np.random.default_rng(3)
+    q, k, v = rng.normal(size=(4, 3)), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
+    q[1, 0] = np.nan
+    v[4] = np.inf  # key 4 is visible to row 3 only
+    out = reference.scaled_dot_product_attention(q, k, v, causal=True, bias=np.zeros((4, 5)))
+    assert np.isnan(out[1]).all()
+    assert not np.isfinite(out[3]).any()
+    assert np.isfinite(out[[0, 2]]).all()
+
+
+def test_sinusoidal_positions_by_hand():
+    # d = 4: w = [1, 10000 ** (-1/2)] = [1, 0.01].
+    p = reference.sinusoidal_positions(2, 4)
+    assert_allclose(p, [[0, 1, 0, 1], [np.sin(1), np.cos(1), np.sin(0.01), np.cos(0.01)]])
+    assert_allclose(reference.sinusoidal_positions(3, 6, start=5), reference.sinusoidal_positions(8, 6)[5:])
+    assert reference.sinusoidal_positions(0, 2, dtype=np.float32).shape == (0, 2)
+    assert reference.sinusoidal_positions(3, 2, dtype=np.float32).dtype == np.float32
+    for d in (0, 3):
+        with pytest.raises(ValueError, match="d"):
+            reference.sinusoidal_positions(4, d)
