@@ -20,4 +20,17 @@ struct CausalLinearArgs {
   double* state_z = nullptr;
 };
 
+// Backward of causal linear attention, linear in n (reverse-time sums). With den_i = phi_q[i].Z_i,
+// counted rows (den_i > eps): dnum_i = dout[i] / den_i, dden_i = -dout[i].out[i] / den_i; others 0.
+//   dphi_q[i] = S_i dnum_i + Z_i dden_i
+//   R_j = sum_{i>=j} phi_q[i] dnum_i^T (D x dv),  Y_j = sum_{i>=j} phi_q[i] dden_i (D)
+//   dphi_k[j] = R_j v[j] + Y_j,   dv[j] = R_j^T phi_k[j]
+// Inputs as the forward plus out and dout (batch, n, dv); outputs contiguous, overwritten.
+template <class T>
+struct CausalLinearBackwardArgs {
+  CausalLinearArgs<T> fwd;  // fwd.out is read (the forward output)
+  const T* dout = nullptr;
+  T *dphi_q = nullptr, *dphi_k = nullptr, *dv = nullptr;
+};
+
 }  // namespace attnkit

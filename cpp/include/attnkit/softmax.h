@@ -15,3 +15,20 @@ struct SoftmaxArgs {
 };
 
 }  // namespace attnkit
+
+namespace attnkit {
+
+// Backward of the row-wise softmax given its output y (rows, n) and the output gradient dy:
+//   softmax:     dx = y * (dy - sum_j dy_j y_j)
+//   log_softmax: dx = dy - exp(y) * sum_j dy_j            (y is the log_softmax output)
+// All-(-inf) input rows (y all 0, or all -inf) give dx = 0.
+template <class T>
+struct SoftmaxBackwardArgs {
+  const T* y;
+  const T* dy;
+  T* dx;  // may alias dy
+  std::int64_t rows, n;
+  bool log;
+};
+
+}  // namespace attnkit
