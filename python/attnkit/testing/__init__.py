@@ -3,7 +3,8 @@
 ``assert_allclose`` compares an op's output with :mod:`attnkit.reference` at the tolerance the
 project promises for its dtype. The Hypothesis strategies live in
 :mod:`attnkit.testing.strategies`, which is imported on its own because it needs Hypothesis
-(``pip install "attnkit[test]"``); this module needs only NumPy.
+(``pip install "attnkit[test]"``); this module needs only NumPy, as does
+:mod:`attnkit.testing.gradcheck` (central finite differences for backward passes).
 """
 
 import numpy as np
