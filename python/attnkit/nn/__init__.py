@@ -2,5 +2,15 @@
 
 from attnkit.nn.module import Module
 from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm, default_decay
+from attnkit.nn.positional import LearnedPositions, RelativePositionBias, SinusoidalPositions
 
-__all__ = ["AdamW", "Module", "WarmupSchedule", "clip_grad_norm", "default_decay"]
+__all__ = [
+    "AdamW",
+    "LearnedPositions",
+    "Module",
+    "RelativePositionBias",
+    "SinusoidalPositions",
+    "WarmupSchedule",
+    "clip_grad_norm",
+    "default_decay",
+]
