@@ -1,5 +1,6 @@
 """Transformer layers with hand-written backward passes, an optimiser and losses (no autograd)."""
 
+from attnkit.nn import serialize
 from attnkit.nn.module import Module
 from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm, default_decay
 from attnkit.nn.positional import LearnedPositions, RelativePositionBias, SinusoidalPositions
@@ -13,4 +14,5 @@ __all__ = [
     "WarmupSchedule",
     "clip_grad_norm",
     "default_decay",
+    "serialize",
 ]
