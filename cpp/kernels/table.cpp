@@ -12,7 +12,7 @@ namespace attnkit {
 namespace ATTNKIT_KERNEL_NS {
 template <class T>
 constexpr TypedKernels<T> typed() {
-  return {&softmax<T>, &attention<T>, &attention_weights<T>, &positions<T>, &random_features<T>,
+  return {&softmax<T>, &attention<T>, &attention_weights<T>, &attention_backward<T>, &positions<T>, &random_features<T>,
           &causal_linear_attention<T>};
 }
 }  // namespace ATTNKIT_KERNEL_NS

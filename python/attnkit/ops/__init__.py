@@ -4,7 +4,7 @@ This layer validates, broadcasts and lays out arrays; the kernels assume valid i
 has a NumPy twin of the same name in :mod:`attnkit.reference`. One module per concept.
 """
 
-from attnkit.ops.attention import scaled_dot_product_attention
+from attnkit.ops.attention import scaled_dot_product_attention, scaled_dot_product_attention_backward
 from attnkit.ops.linear_attention import LinearAttentionState, linear_attention
 from attnkit.ops.positions import sinusoidal_positions
 from attnkit.ops.random_features import random_fourier_features
@@ -16,6 +16,7 @@ __all__ = [
     "log_softmax",
     "random_fourier_features",
     "scaled_dot_product_attention",
+    "scaled_dot_product_attention_backward",
     "sinusoidal_positions",
     "softmax",
 ]
