@@ -24,6 +24,8 @@ template <class T>
 void random_features(const RandomFeaturesArgs<T>& a);
 template <class T>
 void causal_linear_attention(const CausalLinearArgs<T>& a);
+template <class T>
+void causal_linear_attention_backward(const CausalLinearBackwardArgs<T>& a);
 
 }  // namespace ATTNKIT_KERNEL_NS
 }  // namespace attnkit

@@ -21,6 +21,7 @@ struct TypedKernels {
   void (*positions)(const PositionsArgs<T>&);
   void (*random_features)(const RandomFeaturesArgs<T>&);
   void (*causal_linear_attention)(const CausalLinearArgs<T>&);
+  void (*causal_linear_attention_backward)(const CausalLinearBackwardArgs<T>&);
 };
 
 struct KernelTable {

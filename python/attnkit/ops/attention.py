@@ -7,7 +7,7 @@ import numpy as np
 from attnkit import _core
 from attnkit._validation import check_real, float_array
 from attnkit.masking import check_key_lengths, check_mask, padding_lengths
-from attnkit.ops._layout import batch_shape, check_qkv, operand
+from attnkit.ops._layout import batch_shape, check_qkv, operand, unbroadcast
 
 __all__ = ["scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 
@@ -124,10 +124,10 @@ def scaled_dot_product_attention_backward(dout, q, k, v, out, lse, *, mask=None,
     dv = np.empty((p.flat, p.nk, p.dv), p.dtype)
     dbias = np.empty((p.flat, p.nq, p.nk), p.dtype) if bias_grad else None
     _core.attention_backward(v=p.v, lse=lse, dout=dout, delta=delta, dq=dq, dk=dk, dv=dv, dbias=dbias, **p.operands)
-    grads = [_unbroadcast(g.reshape(p.batch + g.shape[1:]), shape)
+    grads = [unbroadcast(g.reshape(p.batch + g.shape[1:]), shape)
              for g, shape in ((dq, p.shapes["q"]), (dk, p.shapes["k"]), (dv, p.shapes["v"]))]
     if bias_grad:
-        grads.append(_unbroadcast(dbias.reshape(p.batch + (p.nq, p.nk)), np.shape(bias)))
+        grads.append(unbroadcast(dbias.reshape(p.batch + (p.nq, p.nk)), np.shape(bias)))
     return tuple(grads)
 
 
@@ -179,11 +179,3 @@ def _exact_layout(a, shape, dtype, name):
     except ValueError:
         raise ValueError(f"{name} must have shape {shape}, got {a.shape}") from None
     return np.ascontiguousarray(a, dtype=dtype)
-
-
-def _unbroadcast(grad, shape):
-    """Sum ``grad`` over the dims along which an input of ``shape`` was broadcast."""
-    lead = grad.ndim - len(shape)
-    grad = grad.sum(axis=tuple(range(lead))) if lead else grad
-    axes = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
-    return grad.sum(axis=axes, keepdims=True) if axes else grad
