@@ -51,9 +51,7 @@ def test_attention_weights_known():
 
 
 def test_causal_offset_bottom_right():
-    assert_array_equal(
-        reference.attention_mask(2, 4, causal=True), [[1, 1, 1, 0], [1, 1, 1, 1]]
-    )
+    assert_array_equal(reference.attention_mask(2, 4, causal=True), [[1, 1, 1, 0], [1, 1, 1, 1]])
     # Nk < Nq: the first Nq - Nk rows see nothing.
     assert_array_equal(reference.attention_mask(3, 2, causal=True), [[0, 0], [1, 0], [1, 1]])
     assert_array_equal(reference.attention_mask(3, 3, causal=True), np.tri(3, dtype=bool))
@@ -85,19 +83,23 @@ def test_key_lengths_prefix_semantics():
 
     per_head = np.array([[0, 2, 6], [6, 1, 3]])
     out = reference.scaled_dot_product_attention(q, k, v, key_lengths=per_head)
-    explicit = reference.scaled_dot_product_attention(
-        q, k, v, mask=(np.arange(6) < per_head[..., None, None])
-    )
+    explicit = reference.scaled_dot_product_attention(q, k, v, mask=(np.arange(6) < per_head[..., None, None]))
     assert_allclose(out, explicit)
     assert_array_equal(out[0, 0], 0.0)
-    assert_allclose(reference.scaled_dot_product_attention(q, k, v, key_lengths=3),
-                    reference.scaled_dot_product_attention(q[..., :, :], k[..., :3, :], v[..., :3, :]))
+    assert_allclose(
+        reference.scaled_dot_product_attention(q, k, v, key_lengths=3),
+        reference.scaled_dot_product_attention(q[..., :, :], k[..., :3, :], v[..., :3, :]),
+    )
 
 
 @pytest.mark.parametrize(
     ("lengths", "error"),
-    [(np.array([1, 2, 3]), ValueError), (np.array([-1, 2]), ValueError),
-     (np.array([7, 2]), ValueError), (np.array([1.0, 2.0]), TypeError)],
+    [
+        (np.array([1, 2, 3]), ValueError),
+        (np.array([-1, 2]), ValueError),
+        (np.array([7, 2]), ValueError),
+        (np.array([1.0, 2.0]), TypeError),
+    ],
 )
 def test_key_lengths_rejected(lengths, error):
     with pytest.raises(error, match="key_lengths"):
@@ -106,9 +108,7 @@ def test_key_lengths_rejected(lengths, error):
 
 def test_mask_key_lengths_and_causal_combine():
     mask = np.array([[True, False, True]])
-    visible = reference.attention_mask(
-        3, 3, mask=mask, key_lengths=np.array([2, 3]), causal=True, batch_shape=(2,)
-    )
+    visible = reference.attention_mask(3, 3, mask=mask, key_lengths=np.array([2, 3]), causal=True, batch_shape=(2,))
     assert_array_equal(visible[0], [[1, 0, 0], [1, 0, 0], [1, 0, 0]])
     assert_array_equal(visible[1], [[1, 0, 0], [1, 0, 0], [1, 0, 1]])
 

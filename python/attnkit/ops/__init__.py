@@ -4,8 +4,8 @@ This layer validates, broadcasts and lays out arrays; the kernels assume valid i
 has a NumPy twin of the same name in :mod:`attnkit.reference`. One module per concept.
 """
 
-from attnkit.ops.attention import scaled_dot_product_attention
-from attnkit.ops.linear_attention import LinearAttentionState, linear_attention
+from attnkit.ops.attention import scaled_dot_product_attention, scaled_dot_product_attention_backward
+from attnkit.ops.linear_attention import LinearAttentionState, linear_attention, linear_attention_backward
 from attnkit.ops.positions import sinusoidal_positions
 from attnkit.ops.random_features import random_fourier_features
 from attnkit.ops.softmax import log_softmax, softmax
@@ -13,9 +13,11 @@ from attnkit.ops.softmax import log_softmax, softmax
 __all__ = [
     "LinearAttentionState",
     "linear_attention",
+    "linear_attention_backward",
     "log_softmax",
     "random_fourier_features",
     "scaled_dot_product_attention",
+    "scaled_dot_product_attention_backward",
     "sinusoidal_positions",
     "softmax",
 ]

@@ -8,7 +8,11 @@ validation with helpful messages is the job of :mod:`attnkit.ops`.
 """
 
 from attnkit.reference._common import attention_mask
-from attnkit.reference.attention import kernel_attention, scaled_dot_product_attention
+from attnkit.reference.attention import (
+    kernel_attention,
+    scaled_dot_product_attention,
+    scaled_dot_product_attention_backward,
+)
 from attnkit.reference.linear_attention import feature_map_features, linear_attention
 from attnkit.reference.positions import sinusoidal_positions
 from attnkit.reference.random_features import random_fourier_features
@@ -22,6 +26,7 @@ __all__ = [
     "log_softmax",
     "random_fourier_features",
     "scaled_dot_product_attention",
+    "scaled_dot_product_attention_backward",
     "sinusoidal_positions",
     "softmax",
 ]
