@@ -8,6 +8,7 @@ from numpy.testing import assert_array_equal
 
 from attnkit import ops
 from attnkit.nn import LearnedPositions, RelativePositionBias, SinusoidalPositions
+from attnkit.nn.attention import MultiHeadAttention
 from attnkit.testing.gradcheck import check_grad
 
 batch_shapes = st.lists(st.integers(1, 3), max_size=2).map(tuple)
@@ -165,23 +166,37 @@ def test_relative_bias_backward(batch, heads, k, nq, nk, offset, seed):
     check_grad(f, {"weight": layer.params["weight"]}, {"weight": layer.grads["weight"]})
 
 
-@given(heads=st.integers(1, 3), k=st.integers(0, 3), n=lengths, causal=st.booleans(), seed=seeds)
-def test_relative_bias_trains_through_attention(heads, k, n, causal, seed):
-    """End to end with the attention forward; the bias gradient of softmax attention is
-    ``W * (dO V^T - rowsum(dO * O))``, written out here until the attention backward lands."""
+@given(heads=st.integers(1, 3), k=st.integers(0, 3), nq=lengths, nk=lengths, causal=st.booleans(), seed=seeds)
+def test_relative_bias_trains_through_attention(heads, k, nq, nk, causal, seed):
     rng = np.random.default_rng(seed)
-    layer = RelativePositionBias(heads, k, rng=rng, init_std=1.0).astype(np.float64)
-    q, kk, v = (rng.standard_normal((2, heads, n, 3)) for _ in range(3))
+    layer = RelativePositionBias(heads, k, rng, init_std=1.0).astype(np.float64)
+    q, kk, v = rng.standard_normal((2, heads, nq, 3)), *rng.standard_normal((2, 2, heads, nk, 3))
+    r = rng.standard_normal((2, heads, nq, 3))
 
-    def attend():
-        return ops.scaled_dot_product_attention(q, kk, v, causal=causal, bias=layer.forward(n, n)[0],
-                                                return_weights=True)
+    def loss(**_):
+        bias, _ = layer.forward(nq, nk)
+        return float(np.sum(ops.scaled_dot_product_attention(q, kk, v, causal=causal, bias=bias) * r))
 
-    (out, weights), r = attend(), rng.standard_normal((2, heads, n, 3))
-    dbias = weights * (r @ np.swapaxes(v, -1, -2) - np.sum(r * out, axis=-1, keepdims=True))
-    layer.backward(dbias, layer.forward(n, n)[1])
-    check_grad(lambda **_: float(np.sum(attend()[0] * r)), {"weight": layer.params["weight"]},
-               {"weight": layer.grads["weight"]})
+    bias, cache = layer.forward(nq, nk)
+    out, lse = ops.scaled_dot_product_attention(q, kk, v, causal=causal, bias=bias, return_lse=True)
+    *_, dbias = ops.scaled_dot_product_attention_backward(r, q, kk, v, out, lse, causal=causal, bias=bias,
+                                                          bias_grad=True)
+    layer.backward(dbias, cache)
+    check_grad(loss, {"weight": layer.params["weight"]}, {"weight": layer.grads["weight"]})
+
+
+@given(k=st.integers(0, 3), n=lengths, seed=seeds)
+def test_relative_bias_inside_multi_head_attention(k, n, seed):
+    rng = np.random.default_rng(seed)
+    attention = MultiHeadAttention(6, 2, rng, causal=True, position_bias=RelativePositionBias(2, k, rng))
+    attention.astype(np.float64)
+    x, r = rng.standard_normal((2, 2, n, 6))
+    out, cache = attention.forward(x)
+    attention.backward(r, cache)
+    table = attention.position_bias
+    assert attention.n_parameters() == 4 * (6 * 6 + 6) + (2 * k + 1) * 2
+    check_grad(lambda **_: float(np.sum(attention.forward(x)[0] * r)), {"weight": table.params["weight"]},
+               {"weight": table.grads["weight"]})
 
 
 def test_relative_bias_errors():
@@ -190,6 +205,6 @@ def test_relative_bias_errors():
     with pytest.raises(ValueError, match=r"grad must have shape \(\.\.\., heads, nq, nk\)"):
         layer.backward(np.zeros((3, 2, 3)), cache)
     with pytest.raises(ValueError, match="max_distance"):
-        RelativePositionBias(2, -1)
+        RelativePositionBias(2, -1, rng=0)
     with pytest.raises(ValueError, match="heads"):
-        RelativePositionBias(0, 1)
+        RelativePositionBias(0, 1, rng=0)

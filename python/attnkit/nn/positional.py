@@ -117,7 +117,7 @@ class LearnedPositions(Module):
         Number of positions the table holds, >= 1; longer inputs are refused.
     d : int
         Width of the vectors (and of the input), >= 1.
-    rng : numpy.random.Generator or int, optional
+    rng : numpy.random.Generator or int
         Source of the initial values, ``N(0, init_std^2)`` as in BERT and GPT-2.
     init_std : float, default=0.02
         Standard deviation of the initial values.
@@ -128,7 +128,7 @@ class LearnedPositions(Module):
         The position table.
     """
 
-    def __init__(self, max_len, d, *, rng=None, init_std=0.02):
+    def __init__(self, max_len, d, rng, *, init_std=0.02):
         super().__init__()
         self.max_len = check_int(max_len, "max_len", minimum=1)
         self.d = check_int(d, "d", minimum=1)
@@ -178,7 +178,7 @@ class RelativePositionBias(Module):
         Number of attention heads, >= 1.
     max_distance : int
         The clipping distance ``k``, >= 0.
-    rng : numpy.random.Generator or int, optional
+    rng : numpy.random.Generator or int
         Source of the initial values, ``N(0, init_std^2)``.
     init_std : float, default=0.02
         Standard deviation of the initial values.
@@ -192,14 +192,14 @@ class RelativePositionBias(Module):
     --------
     >>> import numpy as np
     >>> from attnkit.nn import RelativePositionBias
-    >>> layer = RelativePositionBias(heads=1, max_distance=1)
+    >>> layer = RelativePositionBias(heads=1, max_distance=1, rng=0)
     >>> layer.params["weight"][:, 0] = [-1.0, 0.0, 1.0]  # distances -1, 0, 1
     >>> bias, _ = layer.forward(3, 3)
     >>> bias[0].tolist()
     [[0.0, -1.0, -1.0], [1.0, 0.0, -1.0], [1.0, 1.0, 0.0]]
     """
 
-    def __init__(self, heads, max_distance, *, rng=None, init_std=0.02):
+    def __init__(self, heads, max_distance, rng, *, init_std=0.02):
         super().__init__()
         self.heads = check_int(heads, "heads", minimum=1)
         self.max_distance = check_int(max_distance, "max_distance", minimum=0)

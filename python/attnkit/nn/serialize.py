@@ -17,7 +17,7 @@ Examples
 >>> serialize.save(buffer, {"model": model.state_dict()}, {"max_len": 8, "d": 4})
 >>> _ = buffer.seek(0)
 >>> states, config = serialize.load(buffer)
->>> restored = LearnedPositions(**config).load_state_dict(states["model"])
+>>> restored = LearnedPositions(**config, rng=1).load_state_dict(states["model"])
 >>> bool(np.array_equal(restored.params["weight"], model.params["weight"]))
 True
 """
