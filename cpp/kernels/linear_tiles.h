@@ -63,11 +63,10 @@ T dot(const T* x, const T* y, std::int64_t n) {
   return s;
 }
 
-void add_into(double* dst, const float* src, std::int64_t n) {
+// dst += src, widening to double (the carried states).
+template <class S>
+void add_into(double* dst, const S* src, std::int64_t n) {
   for (std::int64_t x = 0; x < n; ++x) dst[x] += double(src[x]);
-}
-void add_into(double* dst, const double* src, std::int64_t n) {
-  for (std::int64_t x = 0; x < n; ++x) dst[x] += src[x];
 }
 
 struct FreeDeleter {
