@@ -18,23 +18,32 @@ template <class T>
 struct GeluConst {
   static constexpr T c = T(0.79788456080286535588);  // sqrt(2 / pi)
   static constexpr T k = T(0.044715);
-  // Beyond +-clip gelu'(x) is 1 or negligibly above 0; clipping keeps x u' finite where e s is 0
-  // (else inf * 0 = NaN for huge x).
+  // Beyond +-clip gelu'(x) is 1 or 0; clipping keeps x u' finite where e s is 0 (else inf * 0 = NaN
+  // for huge x).
   static constexpr T clip = T(1e4);
 };
 
-// exp(-2u) for every lane, as exp(x (-2c - 2ck x^2)).
+// -2u for every lane, as x (-2c - 2ck x^2).
 template <class T>
-Vec<T> exp_minus_2u(Vec<T> x) {
+Vec<T> minus_2u(Vec<T> x) {
   using V = Vec<T>;
   using C = GeluConst<T>;
-  return exp(x * V::fma(x * x, V::set1(-2 * C::c * C::k), V::set1(-2 * C::c)));
+  return x * V::fma(x * x, V::set1(-2 * C::c * C::k), V::set1(-2 * C::c));
+}
+
+// r where exp(z) is finite, else 0: past ExpConst::hi exp saturates, and the true result (a multiple
+// of 1 / (1 + e^z)) is below the smallest normal number.
+template <class T>
+Vec<T> zero_where_saturated(Vec<T> r, Vec<T> z) {
+  using V = Vec<T>;
+  return V::zero_below(r, V::zero() - z, V::set1(-ExpConst<T>::hi));
 }
 
 template <class T>
 Vec<T> gelu_lanes(Vec<T> x) {
   using V = Vec<T>;
-  return x / (V::set1(T(1)) + exp_minus_2u(x));
+  const V z = minus_2u(x);
+  return zero_where_saturated(x / (V::set1(T(1)) + exp(z)), z);
 }
 
 template <class T>
@@ -43,11 +52,12 @@ Vec<T> gelu_grad_lanes(Vec<T> x, Vec<T> dy) {
   using C = GeluConst<T>;
   const V one = V::set1(T(1));
   const V xc = V::max(V::set1(-C::clip), V::min(V::set1(C::clip), x));  // NaN stays NaN
-  const V e = exp_minus_2u(xc);
+  const V z = minus_2u(xc);
+  const V e = exp(z);
   const V s = one / (one + e);
   const V du = V::fma(xc * xc, V::set1(3 * C::c * C::k), V::set1(C::c));  // u'
   const V two_x_du = (xc + xc) * du;
-  return dy * (s * V::fma(two_x_du, e * s, one));
+  return zero_where_saturated(dy * (s * V::fma(two_x_du, e * s, one)), z);
 }
 
 constexpr std::int64_t kBlock = 1 << 12;  // elements per parallel work item

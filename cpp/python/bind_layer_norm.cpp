@@ -2,6 +2,8 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <string>
+
 #include "arrays.h"
 #include "attnkit/isa.h"
 #include "bindings.h"
@@ -10,23 +12,24 @@ namespace attnkit {
 
 namespace {
 
-// obj as a C-contiguous (size,) array of T, or an empty handle when obj is None.
+// obj as a C-contiguous (size,) array of T. exactly() never converts, so its data is the caller's
+// array, valid while the call holds obj.
 template <class T>
-CArray<T> optional_vector(const py::object& obj, py::ssize_t size, const char* name) {
-  if (obj.is_none()) return CArray<T>();
+CArray<T> vector_of(const py::object& obj, py::ssize_t size, const char* name) {
   auto arr = exactly<CArray<T>>(obj, name);
   require(arr.ndim() == 1 && arr.shape(0) == size, std::string(name) + " has the wrong shape");
   return arr;
 }
 
+// Optional arguments: the data of vector_of(obj), or null when obj is None.
 template <class T>
-const T* data_or_null(const CArray<T>& arr) {
-  return arr ? arr.data() : nullptr;
+const T* optional_input(const py::object& obj, py::ssize_t size, const char* name) {
+  return obj.is_none() ? nullptr : vector_of<T>(obj, size, name).data();
 }
 
 template <class T>
-T* mutable_data_or_null(CArray<T>& arr) {
-  return arr ? arr.mutable_data() : nullptr;
+T* optional_output(const py::object& obj, py::ssize_t size, const char* name) {
+  return obj.is_none() ? nullptr : vector_of<T>(obj, size, name).mutable_data();
 }
 
 template <class T>
@@ -35,10 +38,16 @@ void layer_norm(CArray<T> x, const py::object& gamma, const py::object& beta, CA
   require(x.ndim() == 2, "x must be 2-D (rows, n)");
   const auto rows = x.shape(0), n = x.shape(1);
   require(y.ndim() == 2 && y.shape(0) == rows && y.shape(1) == n, "y must have the shape of x");
-  auto g = optional_vector<T>(gamma, n, "gamma"), b = optional_vector<T>(beta, n, "beta");
-  auto mu = optional_vector<T>(mean, rows, "mean"), rs = optional_vector<T>(rstd, rows, "rstd");
-  LayerNormArgs<T> a{x.data(), data_or_null(g), data_or_null(b), y.mutable_data(),
-                     mutable_data_or_null(mu), mutable_data_or_null(rs), rows, n, T(eps)};
+  LayerNormArgs<T> a;
+  a.x = x.data();
+  a.gamma = optional_input<T>(gamma, n, "gamma");
+  a.beta = optional_input<T>(beta, n, "beta");
+  a.y = y.mutable_data();
+  a.mean = optional_output<T>(mean, rows, "mean");
+  a.rstd = optional_output<T>(rstd, rows, "rstd");
+  a.rows = rows;
+  a.n = n;
+  a.eps = T(eps);
   py::gil_scoped_release release;
   active_kernels().get<T>().layer_norm(a);
 }
@@ -52,10 +61,17 @@ void layer_norm_backward(CArray<T> dy, CArray<T> x, const py::object& gamma, CAr
     require(arr->ndim() == 2 && arr->shape(0) == rows && arr->shape(1) == n, "dy and dx must have the shape of x");
   require(mean.ndim() == 1 && mean.shape(0) == rows && rstd.ndim() == 1 && rstd.shape(0) == rows,
           "mean and rstd must be (rows,)");
-  auto g = optional_vector<T>(gamma, n, "gamma");
-  auto dg = optional_vector<T>(dgamma, n, "dgamma"), db = optional_vector<T>(dbeta, n, "dbeta");
-  LayerNormBackwardArgs<T> a{dy.data(), x.data(), data_or_null(g), mean.data(), rstd.data(), dx.mutable_data(),
-                             mutable_data_or_null(dg), mutable_data_or_null(db), rows, n};
+  LayerNormBackwardArgs<T> a;
+  a.dy = dy.data();
+  a.x = x.data();
+  a.gamma = optional_input<T>(gamma, n, "gamma");
+  a.mean = mean.data();
+  a.rstd = rstd.data();
+  a.dx = dx.mutable_data();
+  a.dgamma = optional_output<T>(dgamma, n, "dgamma");
+  a.dbeta = optional_output<T>(dbeta, n, "dbeta");
+  a.rows = rows;
+  a.n = n;
   py::gil_scoped_release release;
   active_kernels().get<T>().layer_norm_backward(a);
 }
