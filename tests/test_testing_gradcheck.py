@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from attnkit.testing import check_grad, numerical_gradient
+from attnkit.nn import Module
+from attnkit.testing import check_grad, check_module_grad, numerical_gradient
 
 
 def test_numerical_gradient_of_a_known_function():
@@ -79,3 +80,42 @@ def test_rejects_bad_arguments():
         check_grad(lambda: 0.0, {"x": x}, {"x": np.ones(4)})
     with pytest.raises(ValueError, match="y"):
         check_grad(lambda: 0.0, {"x": x}, {"y": x})
+
+
+class Scale(Module):
+    """out = x * (s + noise), noise drawn from the module's own generator in training; ``bug`` breaks
+    the gradient of s."""
+
+    def __init__(self, bug=False):
+        super().__init__()
+        self.add_param("s", np.array([1.5, -0.5]), dtype=np.float64)
+        self.rng = np.random.default_rng(0)
+        self.bug = bug
+
+    def forward(self, x, training=False):
+        noise = self.rng.standard_normal(x.shape) if training else np.zeros(x.shape)
+        return x * (self.params["s"] + noise), (x, noise)
+
+    def backward(self, grad, cache):
+        x, noise = cache
+        self.grads["s"] += (grad * x).reshape(-1, 2).sum(axis=0) * (2.0 if self.bug else 1.0)
+        return grad * (self.params["s"] + noise)
+
+
+def test_check_module_grad_checks_input_and_parameters():
+    x = np.random.default_rng(1).standard_normal((3, 2))
+    check_module_grad(Scale(), x)
+    with pytest.raises(AssertionError, match=r"s: 2 of 2"):
+        check_module_grad(Scale(bug=True), x)
+
+
+def test_check_module_grad_replays_the_random_draws():
+    # Each training forward draws new noise: the check only passes because it resets the generator
+    # before every forward (which leaves it as one forward would).
+    x = np.random.default_rng(2).standard_normal((3, 2))
+    module = Scale()
+    check_module_grad(module, x, training=True)
+    one_forward = np.random.default_rng(0)
+    one_forward.standard_normal(x.shape)
+    assert module.rng.bit_generator.state == one_forward.bit_generator.state
+    check_module_grad(Scale(), np.arange(4).reshape(2, 2), training=True)  # integer input: parameters only

@@ -9,9 +9,9 @@ differences (:mod:`attnkit.testing.gradcheck`). The Hypothesis strategies live i
 
 import numpy as np
 
-from attnkit.testing.gradcheck import check_grad, numerical_gradient
+from attnkit.testing.gradcheck import check_grad, check_module_grad, numerical_gradient
 
-__all__ = ["TOLERANCES", "assert_allclose", "check_grad", "numerical_gradient"]
+__all__ = ["TOLERANCES", "assert_allclose", "check_grad", "check_module_grad", "numerical_gradient"]
 
 # (rtol, atol per unit of magnitude) against the float64 reference: float32 is promised within
 # ~1e-5 relative for N <= 4096 (DESIGN.md, Numerics); float64 kernels reorder sums only.

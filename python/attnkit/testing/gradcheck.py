@@ -2,7 +2,8 @@
 
 The arrays a scalar function depends on are perturbed *in place*, one entry at a time, and restored
 afterwards, so the function can read them any way it likes: as closure variables, as a layer's
-``params``, as arrays inside a cache. Only NumPy is needed.
+``params``, as arrays inside a cache. :func:`check_module_grad` does the whole check for an
+:class:`attnkit.nn.Module`. Only NumPy is needed.
 
 Examples
 --------
@@ -14,7 +15,7 @@ Examples
 
 import numpy as np
 
-__all__ = ["check_grad", "numerical_gradient"]
+__all__ = ["check_grad", "check_module_grad", "numerical_gradient"]
 
 
 def numerical_gradient(f, array, *, eps=1e-6, indices=None):
@@ -110,6 +111,59 @@ def check_grad(f, inputs, analytic, *, eps=1e-6, rtol=1e-5, atol=1e-7, max_entri
     if failures:
         header = f"gradient check failed (eps={eps}, rtol={rtol}, atol={atol}, rounding={rounding:.2g}):"
         raise AssertionError("\n  ".join([header, *failures]))
+
+
+def check_module_grad(module, x, *, training=False, eps=1e-6, rtol=1e-5, atol=1e-7, max_entries=None, seed=0):
+    """Assert that a layer's ``backward`` matches finite differences, for its input and every parameter.
+
+    The scalar checked is ``sum(module.forward(x, training)[0] * w)`` for a random ``w`` (drawn with
+    ``seed``), whose gradient with respect to the output is ``w``. Every ``numpy.random.Generator``
+    held as an attribute of the module or its children is reset to its starting state before each
+    forward, so dropout draws the same mask every time and ``training=True`` can be checked too.
+
+    Parameters
+    ----------
+    module : attnkit.nn.Module
+        In float64 (``module.astype(np.float64)``). Its gradients are zeroed, then hold the analytic
+        ones.
+    x : ndarray
+        The input; checked too when it is a float64 array (integer inputs, e.g. token ids, are not).
+    training : bool, default=False
+        Passed to ``forward``.
+    eps, rtol, atol, max_entries, seed
+        As for :func:`check_grad`.
+
+    Raises
+    ------
+    AssertionError
+        Naming each mismatching gradient (``"<input>"`` for ``x``, dotted names for parameters).
+    """
+    generators = _generators(module)
+    states = [g.bit_generator.state for g in generators]
+
+    def forward():
+        for generator, state in zip(generators, states):
+            generator.bit_generator.state = state
+        return module.forward(x, training)
+
+    out, cache = forward()
+    w = np.random.default_rng(seed).standard_normal(np.shape(out))
+    module.zero_grad()
+    dx = module.backward(w, cache)
+    inputs = {name: value for name, value, _ in module.named_parameters()}
+    analytic = {name: grad.copy() for name, _, grad in module.named_parameters()}
+    if isinstance(x, np.ndarray) and x.dtype == np.float64:
+        inputs["<input>"], analytic["<input>"] = x, dx
+    check_grad(lambda: np.sum(forward()[0] * w), inputs, analytic, eps=eps, rtol=rtol, atol=atol,
+               max_entries=max_entries, seed=seed)
+
+
+def _generators(module):
+    """The numpy Generators held as attributes of ``module`` and its children, depth first."""
+    found = [v for v in vars(module).values() if isinstance(v, np.random.Generator)]
+    for child in module.children.values():
+        found += _generators(child)
+    return found
 
 
 def _check_perturbable(array, name):
