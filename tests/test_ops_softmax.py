@@ -1,4 +1,5 @@
-"""ops.softmax / ops.log_softmax against the NumPy reference, on every ISA."""
+"""ops.softmax / ops.log_softmax and their backward passes against the NumPy reference and finite
+differences, on every ISA."""
 
 import numpy as np
 import pytest
@@ -7,10 +8,11 @@ from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
 from attnkit import ops, reference
-from attnkit.testing import TOLERANCES, assert_allclose
-from attnkit.testing.strategies import softmax_inputs
+from attnkit.testing import TOLERANCES, assert_allclose, check_grad
+from attnkit.testing.strategies import arrange, softmax_inputs
 
 FUNCTIONS = ["softmax", "log_softmax"]
+BACKWARDS = {"softmax": "softmax_backward", "log_softmax": "log_softmax_backward"}
 # long double is float64 on some platforms, where it is accepted.
 BAD_DTYPES = [np.int64, np.int32, bool, np.complex128, object] + (
     [np.longdouble] if np.dtype(np.longdouble).itemsize > 8 else []
@@ -120,3 +122,83 @@ def test_rejects_bad_axis_and_rank(name):
         fn(np.zeros((2, 3)), axis=1.0)
     with pytest.raises(ValueError, match="x"):
         fn(np.float64(1.0))
+
+
+# -- backward --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+@given(problem=softmax_inputs(), data=st.data())
+def test_backward_matches_reference(isa, name, problem, data):
+    x, axis = problem["x"], problem["axis"]
+    y = getattr(ops, name)(x, axis=axis)
+    seed = data.draw(st.integers(0, 2**32 - 1))
+    dy = data.draw(arrange(np.random.default_rng(seed).standard_normal(x.shape).astype(x.dtype)))
+    before = dy.copy()
+    backward = BACKWARDS[name]
+    got = getattr(ops, backward)(y, dy, axis=axis)
+    # Rounding scales with |dy| (softmax: y <= 1), and with sum |dy| on a slice for log_softmax.
+    magnitude = float((np.abs(dy).sum(axis=axis) if name == "log_softmax" else np.abs(dy)).max(initial=0.0))
+    assert_allclose(got, getattr(reference, backward)(y, dy, axis=axis), magnitude=magnitude)
+    assert_array_equal(dy, before)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=3), data=st.data())
+def test_backward_matches_finite_differences(isa, name, shape, data):
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    x, w = 2 * rng.standard_normal(shape), rng.standard_normal(shape)
+    forward = getattr(ops, name)
+    dx = getattr(ops, BACKWARDS[name])(forward(x, axis=axis), w, axis=axis)
+    check_grad(lambda: np.sum(forward(x, axis=axis) * w), {"x": x}, {"x": dx}, atol=1e-8)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_backward_of_infinite_entries(isa, dtype):
+    x = np.array([[-np.inf, 1.0, -np.inf, 2.0], [-np.inf] * 4, [0.0, 0.0, 0.0, 0.0]], dtype=dtype)
+    dy = np.array([[1.0, -2.0, 3.0, 0.5]] * 3, dtype=dtype)
+    dx = ops.softmax_backward(ops.softmax(x), dy)
+    assert_array_equal(dx[0, [0, 2]], 0.0)  # impossible classes get no gradient
+    assert_array_equal(dx[1], 0.0)  # an all -inf slice gives zeros
+    assert_allclose(dx, reference.softmax_backward(reference.softmax(x), dy))
+    dx = ops.log_softmax_backward(ops.log_softmax(x), dy)
+    assert_array_equal(dx[0, [0, 2]], dy[0, [0, 2]])  # d(x_j - lse)/dx_j = 1 where p_j = 0
+    assert_array_equal(dx[1], 0.0)  # the output is constant (-inf)
+    assert_allclose(dx, reference.log_softmax_backward(reference.log_softmax(x), dy))
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_backward_gradients_sum_to_zero_along_the_axis(isa, name):
+    # softmax(x + c) = softmax(x): a shift of every entry is invisible, so dx sums to 0 on a slice.
+    rng = np.random.default_rng(3)
+    x, dy = rng.standard_normal((4, 33, 6)), rng.standard_normal((4, 33, 6))
+    y = getattr(ops, name)(x, axis=1)
+    np.testing.assert_allclose(getattr(ops, BACKWARDS[name])(y, dy, axis=1).sum(axis=1), 0.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_backward_dtypes_and_empty_arrays(isa, name):
+    backward = getattr(ops, BACKWARDS[name])
+    y = np.full((2, 3), 1 / 3)
+    assert backward(y.astype(np.float32), y.astype(np.float32)).dtype == np.float32
+    assert backward(y.astype(np.float32), y).dtype == np.float64
+    assert backward(y.astype(np.float16), y.astype(np.float16)).dtype == np.float32
+    assert backward(np.zeros((0, 4)), np.zeros((0, 4))).shape == (0, 4)
+    assert backward(np.zeros((4, 0)), np.zeros((4, 0)), axis=0).shape == (4, 0)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_backward_rejects_bad_arguments(name):
+    backward = getattr(ops, BACKWARDS[name])
+    y = np.full((2, 3), 1 / 3)
+    with pytest.raises(ValueError, match=r"dy must have the shape of y \(2, 3\), got \(3, 2\)"):
+        backward(y, y.T)
+    with pytest.raises(TypeError, match="dy"):
+        backward(y, y.astype(np.int64))
+    with pytest.raises(TypeError, match="y"):
+        backward(y.astype(np.int64), y)
+    with pytest.raises(ValueError, match="axis"):
+        backward(y, y, axis=2)
+    with pytest.raises(ValueError, match="y"):
+        backward(np.float64(1.0), np.float64(1.0))

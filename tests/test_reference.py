@@ -1,10 +1,13 @@
 """The NumPy reference against hand-computed examples: the oracle needs its own oracle."""
 
+import math
+
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 from attnkit import reference
+from attnkit.testing import check_grad
 
 LN3 = np.log(3.0)
 
@@ -150,3 +153,62 @@ def test_sinusoidal_positions_by_hand():
     for d in (0, 3):
         with pytest.raises(ValueError, match="d"):
             reference.sinusoidal_positions(4, d)
+
+
+# -- training references: each backward against finite differences of its own forward (no kernels) --
+
+
+@pytest.mark.parametrize("axis", [0, -1])
+def test_softmax_backwards_by_finite_differences(axis):
+    rng = np.random.default_rng(4)
+    x, w = rng.normal(size=(3, 5)), rng.normal(size=(3, 5))
+    check_grad(lambda: np.sum(reference.softmax(x, axis) * w), {"x": x},
+               {"x": reference.softmax_backward(reference.softmax(x, axis), w, axis)})
+    check_grad(lambda: np.sum(reference.log_softmax(x, axis) * w), {"x": x},
+               {"x": reference.log_softmax_backward(reference.log_softmax(x, axis), w, axis)})
+
+
+def test_cross_entropy_by_hand():
+    logits = np.log(np.array([[0.25, 0.75], [0.5, 0.5], [0.1, 0.9]]))
+    targets = np.array([1, -100, 0])
+    assert_allclose(reference.cross_entropy(logits, targets, reduction="none"), [-np.log(0.75), 0.0, -np.log(0.1)])
+    assert_allclose(reference.cross_entropy(logits, targets), -np.log(0.75 * 0.1) / 2)
+    assert_allclose(reference.cross_entropy(logits, targets, class_weight=[3.0, 1.0]),
+                    -(np.log(0.75) + 3 * np.log(0.1)) / 4)
+    # q = [0.05, 0.95] for the first row with label_smoothing 0.1.
+    assert_allclose(reference.cross_entropy(logits[:1], targets[:1], label_smoothing=0.1),
+                    -(0.05 * np.log(0.25) + 0.95 * np.log(0.75)))
+    assert reference.cross_entropy(logits[1:2], targets[1:2]) == 0.0
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_gradient_by_finite_differences(reduction):
+    rng = np.random.default_rng(5)
+    logits, targets = rng.normal(size=(4, 3)), np.array([2, 0, -100, 1])
+    kwargs = {"label_smoothing": 0.2, "class_weight": np.array([1.0, 0.5, 2.0]), "reduction": reduction}
+    _, dlogits = reference.cross_entropy(logits, targets, return_grad=True, **kwargs)
+    check_grad(lambda: np.sum(reference.cross_entropy(logits, targets, **kwargs)), {"logits": logits},
+               {"logits": dlogits})
+
+
+def test_layer_norm_by_hand_and_by_finite_differences():
+    y, mean, rstd = reference.layer_norm(np.array([[1.0, 3.0]]), eps=0.0, return_stats=True)
+    assert_allclose(y, [[-1.0, 1.0]])
+    assert_allclose(mean, [2.0])
+    assert_allclose(rstd, [1.0])
+    rng = np.random.default_rng(6)
+    x, gamma, beta, w = rng.normal(size=(3, 4)), rng.normal(size=4), rng.normal(size=4), rng.normal(size=(3, 4))
+    _, mean, rstd = reference.layer_norm(x, gamma, beta, return_stats=True)
+    dx, dgamma, dbeta = reference.layer_norm_backward(w, x, gamma, mean, rstd)
+    check_grad(lambda: np.sum(reference.layer_norm(x, gamma, beta) * w), {"x": x, "gamma": gamma, "beta": beta},
+               {"x": dx, "gamma": dgamma, "beta": dbeta})
+
+
+def test_gelu_by_hand_and_by_finite_differences():
+    # gelu(x) ~ x Phi(x): within 1e-3 of the exact (erf) form.
+    x = np.linspace(-4, 4, 17)
+    phi = 0.5 * (1 + np.vectorize(math.erf)(x / np.sqrt(2)))
+    np.testing.assert_allclose(reference.gelu(x), x * phi, atol=1e-3)
+    assert reference.gelu(np.float32(1.0)).dtype == np.float32
+    w = np.random.default_rng(7).normal(size=17)
+    check_grad(lambda: np.sum(reference.gelu(x) * w), {"x": x}, {"x": reference.gelu_backward(x, w)})

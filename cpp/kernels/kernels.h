@@ -2,6 +2,9 @@
 // namespace). Each kernel assumes valid input: checks live in python/attnkit/ops.py.
 #pragma once
 #include "attnkit/attention.h"
+#include "attnkit/cross_entropy.h"
+#include "attnkit/gelu.h"
+#include "attnkit/layer_norm.h"
 #include "attnkit/linear_attention.h"
 #include "attnkit/positions.h"
 #include "attnkit/random_features.h"
@@ -26,6 +29,18 @@ template <class T>
 void causal_linear_attention(const CausalLinearArgs<T>& a);
 template <class T>
 void causal_linear_attention_backward(const CausalLinearBackwardArgs<T>& a);
+template <class T>
+void softmax_backward(const SoftmaxBackwardArgs<T>& a);
+template <class T>
+void cross_entropy(const CrossEntropyArgs<T>& a);
+template <class T>
+void layer_norm(const LayerNormArgs<T>& a);
+template <class T>
+void layer_norm_backward(const LayerNormBackwardArgs<T>& a);
+template <class T>
+void gelu(const GeluArgs<T>& a);
+template <class T>
+void gelu_backward(const GeluArgs<T>& a);
 
 }  // namespace ATTNKIT_KERNEL_NS
 }  // namespace attnkit

@@ -10,34 +10,6 @@ namespace ATTNKIT_KERNEL_NS {
 
 namespace {
 
-// Vector body + scalar tail (through one-lane buffers, so the tail runs the same polynomial).
-template <class T, class F>
-void for_each_lane(std::int64_t D, F&& body) {
-  using V = Vec<T>;
-  constexpr int W = V::W;
-  std::int64_t j = 0;
-  for (; j + W <= D; j += W) body(j, W);
-  if (j < D) body(j, int(D - j));
-}
-
-template <class T>
-Vec<T> load_partial(const T* p, int count) {
-  using V = Vec<T>;
-  if (count == V::W) return V::load(p);
-  alignas(64) T lanes[V::W] = {};
-  for (int i = 0; i < count; ++i) lanes[i] = p[i];
-  return V::load(lanes);
-}
-
-template <class T>
-void store_partial(Vec<T> x, T* p, int count) {
-  using V = Vec<T>;
-  if (count == V::W) return x.store(p);
-  alignas(64) T lanes[V::W];
-  x.store(lanes);
-  for (int i = 0; i < count; ++i) p[i] = lanes[i];
-}
-
 template <class T>
 void features_row(const RandomFeaturesArgs<T>& a, std::int64_t i) {
   using V = Vec<T>;

@@ -23,5 +23,8 @@ void bind_attention(py::module_& m);
 void bind_positions(py::module_& m);
 void bind_random_features(py::module_& m);
 void bind_linear_attention(py::module_& m);
+void bind_cross_entropy(py::module_& m);
+void bind_layer_norm(py::module_& m);
+void bind_gelu(py::module_& m);
 
 }  // namespace attnkit

@@ -5,6 +5,9 @@
 #include <vector>
 
 #include "attnkit/attention.h"
+#include "attnkit/cross_entropy.h"
+#include "attnkit/gelu.h"
+#include "attnkit/layer_norm.h"
 #include "attnkit/linear_attention.h"
 #include "attnkit/positions.h"
 #include "attnkit/random_features.h"
@@ -22,6 +25,12 @@ struct TypedKernels {
   void (*random_features)(const RandomFeaturesArgs<T>&);
   void (*causal_linear_attention)(const CausalLinearArgs<T>&);
   void (*causal_linear_attention_backward)(const CausalLinearBackwardArgs<T>&);
+  void (*softmax_backward)(const SoftmaxBackwardArgs<T>&);
+  void (*cross_entropy)(const CrossEntropyArgs<T>&);
+  void (*layer_norm)(const LayerNormArgs<T>&);
+  void (*layer_norm_backward)(const LayerNormBackwardArgs<T>&);
+  void (*gelu)(const GeluArgs<T>&);
+  void (*gelu_backward)(const GeluArgs<T>&);
 };
 
 struct KernelTable {

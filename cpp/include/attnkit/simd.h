@@ -58,6 +58,7 @@ struct Vec<float> {
   friend Vec operator+(Vec a, Vec b) { return {_mm512_add_ps(a.v, b.v)}; }
   friend Vec operator-(Vec a, Vec b) { return {_mm512_sub_ps(a.v, b.v)}; }
   friend Vec operator*(Vec a, Vec b) { return {_mm512_mul_ps(a.v, b.v)}; }
+  friend Vec operator/(Vec a, Vec b) { return {_mm512_div_ps(a.v, b.v)}; }
   static Vec fma(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
   // x86 min/max return the second operand when either is NaN: callers pass x second to keep NaN.
   static Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
@@ -103,6 +104,7 @@ struct Vec<double> {
   friend Vec operator+(Vec a, Vec b) { return {_mm512_add_pd(a.v, b.v)}; }
   friend Vec operator-(Vec a, Vec b) { return {_mm512_sub_pd(a.v, b.v)}; }
   friend Vec operator*(Vec a, Vec b) { return {_mm512_mul_pd(a.v, b.v)}; }
+  friend Vec operator/(Vec a, Vec b) { return {_mm512_div_pd(a.v, b.v)}; }
   static Vec fma(Vec a, Vec b, Vec c) { return {_mm512_fmadd_pd(a.v, b.v, c.v)}; }
   static Vec max(Vec a, Vec b) { return {_mm512_max_pd(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm512_min_pd(a.v, b.v)}; }
@@ -146,6 +148,7 @@ struct Vec<float> {
   friend Vec operator+(Vec a, Vec b) { return {_mm256_add_ps(a.v, b.v)}; }
   friend Vec operator-(Vec a, Vec b) { return {_mm256_sub_ps(a.v, b.v)}; }
   friend Vec operator*(Vec a, Vec b) { return {_mm256_mul_ps(a.v, b.v)}; }
+  friend Vec operator/(Vec a, Vec b) { return {_mm256_div_ps(a.v, b.v)}; }
   static Vec fma(Vec a, Vec b, Vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
   static Vec max(Vec a, Vec b) { return {_mm256_max_ps(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm256_min_ps(a.v, b.v)}; }
@@ -191,6 +194,7 @@ struct Vec<double> {
   friend Vec operator+(Vec a, Vec b) { return {_mm256_add_pd(a.v, b.v)}; }
   friend Vec operator-(Vec a, Vec b) { return {_mm256_sub_pd(a.v, b.v)}; }
   friend Vec operator*(Vec a, Vec b) { return {_mm256_mul_pd(a.v, b.v)}; }
+  friend Vec operator/(Vec a, Vec b) { return {_mm256_div_pd(a.v, b.v)}; }
   static Vec fma(Vec a, Vec b, Vec c) { return {_mm256_fmadd_pd(a.v, b.v, c.v)}; }
   static Vec max(Vec a, Vec b) { return {_mm256_max_pd(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm256_min_pd(a.v, b.v)}; }
@@ -234,6 +238,7 @@ struct Vec<float> {
   friend Vec operator+(Vec a, Vec b) { return {_mm_add_ps(a.v, b.v)}; }
   friend Vec operator-(Vec a, Vec b) { return {_mm_sub_ps(a.v, b.v)}; }
   friend Vec operator*(Vec a, Vec b) { return {_mm_mul_ps(a.v, b.v)}; }
+  friend Vec operator/(Vec a, Vec b) { return {_mm_div_ps(a.v, b.v)}; }
   static Vec fma(Vec a, Vec b, Vec c) { return {_mm_add_ps(_mm_mul_ps(a.v, b.v), c.v)}; }
   static Vec max(Vec a, Vec b) { return {_mm_max_ps(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm_min_ps(a.v, b.v)}; }
@@ -273,6 +278,7 @@ struct Vec<double> {
   friend Vec operator+(Vec a, Vec b) { return {_mm_add_pd(a.v, b.v)}; }
   friend Vec operator-(Vec a, Vec b) { return {_mm_sub_pd(a.v, b.v)}; }
   friend Vec operator*(Vec a, Vec b) { return {_mm_mul_pd(a.v, b.v)}; }
+  friend Vec operator/(Vec a, Vec b) { return {_mm_div_pd(a.v, b.v)}; }
   static Vec fma(Vec a, Vec b, Vec c) { return {_mm_add_pd(_mm_mul_pd(a.v, b.v), c.v)}; }
   static Vec max(Vec a, Vec b) { return {_mm_max_pd(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm_min_pd(a.v, b.v)}; }
@@ -308,6 +314,7 @@ struct ScalarVec {
   friend ScalarVec operator+(ScalarVec a, ScalarVec b) { return {a.v + b.v}; }
   friend ScalarVec operator-(ScalarVec a, ScalarVec b) { return {a.v - b.v}; }
   friend ScalarVec operator*(ScalarVec a, ScalarVec b) { return {a.v * b.v}; }
+  friend ScalarVec operator/(ScalarVec a, ScalarVec b) { return {a.v / b.v}; }
   static ScalarVec fma(ScalarVec a, ScalarVec b, ScalarVec c) { return {a.v * b.v + c.v}; }
   static ScalarVec max(ScalarVec a, ScalarVec b) { return {a.v > b.v ? a.v : b.v}; }
   static ScalarVec min(ScalarVec a, ScalarVec b) { return {a.v < b.v ? a.v : b.v}; }
@@ -440,6 +447,35 @@ inline T exp_scalar(T x) {
   lanes[0] = x;
   exp(V::load(lanes)).store(lanes);
   return lanes[0];
+}
+
+// Vector body + partial tail: body(j, count) for count = W lanes, then once for the last D % W lanes,
+// which load_partial / store_partial pass through a lane buffer (so the tail runs the same polynomial).
+template <class T, class F>
+inline void for_each_lane(std::int64_t D, F&& body) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  std::int64_t j = 0;
+  for (; j + W <= D; j += W) body(j, W);
+  if (j < D) body(j, int(D - j));
+}
+
+template <class T>
+inline Vec<T> load_partial(const T* p, int count) {
+  using V = Vec<T>;
+  if (count == V::W) return V::load(p);
+  alignas(64) T lanes[V::W] = {};
+  for (int i = 0; i < count; ++i) lanes[i] = p[i];
+  return V::load(lanes);
+}
+
+template <class T>
+inline void store_partial(Vec<T> x, T* p, int count) {
+  using V = Vec<T>;
+  if (count == V::W) return x.store(p);
+  alignas(64) T lanes[V::W];
+  x.store(lanes);
+  for (int i = 0; i < count; ++i) p[i] = lanes[i];
 }
 
 template <class T>

@@ -1,14 +1,29 @@
 """Transformer layers with hand-written backward passes, an optimiser and losses (no autograd)."""
 
 from attnkit.nn import serialize
+from attnkit.nn.attention import MultiHeadAttention
+from attnkit.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear
+from attnkit.nn.losses import CrossEntropyLoss
 from attnkit.nn.module import Module
 from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm, default_decay
 from attnkit.nn.positional import LearnedPositions, RelativePositionBias, SinusoidalPositions
+from attnkit.nn.transformer import Decoder, DecoderLayer, Encoder, EncoderLayer
 
 __all__ = [
     "AdamW",
+    "CrossEntropyLoss",
+    "Decoder",
+    "DecoderLayer",
+    "Dropout",
+    "Embedding",
+    "Encoder",
+    "EncoderLayer",
+    "FeedForward",
+    "LayerNorm",
     "LearnedPositions",
+    "Linear",
     "Module",
+    "MultiHeadAttention",
     "RelativePositionBias",
     "SinusoidalPositions",
     "WarmupSchedule",

@@ -1,4 +1,4 @@
-"""Softmax and log-softmax along any axis."""
+"""Softmax and log-softmax along any axis, and their backward passes."""
 
 import math
 
@@ -7,7 +7,7 @@ import numpy as np
 from attnkit import _core
 from attnkit._validation import check_int, check_ndim, float_array
 
-__all__ = ["log_softmax", "softmax"]
+__all__ = ["log_softmax", "log_softmax_backward", "softmax", "softmax_backward"]
 
 
 def softmax(x, axis=-1):
@@ -54,15 +54,89 @@ def log_softmax(x, axis=-1):
     return _softmax(x, axis, log=True)
 
 
+def softmax_backward(y, dy, axis=-1):
+    """Gradient of :func:`softmax` from its output: ``dx = y * (dy - sum(dy * y, axis))``.
+
+    Parameters
+    ----------
+    y : array-like of float32 or float64
+        The output of ``softmax(x, axis)``.
+    dy : array-like of float32 or float64
+        Gradient of the loss with respect to ``y``; same shape as ``y``.
+    axis : int, default=-1
+        The axis the softmax normalised over.
+
+    Returns
+    -------
+    ndarray
+        Gradient with respect to ``x``; shape of ``y``, dtype of ``y`` and ``dy`` promoted. A slice
+        of ``x`` that was all ``-inf`` (``y`` all zero) gets zeros.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit import ops
+    >>> y = ops.softmax(np.array([0.0, 0.0]))
+    >>> ops.softmax_backward(y, np.array([1.0, 0.0])).tolist()
+    [0.25, -0.25]
+    """
+    return _softmax_backward(y, dy, axis, log=False)
+
+
+def log_softmax_backward(y, dy, axis=-1):
+    """Gradient of :func:`log_softmax` from its output: ``dx = dy - exp(y) * sum(dy, axis)``.
+
+    Parameters
+    ----------
+    y : array-like of float32 or float64
+        The output of ``log_softmax(x, axis)``.
+    dy : array-like of float32 or float64
+        Gradient of the loss with respect to ``y``; same shape as ``y``.
+    axis : int, default=-1
+        The axis the log-softmax normalised over.
+
+    Returns
+    -------
+    ndarray
+        Gradient with respect to ``x``; shape of ``y``, dtype of ``y`` and ``dy`` promoted. A slice
+        of ``x`` that was all ``-inf`` (``y`` all ``-inf``, a constant output) gets zeros.
+    """
+    return _softmax_backward(y, dy, axis, log=True)
+
+
+def _check_axis(axis, x, name):
+    axis = check_int(axis, "axis")
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"axis must be in [{-x.ndim}, {x.ndim}) for {name} of shape {x.shape}, got {axis}")
+    return axis
+
+
+def _rows(a, axis, dtype):
+    """``a`` with ``axis`` moved last, as a C-contiguous (rows, n) array, and the moved shape."""
+    moved = np.moveaxis(a, axis, -1)
+    rows = np.ascontiguousarray(moved, dtype=dtype).reshape(math.prod(moved.shape[:-1]), moved.shape[-1])
+    return rows, moved.shape
+
+
 def _softmax(x, axis, *, log):
     x = float_array(x, "x")
     check_ndim(x, "x", 1, "")
-    axis = check_int(axis, "axis")
-    if not -x.ndim <= axis < x.ndim:
-        raise ValueError(f"axis must be in [{-x.ndim}, {x.ndim}) for x of shape {x.shape}, got {axis}")
-    moved = np.moveaxis(x, axis, -1)
-    n = moved.shape[-1]
-    rows = np.ascontiguousarray(moved).reshape(math.prod(moved.shape[:-1]), n)
+    axis = _check_axis(axis, x, "x")
+    rows, shape = _rows(x, axis, x.dtype)
     out = np.empty_like(rows)
     _core.softmax(rows, out, log)
-    return np.moveaxis(out.reshape(moved.shape), -1, axis)
+    return np.moveaxis(out.reshape(shape), -1, axis)
+
+
+def _softmax_backward(y, dy, axis, *, log):
+    y, dy = float_array(y, "y"), float_array(dy, "dy")
+    check_ndim(y, "y", 1, "")
+    if dy.shape != y.shape:
+        raise ValueError(f"dy must have the shape of y {y.shape}, got {dy.shape}")
+    axis = _check_axis(axis, y, "y")
+    dtype = np.result_type(y, dy)
+    y_rows, shape = _rows(y, axis, dtype)
+    dy_rows, _ = _rows(dy, axis, dtype)
+    dx = np.empty_like(y_rows)
+    _core.softmax_backward(y_rows, dy_rows, dx, log)
+    return np.moveaxis(dx.reshape(shape), -1, axis)

@@ -8,25 +8,35 @@ validation with helpful messages is the job of :mod:`attnkit.ops`.
 """
 
 from attnkit.reference._common import attention_mask
+from attnkit.reference.activations import gelu, gelu_backward
 from attnkit.reference.attention import (
     kernel_attention,
     scaled_dot_product_attention,
     scaled_dot_product_attention_backward,
 )
+from attnkit.reference.cross_entropy import cross_entropy
 from attnkit.reference.linear_attention import feature_map_features, linear_attention
+from attnkit.reference.normalization import layer_norm, layer_norm_backward
 from attnkit.reference.positions import sinusoidal_positions
 from attnkit.reference.random_features import random_fourier_features
-from attnkit.reference.softmax import log_softmax, softmax
+from attnkit.reference.softmax import log_softmax, log_softmax_backward, softmax, softmax_backward
 
 __all__ = [
     "attention_mask",
+    "cross_entropy",
     "feature_map_features",
+    "gelu",
+    "gelu_backward",
     "kernel_attention",
+    "layer_norm",
+    "layer_norm_backward",
     "linear_attention",
     "log_softmax",
+    "log_softmax_backward",
     "random_fourier_features",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",
     "sinusoidal_positions",
     "softmax",
+    "softmax_backward",
 ]

@@ -1,10 +1,10 @@
-"""Reference softmax and log-softmax."""
+"""Reference softmax and log-softmax, and their backward passes."""
 
 import numpy as np
 
 from attnkit.reference._common import result_dtype
 
-__all__ = ["log_softmax", "softmax"]
+__all__ = ["log_softmax", "log_softmax_backward", "softmax", "softmax_backward"]
 
 
 def _softmax_parts(x, axis):
@@ -70,3 +70,61 @@ def log_softmax(x, axis=-1):
         shifted, s = _softmax_parts(x.astype(np.float64), axis)
         out = np.where(s == 0, -np.inf, shifted - np.log(s))
     return out.astype(dtype)
+
+
+def softmax_backward(y, dy, axis=-1):
+    r"""Gradient of :func:`softmax` given its output ``y`` and the output gradient ``dy``.
+
+    The Jacobian is :math:`\partial y_i / \partial x_j = y_i (\delta_{ij} - y_j)`, so
+
+    .. math:: dx_j = \sum_i dy_i \, y_i (\delta_{ij} - y_j) = y_j \Big(dy_j - \sum_i dy_i y_i\Big)
+
+    Parameters
+    ----------
+    y : array_like of float
+        Output of ``softmax(x, axis)``.
+    dy : array_like of float
+        Gradient with respect to ``y``, same shape.
+    axis : int, default=-1
+        Axis of the softmax.
+
+    Returns
+    -------
+    ndarray
+        Gradient with respect to ``x``; dtype rule of :func:`softmax` applied to ``y`` and ``dy``.
+    """
+    y, dy = np.asarray(y), np.asarray(dy)
+    dtype = result_dtype(y=y, dy=dy)
+    y64, dy64 = y.astype(np.float64), dy.astype(np.float64)
+    return (y64 * (dy64 - np.sum(dy64 * y64, axis=axis, keepdims=True))).astype(dtype)
+
+
+def log_softmax_backward(y, dy, axis=-1):
+    r"""Gradient of :func:`log_softmax` given its output ``y`` and the output gradient ``dy``.
+
+    :math:`\partial y_i / \partial x_j = \delta_{ij} - e^{y_j}`, so
+
+    .. math:: dx_j = dy_j - e^{y_j} \sum_i dy_i
+
+    A slice whose input was all ``-inf`` has a constant output (all ``-inf``) and gets zeros.
+
+    Parameters
+    ----------
+    y : array_like of float
+        Output of ``log_softmax(x, axis)``.
+    dy : array_like of float
+        Gradient with respect to ``y``, same shape.
+    axis : int, default=-1
+        Axis of the log-softmax.
+
+    Returns
+    -------
+    ndarray
+        Gradient with respect to ``x``.
+    """
+    y, dy = np.asarray(y), np.asarray(dy)
+    dtype = result_dtype(y=y, dy=dy)
+    y64, dy64 = y.astype(np.float64), dy.astype(np.float64)
+    dx = dy64 - np.exp(y64) * np.sum(dy64, axis=axis, keepdims=True)
+    constant = np.all(np.isneginf(y64), axis=axis, keepdims=True)
+    return np.where(constant, 0.0, dx).astype(dtype)

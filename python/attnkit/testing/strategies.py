@@ -29,6 +29,7 @@ __all__ = [
     "LAYOUTS",
     "arrange",
     "attention_problems",
+    "float_arrays",
     "head_dims",
     "sequence_lengths",
     "softmax_inputs",
@@ -250,3 +251,27 @@ def softmax_inputs(
             x[tuple(index)] = -np.inf
     x = x.astype(dtype)
     return {"x": draw(arrange(x)) if layouts else x, "axis": axis}
+
+
+@st.composite
+def float_arrays(
+    draw,
+    *,
+    max_lead_dims=2,
+    last=None,
+    dtypes=(np.float32, np.float64),
+    scales=(1.0, 1.0, 3.0, 0.01, 100.0),
+    layouts=True,
+):
+    """Strategy for a float array of shape ``lead + (n,)``: 0 to ``max_lead_dims`` leading dims of size
+    1 to 4 and ``n`` drawn from ``last`` (default :func:`head_dims`), normal values times a drawn scale.
+
+    For the inputs of row-wise and elementwise ops (layer norm, GELU, cross-entropy logits).
+    """
+    lead = tuple(draw(st.lists(st.integers(1, 4), max_size=max_lead_dims)))
+    n = draw(last if last is not None else head_dims())
+    dtype = np.dtype(draw(st.sampled_from(dtypes)))
+    scale = draw(st.sampled_from(scales))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    x = (scale * rng.standard_normal(lead + (n,))).astype(dtype)
+    return draw(arrange(x)) if layouts else x

@@ -1,0 +1,106 @@
+// GELU (tanh form) forward and backward (see attnkit/gelu.h), elementwise in blocks, blocks in
+// parallel. tanh is built from exp: (1 + tanh u) / 2 = sigmoid(2u) = 1 / (1 + e), e = exp(-2u), so
+//   y = x / (1 + e),   gelu'(x) = s (1 + 2 x u' (1 - s)),  s = 1 / (1 + e),  1 - s = e s,
+// with u = c (x + k x^3), u' = c (1 + 3 k x^2). This form never subtracts nearly equal numbers (the
+// textbook 0.5 x (1 + tanh u) loses the low digits of y for negative x).
+#include <algorithm>
+
+#include "attnkit/isa.h"
+#include "attnkit/simd.h"
+#include "kernels.h"
+
+namespace attnkit {
+namespace ATTNKIT_KERNEL_NS {
+
+namespace {
+
+template <class T>
+struct GeluConst {
+  static constexpr T c = T(0.79788456080286535588);  // sqrt(2 / pi)
+  static constexpr T k = T(0.044715);
+  // Beyond +-clip gelu'(x) is 1 or 0; clipping keeps x u' finite where e s is 0 (else inf * 0 = NaN
+  // for huge x).
+  static constexpr T clip = T(1e4);
+};
+
+// -2u for every lane, as x (-2c - 2ck x^2).
+template <class T>
+Vec<T> minus_2u(Vec<T> x) {
+  using V = Vec<T>;
+  using C = GeluConst<T>;
+  return x * V::fma(x * x, V::set1(-2 * C::c * C::k), V::set1(-2 * C::c));
+}
+
+// r where exp(z) is finite, else 0: past ExpConst::hi exp saturates, and the true result (a multiple
+// of 1 / (1 + e^z)) is below the smallest normal number.
+template <class T>
+Vec<T> zero_where_saturated(Vec<T> r, Vec<T> z) {
+  using V = Vec<T>;
+  return V::zero_below(r, V::zero() - z, V::set1(-ExpConst<T>::hi));
+}
+
+template <class T>
+Vec<T> gelu_lanes(Vec<T> x) {
+  using V = Vec<T>;
+  const V z = minus_2u(x);
+  return zero_where_saturated(x / (V::set1(T(1)) + exp(z)), z);
+}
+
+template <class T>
+Vec<T> gelu_grad_lanes(Vec<T> x, Vec<T> dy) {
+  using V = Vec<T>;
+  using C = GeluConst<T>;
+  const V one = V::set1(T(1));
+  const V xc = V::max(V::set1(-C::clip), V::min(V::set1(C::clip), x));  // NaN stays NaN
+  const V z = minus_2u(xc);
+  const V e = exp(z);
+  const V s = one / (one + e);
+  const V du = V::fma(xc * xc, V::set1(3 * C::c * C::k), V::set1(C::c));  // u'
+  const V two_x_du = (xc + xc) * du;
+  return zero_where_saturated(dy * (s * V::fma(two_x_du, e * s, one)), z);
+}
+
+constexpr std::int64_t kBlock = 1 << 12;  // elements per parallel work item
+
+}  // namespace
+
+template <class T>
+void gelu(const GeluArgs<T>& a) {
+  const std::int64_t n = a.n, blocks = (n + kBlock - 1) / kBlock;
+  const T* x = a.x;
+  T* out = a.out;
+  // Below ~32k elements a parallel region costs more than it saves.
+  const int threads = n >= (1 << 15) ? kernel_threads() : 1;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t first = b * kBlock, count = std::min(kBlock, n - first);
+    for_each_lane<T>(count, [&](std::int64_t j, int lanes) {
+      store_partial(gelu_lanes(load_partial(x + first + j, lanes)), out + first + j, lanes);
+    });
+  }
+}
+
+template <class T>
+void gelu_backward(const GeluArgs<T>& a) {
+  const std::int64_t n = a.n, blocks = (n + kBlock - 1) / kBlock;
+  const T* x = a.x;
+  const T* dy = a.dy;
+  T* out = a.out;
+  const int threads = n >= (1 << 15) ? kernel_threads() : 1;
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::int64_t first = b * kBlock, count = std::min(kBlock, n - first);
+    for_each_lane<T>(count, [&](std::int64_t j, int lanes) {
+      const std::int64_t i = first + j;
+      store_partial(gelu_grad_lanes(load_partial(x + i, lanes), load_partial(dy + i, lanes)), out + i, lanes);
+    });
+  }
+}
+
+template void gelu<float>(const GeluArgs<float>&);
+template void gelu<double>(const GeluArgs<double>&);
+template void gelu_backward<float>(const GeluArgs<float>&);
+template void gelu_backward<double>(const GeluArgs<double>&);
+
+}  // namespace ATTNKIT_KERNEL_NS
+}  // namespace attnkit

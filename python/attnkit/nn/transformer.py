@@ -1,0 +1,177 @@
+"""Pre-LayerNorm transformer blocks and stacks: EncoderLayer, DecoderLayer, Encoder, Decoder.
+
+Pre-LN (``x + Dropout(Sublayer(LayerNorm(x)))``, then a final LayerNorm) trains stably without the
+careful warm-up post-LN needs (Xiong et al., 2020), which matters for short CPU training runs.
+"""
+
+import numpy as np
+
+from attnkit._validation import check_int
+from attnkit.nn.attention import MultiHeadAttention
+from attnkit.nn.layers import Dropout, FeedForward, LayerNorm
+from attnkit.nn.module import Module
+from attnkit.nn.positional import RelativePositionBias
+
+__all__ = ["Decoder", "DecoderLayer", "Encoder", "EncoderLayer"]
+
+
+def _attention(d_model, n_heads, rng, *, attention, causal, relative_positions, n_features, d_context=None):
+    bias = None
+    if relative_positions is not None:
+        bias = RelativePositionBias(n_heads, check_int(relative_positions, "relative_positions", minimum=0), rng)
+    return MultiHeadAttention(d_model, n_heads, rng, d_context=d_context, attention=attention, causal=causal,
+                              position_bias=bias, n_features=n_features)
+
+
+class _Residual(Module):
+    """``x + Dropout(sublayer(LayerNorm(x)))`` around an attention or feed-forward sublayer."""
+
+    def __init__(self, d_model, sublayer, dropout, rng):
+        super().__init__()
+        self.add_child("norm", LayerNorm(d_model))
+        self.add_child("sublayer", sublayer)
+        self.add_child("dropout", Dropout(dropout, rng=rng))
+
+    def forward(self, x, training=False, **kwargs):
+        h, c_norm = self.children["norm"].forward(x, training)
+        y, c_sub = self.children["sublayer"].forward(h, training, **kwargs)
+        y, c_drop = self.children["dropout"].forward(y, training)
+        return x + y, (c_norm, c_sub, c_drop)
+
+    def backward(self, grad, cache):
+        """Returns dx, or (dx, dcontext) when the sublayer is a cross-attention."""
+        c_norm, c_sub, c_drop = cache
+        dy = self.children["dropout"].backward(grad, c_drop)
+        dh = self.children["sublayer"].backward(dy, c_sub)
+        dh, dcontext = dh if isinstance(dh, tuple) else (dh, None)
+        dx = grad + self.children["norm"].backward(dh, c_norm)
+        return dx if dcontext is None else (dx, dcontext)
+
+
+class EncoderLayer(Module):
+    """Self-attention and feed-forward blocks, each pre-LN with a residual connection.
+
+    Parameters
+    ----------
+    d_model, n_heads, d_ff : int
+        Width, heads and feed-forward hidden width.
+    rng : numpy.random.Generator
+        Initial weights and dropout masks.
+    dropout : float, default=0.1
+        Residual and feed-forward dropout.
+    attention : {"softmax", "linear", "performer"}, default="softmax"
+    activation : {"gelu", "relu"}, default="gelu"
+    relative_positions : int, optional
+        Learned relative-position biases clipped to +-k (Shaw et al.), per layer.
+    n_features : int, default=128
+        Random features of Performer attention.
+    """
+
+    def __init__(self, d_model, n_heads, d_ff, rng, *, dropout=0.1, attention="softmax", activation="gelu",
+                 relative_positions=None, n_features=128):
+        super().__init__()
+        attn = _attention(d_model, n_heads, rng, attention=attention, causal=False,
+                          relative_positions=relative_positions, n_features=n_features)
+        self.add_child("self_attention", _Residual(d_model, attn, dropout, rng))
+        ff = FeedForward(d_model, d_ff, activation=activation, dropout=dropout, rng=rng)
+        self.add_child("feed_forward", _Residual(d_model, ff, dropout, rng))
+
+    def forward(self, x, training=False, *, key_lengths=None):
+        x, c_att = self.children["self_attention"].forward(x, training, key_lengths=key_lengths)
+        x, c_ff = self.children["feed_forward"].forward(x, training)
+        return x, (c_att, c_ff)
+
+    def backward(self, grad, cache):
+        c_att, c_ff = cache
+        grad = self.children["feed_forward"].backward(grad, c_ff)
+        return self.children["self_attention"].backward(grad, c_att)
+
+
+class DecoderLayer(Module):
+    """Causal self-attention, cross-attention over the encoder output (``memory``), feed-forward.
+
+    Same parameters as :class:`EncoderLayer`, plus ``d_memory``: the encoder's width (may differ).
+    """
+
+    def __init__(self, d_model, n_heads, d_ff, rng, *, d_memory=None, dropout=0.1, attention="softmax",
+                 activation="gelu", relative_positions=None, n_features=128):
+        super().__init__()
+        self_attn = _attention(d_model, n_heads, rng, attention=attention, causal=True,
+                               relative_positions=relative_positions, n_features=n_features)
+        self.add_child("self_attention", _Residual(d_model, self_attn, dropout, rng))
+        # Cross-attention is never causal and takes no relative positions (queries and keys come
+        # from different sequences); it uses the same attention rule as the rest of the layer.
+        cross = _attention(d_model, n_heads, rng, attention=attention, causal=False, relative_positions=None,
+                           n_features=n_features, d_context=d_memory)
+        self.add_child("cross_attention", _Residual(d_model, cross, dropout, rng))
+        ff = FeedForward(d_model, d_ff, activation=activation, dropout=dropout, rng=rng)
+        self.add_child("feed_forward", _Residual(d_model, ff, dropout, rng))
+
+    def forward(self, x, training=False, *, memory, memory_lengths=None):
+        x, c_self = self.children["self_attention"].forward(x, training)
+        x, c_cross = self.children["cross_attention"].forward(x, training, context=memory,
+                                                              key_lengths=memory_lengths)
+        x, c_ff = self.children["feed_forward"].forward(x, training)
+        return x, (c_self, c_cross, c_ff)
+
+    def backward(self, grad, cache):
+        """Returns (dx, dmemory)."""
+        c_self, c_cross, c_ff = cache
+        grad = self.children["feed_forward"].backward(grad, c_ff)
+        grad, dmemory = self.children["cross_attention"].backward(grad, c_cross)
+        return self.children["self_attention"].backward(grad, c_self), dmemory
+
+
+class Encoder(Module):
+    """``n_layers`` EncoderLayers and a final LayerNorm. Input: embedded tokens (B, N, d_model)."""
+
+    def __init__(self, n_layers, d_model, n_heads, d_ff, rng, **layer_options):
+        super().__init__()
+        self.n_layers = check_int(n_layers, "n_layers", minimum=1)
+        for i in range(self.n_layers):
+            self.add_child(f"layer{i}", EncoderLayer(d_model, n_heads, d_ff, rng, **layer_options))
+        self.add_child("norm", LayerNorm(d_model))
+
+    def forward(self, x, training=False, *, key_lengths=None):
+        caches = []
+        for i in range(self.n_layers):
+            x, c = self.children[f"layer{i}"].forward(x, training, key_lengths=key_lengths)
+            caches.append(c)
+        x, c_norm = self.children["norm"].forward(x, training)
+        return x, (caches, c_norm)
+
+    def backward(self, grad, cache):
+        caches, c_norm = cache
+        grad = self.children["norm"].backward(grad, c_norm)
+        for i in reversed(range(self.n_layers)):
+            grad = self.children[f"layer{i}"].backward(grad, caches[i])
+        return grad
+
+
+class Decoder(Module):
+    """``n_layers`` DecoderLayers and a final LayerNorm, attending over an encoder's ``memory``."""
+
+    def __init__(self, n_layers, d_model, n_heads, d_ff, rng, **layer_options):
+        super().__init__()
+        self.n_layers = check_int(n_layers, "n_layers", minimum=1)
+        for i in range(self.n_layers):
+            self.add_child(f"layer{i}", DecoderLayer(d_model, n_heads, d_ff, rng, **layer_options))
+        self.add_child("norm", LayerNorm(d_model))
+
+    def forward(self, x, training=False, *, memory, memory_lengths=None):
+        caches = []
+        for i in range(self.n_layers):
+            x, c = self.children[f"layer{i}"].forward(x, training, memory=memory, memory_lengths=memory_lengths)
+            caches.append(c)
+        x, c_norm = self.children["norm"].forward(x, training)
+        return x, (caches, c_norm)
+
+    def backward(self, grad, cache):
+        """Returns (dx, dmemory), dmemory summed over the layers."""
+        caches, c_norm = cache
+        grad = self.children["norm"].backward(grad, c_norm)
+        dmemory = 0
+        for i in reversed(range(self.n_layers)):
+            grad, dm = self.children[f"layer{i}"].backward(grad, caches[i])
+            dmemory = dmemory + dm
+        return grad, np.asarray(dmemory)
