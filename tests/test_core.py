@@ -1,0 +1,57 @@
+"""The compiled module's own guards: a view that could read outside its array, a converted copy, or
+an impossible request reaches Python as ValueError/TypeError, never a crash; kernels release the GIL."""
+
+import threading
+
+import numpy as np
+import pytest
+
+from attnkit import _core, ops
+
+
+def _operand(a, offsets, row_stride):
+    return (a, np.asarray(offsets, dtype=np.int64), row_stride)
+
+
+def test_views_reaching_outside_their_array_are_refused():
+    q = np.zeros((4, 3))
+    out = np.empty((1, 4, 3))
+    good = _operand(q, [0], 3)
+    with pytest.raises(ValueError, match="view reaches outside the array"):
+        _core.attention(q=_operand(q, [3], 3), k=good, v=good, mask=None, bias=None, key_lengths=None,
+                        causal=False, scale=1.0, out=out, lse=None)
+
+
+def test_no_silent_conversion_copies():
+    q = np.zeros((4, 3), dtype=np.float32)
+    out = np.empty((1, 4, 3))  # float64 output with float32 inputs: no overload may convert
+    with pytest.raises(ValueError, match="q: array of the kernel's dtype expected"):
+        _core.attention(q=_operand(q, [0], 3), k=_operand(q, [0], 3), v=_operand(q, [0], 3), mask=None, bias=None,
+                        key_lengths=None, causal=False, scale=1.0, out=out, lse=None)
+    with pytest.raises(ValueError, match="key_lengths: values must lie in"):
+        q64 = q.astype(np.float64)
+        _core.attention(q=_operand(q64, [0], 3), k=_operand(q64, [0], 3), v=_operand(q64, [0], 3), mask=None,
+                        bias=None, key_lengths=np.array([9]), causal=False, scale=1.0, out=out, lse=None)
+
+
+def test_unknown_isa_is_a_value_error():
+    with pytest.raises(ValueError, match="not available"):
+        _core.set_isa("avx1024")
+
+
+def test_kernels_run_concurrently_from_threads_with_the_same_answers():
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((8, 4, 200, 32)).astype(np.float32) for _ in range(3))
+    expected = ops.scaled_dot_product_attention(q, k, v, causal=True)
+    results = [None] * 4
+
+    def work(i):
+        results[i] = ops.scaled_dot_product_attention(q, k, v, causal=True)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in results:
+        np.testing.assert_array_equal(r, expected)
