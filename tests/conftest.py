@@ -21,12 +21,8 @@ with warnings.catch_warnings():
 
 # "ci" keeps the whole suite (every ISA variant included) to a few minutes on 2 cores;
 # HYPOTHESIS_PROFILE=thorough is for a nightly or pre-release run.
-settings.register_profile(
-    "ci", deadline=None, max_examples=25, suppress_health_check=[HealthCheck.too_slow]
-)
-settings.register_profile(
-    "thorough", deadline=None, max_examples=500, suppress_health_check=[HealthCheck.too_slow]
-)
+settings.register_profile("ci", deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("thorough", deadline=None, max_examples=500, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 

@@ -148,3 +148,18 @@ def test_resolve_and_errors():
     with pytest.raises(TypeError, match="x must be a float32 or float64"):
         EluFeatureMap().transform(np.ones((2, 2), dtype=int))
     assert "n_features=4" in repr(fm)
+
+
+@pytest.mark.parametrize("fm", [EluFeatureMap(), ReluFeatureMap(), PolynomialFeatureMap(2, 0.7),
+                                PolynomialFeatureMap(3, 0.5), RandomFourierFeatureMap(7, random_state=0),
+                                RandomFourierFeatureMap(7, random_state=0, softmax_kernel=True),
+                                PositiveRandomFeatureMap(6, random_state=0)], ids=repr)
+@pytest.mark.parametrize("role", ["transform", "keys"])
+def test_backward_matches_finite_differences(fm, role):
+    from attnkit.testing.gradcheck import check_grad
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 4, 5))
+    g = rng.standard_normal(getattr(fm, role)(x).shape)
+    analytic = getattr(fm, role + "_backward")(x, g)
+    check_grad(lambda x: float(np.sum(getattr(fm, role)(x) * g)), {"x": x}, {"x": analytic}, atol=1e-7)

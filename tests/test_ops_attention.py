@@ -177,8 +177,7 @@ def test_causal_offsets(isa, dtype, nq, nk):
     rng = np.random.default_rng(nq * nk)
     q, k, v = (rng.standard_normal((2, n, 16)).astype(dtype) for n in (nq, nk, nk))
     got = ops.scaled_dot_product_attention(q, k, v, causal=True)
-    assert_allclose(got, reference.scaled_dot_product_attention(q, k, v, causal=True),
-                    magnitude=v_magnitude({"v": v}))
+    assert_allclose(got, reference.scaled_dot_product_attention(q, k, v, causal=True), magnitude=v_magnitude({"v": v}))
     assert_array_equal(got[:, : max(0, nq - nk)], 0.0)
 
 
@@ -192,8 +191,7 @@ def test_large_multi_head_problem(isa, dtype):
     kwargs = dict(key_lengths=np.array([300, 123]), causal=True, bias=bias)
     got = ops.scaled_dot_product_attention(q, k, v, **kwargs)
     assert got.shape == (2, 3, 257, 72)
-    assert_allclose(got, reference.scaled_dot_product_attention(q, k, v, **kwargs),
-                    magnitude=v_magnitude({"v": v}))
+    assert_allclose(got, reference.scaled_dot_product_attention(q, k, v, **kwargs), magnitude=v_magnitude({"v": v}))
 
 
 def test_leading_dims_broadcast(isa):

@@ -20,11 +20,15 @@ void attention(const AttentionArgs<T>& a);
 template <class T>
 void attention_weights(const AttentionWeightsArgs<T>& a);
 template <class T>
+void attention_backward(const AttentionBackwardArgs<T>& a);
+template <class T>
 void positions(const PositionsArgs<T>& a);
 template <class T>
 void random_features(const RandomFeaturesArgs<T>& a);
 template <class T>
 void causal_linear_attention(const CausalLinearArgs<T>& a);
+template <class T>
+void causal_linear_attention_backward(const CausalLinearBackwardArgs<T>& a);
 template <class T>
 void softmax_backward(const SoftmaxBackwardArgs<T>& a);
 template <class T>

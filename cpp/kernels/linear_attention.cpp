@@ -7,68 +7,15 @@
 // (phase 2), and then every segment runs from its own starting state (phase 3).
 #include <omp.h>
 
-#include <cstdlib>
-#include <memory>
-#include <new>
 
 #include "attnkit/isa.h"
-#include "attnkit/simd.h"
 #include "kernels.h"
+#include "linear_tiles.h"
 
 namespace attnkit {
 namespace ATTNKIT_KERNEL_NS {
 
 namespace {
-
-constexpr std::int64_t kChunk = 64;
-
-// o[c] += sum_r coef[r] rows[r * ld + c] for c < dv: blocks of NB vectors kept in registers.
-template <class T>
-void accumulate_rows(T* o, const T* coef, const T* rows, std::int64_t ld, std::int64_t nrows,
-                     std::int64_t dv) {
-  using V = Vec<T>;
-  constexpr int W = V::W, NB = 4;
-  std::int64_t c = 0;
-  for (; c + NB * W <= dv; c += NB * W) {
-    V acc[NB];
-#pragma GCC unroll 4
-    for (int u = 0; u < NB; ++u) acc[u] = V::load(o + c + u * W);
-    for (std::int64_t r = 0; r < nrows; ++r) {
-      const V k = V::set1(coef[r]);
-      const T* row = rows + r * ld + c;
-#pragma GCC unroll 4
-      for (int u = 0; u < NB; ++u) acc[u] = V::fma(k, V::load(row + u * W), acc[u]);
-    }
-#pragma GCC unroll 4
-    for (int u = 0; u < NB; ++u) acc[u].store(o + c + u * W);
-  }
-  for (; c + W <= dv; c += W) {
-    V acc = V::load(o + c);
-    for (std::int64_t r = 0; r < nrows; ++r) acc = V::fma(V::set1(coef[r]), V::load(rows + r * ld + c), acc);
-    acc.store(o + c);
-  }
-  for (; c < dv; ++c) {
-    T acc = o[c];
-    for (std::int64_t r = 0; r < nrows; ++r) acc += coef[r] * rows[r * ld + c];
-    o[c] = acc;
-  }
-}
-
-template <class T>
-T dot(const T* x, const T* y, std::int64_t n) {
-  using V = Vec<T>;
-  constexpr int W = V::W;
-  V a0 = V::zero(), a1 = V::zero();
-  std::int64_t i = 0;
-  for (; i + 2 * W <= n; i += 2 * W) {
-    a0 = V::fma(V::load(x + i), V::load(y + i), a0);
-    a1 = V::fma(V::load(x + i + W), V::load(y + i + W), a1);
-  }
-  for (; i + W <= n; i += W) a0 = V::fma(V::load(x + i), V::load(y + i), a0);
-  T s = (a0 + a1).reduce_add();
-  for (; i < n; ++i) s += x[i] * y[i];
-  return s;
-}
 
 template <class T>
 struct Workspace {
@@ -89,15 +36,8 @@ void chunk_state(const CausalLinearArgs<T>& a, std::int64_t b, std::int64_t r0, 
     T z = T(0);
     for (std::int64_t j = 0; j < rows; ++j) z += (w.coef[j] = pk[j * D + d]);
     w.dZ[d] = z;
-    accumulate_rows(w.dS + d * dv, w.coef, v, dv, rows, dv);
+    axpy_rows(w.dS + d * dv, w.coef, v, dv, rows, dv);
   }
-}
-
-void add_into(double* dst, const float* src, std::int64_t n) {
-  for (std::int64_t x = 0; x < n; ++x) dst[x] += double(src[x]);
-}
-void add_into(double* dst, const double* src, std::int64_t n) {
-  for (std::int64_t x = 0; x < n; ++x) dst[x] += src[x];
 }
 
 // Rows [r0, r1) of batch item b, from state (S, Z), which is advanced past r1.
@@ -114,14 +54,14 @@ void causal_segment(const CausalLinearArgs<T>& a, std::int64_t b, std::int64_t r
       const T* pq = a.phi_q + (b * n + i) * D;
       T* o = a.out + (b * n + i) * dv;
       for (std::int64_t c = 0; c < dv; ++c) o[c] = T(0);
-      accumulate_rows(o, pq, w.Sf, dv, D, dv);  // phi_q[i] S_{cs-1}
+      axpy_rows(o, pq, w.Sf, dv, D, dv);  // phi_q[i] S_{cs-1}
       T den = dot(pq, w.Zf, D);
       const std::int64_t visible = i - cs + 1;  // keys cs..i of this chunk
       for (std::int64_t j = 0; j < visible; ++j) {
         w.coef[j] = dot(pq, a.phi_k + (b * n + cs + j) * D, D);
         den += w.coef[j];
       }
-      accumulate_rows(o, w.coef, a.v + (b * n + cs) * dv, dv, visible, dv);
+      axpy_rows(o, w.coef, a.v + (b * n + cs) * dv, dv, visible, dv);
       // den <= eps: nothing (positive) to normalise by -> zeros; a NaN den falls through as NaN.
       const T inv = T(1) / den;
       for (std::int64_t c = 0; c < dv; ++c) o[c] = den <= eps ? T(0) : o[c] * inv;
@@ -130,17 +70,6 @@ void causal_segment(const CausalLinearArgs<T>& a, std::int64_t b, std::int64_t r
     add_into(S, w.dS, D * dv);
     add_into(Z, w.dZ, D);
   }
-}
-
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-
-template <class T>
-std::unique_ptr<T, FreeDeleter> allocate(std::size_t count) {
-  void* p = std::aligned_alloc(64, (count * sizeof(T) + 63) / 64 * 64 + 64);
-  if (!p) throw std::bad_alloc();
-  return std::unique_ptr<T, FreeDeleter>(static_cast<T*>(p));
 }
 
 }  // namespace

@@ -76,6 +76,39 @@ void attention_weights(const py::tuple& q, const py::tuple& k, const py::object&
   active_kernels().get<T>().attention_weights(w);
 }
 
+template <class T>
+void attention_backward(const py::tuple& q, const py::tuple& k, const py::tuple& v, const py::object& mask,
+                        const py::object& bias, const py::object& key_lengths, bool causal, double scale,
+                        CArray<T> lse, CArray<T> dout, CArray<T> delta, CArray<T> dq, CArray<T> dk, CArray<T> dv,
+                        const py::object& dbias) {
+  require(dq.ndim() == 3 && dk.ndim() == 3 && dv.ndim() == 3, "dq, dk, dv must be 3-D");
+  const auto batch = dq.shape(0), nq = dq.shape(1), d = dq.shape(2), nk = dk.shape(1), dvw = dv.shape(2);
+  require(dk.shape(0) == batch && dk.shape(2) == d && dv.shape(0) == batch && dv.shape(1) == nk,
+          "dq (batch, nq, d), dk (batch, nk, d), dv (batch, nk, dv) disagree");
+  require(dout.ndim() == 3 && dout.shape(0) == batch && dout.shape(1) == nq && dout.shape(2) == dvw,
+          "dout must be (batch, nq, dv)");
+  require(lse.ndim() == 2 && lse.shape(0) == batch && lse.shape(1) == nq, "lse must be (batch, nq)");
+  require(delta.ndim() == 2 && delta.shape(0) == batch && delta.shape(1) == nq, "delta must be (batch, nq)");
+  AttentionBackwardArgs<T> g;
+  g.attn = attention_args<T>(q, k, v, mask, bias, key_lengths, causal, scale, batch, nq, nk, d, dvw);
+  g.attn.lse = const_cast<T*>(lse.data());  // read only: the forward's output slot, reused
+  g.dout = dout.data();
+  g.delta = delta.data();
+  g.dq = dq.mutable_data();
+  g.dk = dk.mutable_data();
+  g.dv = dv.mutable_data();
+  CArray<T> dbias_arr;
+  if (!dbias.is_none()) {
+    dbias_arr = exactly<CArray<T>>(dbias, "dbias");
+    require(dbias_arr.ndim() == 3 && dbias_arr.shape(0) == batch && dbias_arr.shape(1) == nq &&
+                dbias_arr.shape(2) == nk,
+            "dbias must be (batch, nq, nk)");
+    g.dbias = dbias_arr.mutable_data();
+  }
+  py::gil_scoped_release release;
+  active_kernels().get<T>().attention_backward(g);
+}
+
 }  // namespace
 
 void bind_attention(py::module_& m) {
@@ -87,6 +120,10 @@ void bind_attention(py::module_& m) {
     m.def("attention_weights", &attention_weights<T>, py::arg("q"), py::arg("k"), py::arg("mask"),
           py::arg("bias"), py::arg("key_lengths"), py::arg("causal"), py::arg("scale"),
           py::arg("lse").noconvert(), py::arg("weights").noconvert());
+    m.def("attention_backward", &attention_backward<T>, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"),
+          py::arg("bias"), py::arg("key_lengths"), py::arg("causal"), py::arg("scale"), py::arg("lse").noconvert(),
+          py::arg("dout").noconvert(), py::arg("delta").noconvert(), py::arg("dq").noconvert(),
+          py::arg("dk").noconvert(), py::arg("dv").noconvert(), py::arg("dbias"));
   });
 }
 

@@ -33,6 +33,29 @@ void causal_linear_attention(CArray<T> phi_q, CArray<T> phi_k, CArray<T> v, CArr
   active_kernels().get<T>().causal_linear_attention(a);
 }
 
+template <class T>
+void causal_linear_attention_backward(CArray<T> phi_q, CArray<T> phi_k, CArray<T> v, CArray<T> out, double eps,
+                                      CArray<T> dout, CArray<T> dphi_q, CArray<T> dphi_k, CArray<T> dv) {
+  require(phi_q.ndim() == 3 && phi_k.ndim() == 3 && v.ndim() == 3 && out.ndim() == 3 && dout.ndim() == 3,
+          "phi_q, phi_k, v, out and dout must be 3-D");
+  const auto batch = phi_q.shape(0), n = phi_q.shape(1), D = phi_q.shape(2), dvw = v.shape(2);
+  auto same = [](const CArray<T>& x, py::ssize_t a, py::ssize_t b, py::ssize_t c) {
+    return x.ndim() == 3 && x.shape(0) == a && x.shape(1) == b && x.shape(2) == c;
+  };
+  require(same(phi_k, batch, n, D) && same(dphi_q, batch, n, D) && same(dphi_k, batch, n, D),
+          "phi_k, dphi_q and dphi_k must be shaped like phi_q (batch, n, D)");
+  require(same(v, batch, n, dvw) && same(out, batch, n, dvw) && same(dout, batch, n, dvw) && same(dv, batch, n, dvw),
+          "v, out, dout and dv must be (batch, n, dv)");
+  CausalLinearBackwardArgs<T> g;
+  g.fwd = CausalLinearArgs<T>{phi_q.data(), phi_k.data(), v.data(), const_cast<T*>(out.data()), batch, n, D, dvw, T(eps)};
+  g.dout = dout.data();
+  g.dphi_q = dphi_q.mutable_data();
+  g.dphi_k = dphi_k.mutable_data();
+  g.dv = dv.mutable_data();
+  py::gil_scoped_release release;
+  active_kernels().get<T>().causal_linear_attention_backward(g);
+}
+
 }  // namespace
 
 void bind_linear_attention(py::module_& m) {
@@ -41,6 +64,10 @@ void bind_linear_attention(py::module_& m) {
     m.def("causal_linear_attention", &causal_linear_attention<T>, py::arg("phi_q").noconvert(),
           py::arg("phi_k").noconvert(), py::arg("v").noconvert(), py::arg("out").noconvert(),
           py::arg("eps"), py::arg("state_s"), py::arg("state_z"));
+    m.def("causal_linear_attention_backward", &causal_linear_attention_backward<T>, py::arg("phi_q").noconvert(),
+          py::arg("phi_k").noconvert(), py::arg("v").noconvert(), py::arg("out").noconvert(), py::arg("eps"),
+          py::arg("dout").noconvert(), py::arg("dphi_q").noconvert(), py::arg("dphi_k").noconvert(),
+          py::arg("dv").noconvert());
   });
 }
 

@@ -52,3 +52,129 @@ def check_dtype_choice(dtype, name):
     if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise TypeError(f"{name} must be float32 or float64, got {dt}")
     return dt
+
+
+# ------------------------------------------------------------------ declarative parameter checks
+# Estimators declare ``_parameter_constraints = {param: [constraint, ...]}`` and call
+# ``validate_params`` at the top of ``fit``. A value passes when it meets any one constraint:
+# an ``Interval``, an ``Options``, ``None`` (the value None), a type (isinstance), or one of the
+# names in ``_NAMED_CONSTRAINTS``. sklearn's own validator is private, hence this small one.
+
+
+class InvalidParameterError(ValueError, TypeError):
+    """A parameter outside its constraints; a ValueError and a TypeError, like scikit-learn's."""
+
+
+def _is_number(value, kind):
+    return isinstance(value, kind) and not isinstance(value, (bool, np.bool_))
+
+
+class Interval:
+    """Numbers of type ``kind`` (``numbers.Integral`` or ``numbers.Real``) from ``left`` to ``right``.
+
+    ``None`` for a bound means unbounded; ``closed`` is "left", "right", "both" or "neither". NaN is
+    never inside; ``Interval(Real, ...)`` also takes integers, ``Interval(Integral, ...)`` no floats.
+    """
+
+    def __init__(self, kind, left, right, *, closed):
+        if kind not in (numbers.Integral, numbers.Real):
+            raise ValueError(f"kind must be numbers.Integral or numbers.Real, got {kind!r}")
+        if closed not in ("left", "right", "both", "neither"):
+            raise ValueError(f"closed must be 'left', 'right', 'both' or 'neither', got {closed!r}")
+        self.kind, self.left, self.right, self.closed = kind, left, right, closed
+
+    def __contains__(self, value):
+        if not _is_number(value, self.kind):
+            return False
+        low_ok = self.left is None or (value >= self.left if self.closed in ("left", "both") else value > self.left)
+        high_ok = self.right is None or (
+            value <= self.right if self.closed in ("right", "both") else value < self.right
+        )
+        return bool(low_ok and high_ok)
+
+    def __str__(self):
+        what = "an int" if self.kind is numbers.Integral else "a float"
+        low = "-inf" if self.left is None else self.left
+        high = "inf" if self.right is None else self.right
+        opening = "[" if self.left is not None and self.closed in ("left", "both") else "("
+        closing = "]" if self.right is not None and self.closed in ("right", "both") else ")"
+        return f"{what} in the range {opening}{low}, {high}{closing}"
+
+
+class Options:
+    """One of a few hashable values of one type, e.g. ``Options(str, {"cos", "sincos"})``."""
+
+    def __init__(self, kind, options):
+        self.kind, self.options = kind, frozenset(options)
+
+    def __contains__(self, value):
+        return isinstance(value, self.kind) and value in self.options
+
+    def __str__(self):
+        listed = ", ".join(repr(o) for o in sorted(self.options, key=repr))
+        return f"a {self.kind.__name__} among {{{listed}}}"
+
+
+def _is_float_dtype(value):
+    try:
+        return np.dtype(value) in (np.dtype(np.float32), np.dtype(np.float64))
+    except (TypeError, ValueError):
+        return False
+
+
+_NAMED_CONSTRAINTS = {
+    "boolean": (lambda v: isinstance(v, (bool, np.bool_)), "a bool"),
+    "random_state": (
+        lambda v: v is None or _is_number(v, numbers.Integral)
+        or isinstance(v, (np.random.RandomState, np.random.Generator)),
+        "an int, a numpy RandomState or Generator, or None",
+    ),
+    "float dtype": (_is_float_dtype, "a float32 or float64 dtype (np.float32, 'float64', ...)"),
+}
+
+
+def _satisfies(value, constraint):
+    if constraint is None:
+        return value is None
+    if isinstance(constraint, str):
+        return _NAMED_CONSTRAINTS[constraint][0](value)
+    if isinstance(constraint, type):
+        return isinstance(value, constraint)
+    return value in constraint
+
+
+def _describe(constraint):
+    if constraint is None:
+        return "None"
+    if isinstance(constraint, str):
+        return _NAMED_CONSTRAINTS[constraint][1]
+    if isinstance(constraint, type):
+        return f"an instance of {constraint.__name__!r}"
+    return str(constraint)
+
+
+def validate_params(params, constraints, *, caller):
+    """Check ``params`` (a dict, e.g. ``estimator.get_params(deep=False)``) against ``constraints``.
+
+    Parameters
+    ----------
+    params : dict of str to object
+        The values to check; names without constraints are not checked.
+    constraints : dict of str to list
+        For each name, the constraints of which the value must meet at least one.
+    caller : str
+        Who owns the parameters (an estimator's class name), for the message.
+
+    Raises
+    ------
+    InvalidParameterError
+        For the first failing parameter, in scikit-learn's words: "The 'n_components' parameter of
+        RandomFourierFeatures must be an int in the range [1, inf). Got 0 instead."
+    """
+    for name, allowed in constraints.items():
+        value = params[name]
+        if any(_satisfies(value, c) for c in allowed):
+            continue
+        described = [_describe(c) for c in allowed]
+        options = described[0] if len(described) == 1 else ", ".join(described[:-1]) + " or " + described[-1]
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must be {options}. Got {value!r} instead.")

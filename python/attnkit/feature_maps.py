@@ -82,6 +82,16 @@ class FeatureMap:
     def keys(self, x):
         return self.transform(x)
 
+    def transform_backward(self, x, grad):
+        """Gradient with respect to ``x`` of ``sum(transform(x) * grad)``."""
+        raise NotImplementedError
+
+    def queries_backward(self, x, grad):
+        return self.transform_backward(x, grad)
+
+    def keys_backward(self, x, grad):
+        return self.transform_backward(x, grad)
+
     def __repr__(self):
         params = ", ".join(f"{k}={v!r}" for k, v in self._params().items())
         return f"{type(self).__name__}({params})"
@@ -100,6 +110,10 @@ class EluFeatureMap(FeatureMap):
         x = float_array(x, "x")
         return np.where(x > 0, x + 1, np.exp(np.minimum(x, 0)))
 
+    def transform_backward(self, x, grad):
+        x = float_array(x, "x")
+        return grad * np.where(x > 0, 1, np.exp(np.minimum(x, 0)))
+
 
 class ReluFeatureMap(FeatureMap):
     """``phi(x) = max(x, 0)``: non-negative, D = d. A query whose features are all zero sees nothing
@@ -110,6 +124,9 @@ class ReluFeatureMap(FeatureMap):
 
     def transform(self, x):
         return np.maximum(float_array(x, "x"), 0)
+
+    def transform_backward(self, x, grad):
+        return grad * (float_array(x, "x") > 0)
 
 
 class PolynomialFeatureMap(FeatureMap):
@@ -147,6 +164,23 @@ class PolynomialFeatureMap(FeatureMap):
             if i < p:
                 power = (power[..., :, None] * x[..., None, :]).reshape(x.shape[:-1] + (-1,))
         return np.concatenate(parts, axis=-1).astype(x.dtype, copy=False)
+
+    def transform_backward(self, x, grad):
+        x = float_array(x, "x")
+        d, p = x.shape[-1], self.degree
+        rows = x.reshape(-1, d)
+        grad = np.asarray(grad).reshape(rows.shape[0], -1)
+        dx, start = np.zeros_like(rows, dtype=np.result_type(rows, grad)), 1
+        for i in range(1, p + 1):
+            weight = math.sqrt(math.comb(p, i) * self.c ** (p - i))
+            g = grad[:, start:start + d**i].reshape((rows.shape[0],) + (d,) * i)
+            start += d**i
+            for m in range(i):  # d/dx of <g, x (x) ... (x) x>: x everywhere but slot m
+                t = np.moveaxis(g, 1 + m, -1).reshape(rows.shape[0], d ** (i - 1), d)
+                for _ in range(i - 1):
+                    t = (t.reshape(rows.shape[0], d, -1) * rows[:, :, None]).sum(axis=1)
+                dx += weight * t.reshape(rows.shape[0], d)
+        return dx.reshape(x.shape)
 
 
 class _RandomFeatureMap(FeatureMap):
@@ -236,6 +270,22 @@ class RandomFourierFeatureMap(_RandomFeatureMap):
     def queries(self, x):
         return self._features(x, False)
 
+    def _backward(self, x, grad, with_norm_factor):
+        x = float_array(x, "x")
+        phi = self._features(x, with_norm_factor)
+        n = self.n_features
+        sin, cos, g_sin, g_cos = phi[..., :n], phi[..., n:], grad[..., :n], grad[..., n:]
+        dx = (g_sin * cos - g_cos * sin) @ self.weights(x.shape[-1]).astype(x.dtype)  # through z = x W^T
+        if self.softmax_kernel and with_norm_factor:  # through exp(|x|^2 / 2 sigma^2)
+            dx = dx + np.sum(grad * phi, axis=-1, keepdims=True) * x / self.bandwidth(x.shape[-1]) ** 2
+        return dx
+
+    def transform_backward(self, x, grad):
+        return self._backward(x, grad, True)
+
+    def queries_backward(self, x, grad):
+        return self._backward(x, grad, False)
+
 
 class PositiveRandomFeatureMap(_RandomFeatureMap):
     """Positive random features of the softmax kernel (Performer's FAVOR+, Choromanski et al., 2021).
@@ -288,6 +338,19 @@ class PositiveRandomFeatureMap(_RandomFeatureMap):
 
     def keys(self, x):
         return self.transform(x)
+
+    def transform_backward(self, x, grad):
+        u, _ = self._exponents(x)
+        gp = grad * self.transform(x)  # d phi / d u = phi (w - u)
+        du = gp @ self.weights(u.shape[-1]).astype(u.dtype) - u * np.sum(gp, axis=-1, keepdims=True)
+        return du * (u.dtype.type(self.scale) if self.scale is not None else u.shape[-1] ** -0.25)
+
+    def queries_backward(self, x, grad):
+        # The per-row stabiliser is held constant: the attention output does not depend on a
+        # per-query factor, so this is the exact gradient of the attention output.
+        u, _ = self._exponents(x)
+        du = (grad * self.queries(x)) @ self.weights(u.shape[-1]).astype(u.dtype)
+        return du * (u.dtype.type(self.scale) if self.scale is not None else u.shape[-1] ** -0.25)
 
 
 _NAMED = {"elu": EluFeatureMap, "relu": ReluFeatureMap, "polynomial": PolynomialFeatureMap}

@@ -20,9 +20,11 @@ struct TypedKernels {
   void (*softmax)(const SoftmaxArgs<T>&);
   void (*attention)(const AttentionArgs<T>&);
   void (*attention_weights)(const AttentionWeightsArgs<T>&);
+  void (*attention_backward)(const AttentionBackwardArgs<T>&);
   void (*positions)(const PositionsArgs<T>&);
   void (*random_features)(const RandomFeaturesArgs<T>&);
   void (*causal_linear_attention)(const CausalLinearArgs<T>&);
+  void (*causal_linear_attention_backward)(const CausalLinearBackwardArgs<T>&);
   void (*softmax_backward)(const SoftmaxBackwardArgs<T>&);
   void (*cross_entropy)(const CrossEntropyArgs<T>&);
   void (*layer_norm)(const LayerNormArgs<T>&);

@@ -5,9 +5,9 @@ has a NumPy twin of the same name in :mod:`attnkit.reference`. One module per co
 """
 
 from attnkit.ops.activations import gelu, gelu_backward
-from attnkit.ops.attention import scaled_dot_product_attention
+from attnkit.ops.attention import scaled_dot_product_attention, scaled_dot_product_attention_backward
 from attnkit.ops.cross_entropy import cross_entropy
-from attnkit.ops.linear_attention import LinearAttentionState, linear_attention
+from attnkit.ops.linear_attention import LinearAttentionState, linear_attention, linear_attention_backward
 from attnkit.ops.normalization import layer_norm, layer_norm_backward
 from attnkit.ops.positions import sinusoidal_positions
 from attnkit.ops.random_features import random_fourier_features
@@ -21,10 +21,12 @@ __all__ = [
     "layer_norm",
     "layer_norm_backward",
     "linear_attention",
+    "linear_attention_backward",
     "log_softmax",
     "log_softmax_backward",
     "random_fourier_features",
     "scaled_dot_product_attention",
+    "scaled_dot_product_attention_backward",
     "sinusoidal_positions",
     "softmax",
     "softmax_backward",

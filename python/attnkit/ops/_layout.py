@@ -48,3 +48,11 @@ def operand(a, batch, dtype):
             offsets = offsets + np.arange(size, dtype=np.int64).reshape(shape) * stride
     row_stride = a.strides[-2] // item if a.shape[-2] > 1 else 0
     return a, np.ascontiguousarray(np.broadcast_to(offsets, batch).reshape(-1)), row_stride
+
+
+def unbroadcast(grad, shape):
+    """Sum ``grad`` over the dims along which an input of ``shape`` was broadcast."""
+    lead = grad.ndim - len(shape)
+    grad = grad.sum(axis=tuple(range(lead))) if lead else grad
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    return grad.sum(axis=axes, keepdims=True) if axes else grad

@@ -7,13 +7,13 @@ import numpy as np
 from attnkit import _core
 from attnkit._validation import check_real, float_array
 from attnkit.masking import check_key_lengths, check_mask, padding_lengths
-from attnkit.ops._layout import batch_shape, check_qkv, operand
+from attnkit.ops._layout import batch_shape, check_qkv, operand, unbroadcast
 
-__all__ = ["scaled_dot_product_attention"]
+__all__ = ["scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 
 
 def scaled_dot_product_attention(q, k, v, *, mask=None, key_lengths=None, causal=False, bias=None,
-                                 scale=None, return_weights=False):
+                                 scale=None, return_weights=False, return_lse=False):
     """Exact scaled dot-product attention, tiled with an online softmax (O(N) extra memory).
 
     ``out[..., i, :] = sum_j w_ij v[..., j, :]`` with
@@ -45,6 +45,9 @@ def scaled_dot_product_attention(q, k, v, *, mask=None, key_lengths=None, causal
         Logit scale; default ``1 / sqrt(d)``.
     return_weights : bool, default=False
         Also return the attention weights. This is the only path that allocates an Nq x Nk array.
+    return_lse : bool, default=False
+        Also return the log-sum-exp of each query's visible logits (``-inf`` where it sees nothing):
+        what :func:`scaled_dot_product_attention_backward` needs.
 
     Returns
     -------
@@ -52,6 +55,8 @@ def scaled_dot_product_attention(q, k, v, *, mask=None, key_lengths=None, causal
         A query that may see no key gets zeros (never NaN).
     weights : ndarray of shape (..., Nq, Nk)
         Only with ``return_weights=True``; zero at keys a query may not see.
+    lse : ndarray of shape (..., Nq)
+        Only with ``return_lse=True`` (after ``weights`` when both are asked for).
 
     Notes
     -----
@@ -64,44 +69,113 @@ def scaled_dot_product_attention(q, k, v, *, mask=None, key_lengths=None, causal
     >>> attnkit.scaled_dot_product_attention(q, k, v, causal=True).round(3).tolist()
     [[1.0, 0.0], [0.33, 0.67]]
     """
-    q, k, v, dtype = check_qkv(q, k, v)
-    (nq, d), (nk, dv) = q.shape[-2:], v.shape[-2:]
-    scale = 1.0 / math.sqrt(d) if scale is None else check_real(scale, "scale")
-    if mask is not None:
-        mask = check_mask(mask, nq, nk)
-    if bias is not None:
-        bias = float_array(bias, "bias").astype(dtype, copy=False)
-        if bias.ndim < 2:
-            bias = bias.reshape((1,) * (2 - bias.ndim) + bias.shape)
-        if bias.shape[-2] not in (1, nq) or bias.shape[-1] not in (1, nk):
-            raise ValueError(f"bias must broadcast to (..., Nq, Nk) = (..., {nq}, {nk}), got shape {bias.shape}")
-        if bias.shape[-1] != nk:  # kernels read contiguous rows of keys
-            bias = np.ascontiguousarray(np.broadcast_to(bias, bias.shape[:-1] + (nk,)))
-    batch = batch_shape(q=q, k=k, v=v, mask=mask, bias=bias)
-    lengths = None if key_lengths is None else check_key_lengths(key_lengths, batch, nk)
-    if mask is not None:
-        if mask.shape[-1] != nk:
-            mask = np.ascontiguousarray(np.broadcast_to(mask, mask.shape[:-1] + (nk,)))
-        padding = padding_lengths(mask, batch, nk)
-        if padding is not None:
-            lengths = padding if lengths is None else np.minimum(lengths, padding)
-            mask = None
-    flat = math.prod(batch)
-    out = np.empty(batch + (nq, dv), dtype=dtype)
-    operands = dict(
-        q=operand(q, batch, dtype),
-        k=operand(k, batch, dtype),
-        mask=None if mask is None else operand(mask.view(np.uint8), batch, np.uint8),
-        bias=None if bias is None else operand(bias, batch, dtype),
-        key_lengths=lengths,
-        causal=bool(causal),
-        scale=scale,
-    )
-    need_lse = bool(return_weights)
-    lse = np.empty((flat, nq), dtype=dtype) if need_lse else None
-    _core.attention(v=operand(v, batch, dtype), out=out.reshape(flat, nq, dv), lse=lse, **operands)
-    if not need_lse:
-        return out
-    weights = np.empty(batch + (nq, nk), dtype=dtype)
-    _core.attention_weights(lse=lse, weights=weights.reshape(flat, nq, nk), **operands)
-    return out, weights
+    p = _Problem(q, k, v, mask, key_lengths, causal, bias, scale)
+    out = np.empty(p.batch + (p.nq, p.dv), dtype=p.dtype)
+    lse = np.empty((p.flat, p.nq), dtype=p.dtype) if (return_weights or return_lse) else None
+    _core.attention(v=p.v, out=out.reshape(p.flat, p.nq, p.dv), lse=lse, **p.operands)
+    result = (out,)
+    if return_weights:
+        weights = np.empty(p.batch + (p.nq, p.nk), dtype=p.dtype)
+        _core.attention_weights(lse=lse, weights=weights.reshape(p.flat, p.nq, p.nk), **p.operands)
+        result += (weights,)
+    if return_lse:
+        result += (lse.reshape(p.batch + (p.nq,)),)
+    return result if len(result) > 1 else out
+
+
+def scaled_dot_product_attention_backward(dout, q, k, v, out, lse, *, mask=None, key_lengths=None, causal=False,
+                                          bias=None, scale=None, bias_grad=False):
+    """Gradients of :func:`scaled_dot_product_attention` with respect to q, k, v (and bias).
+
+    Flash-style: the logits are recomputed block by block from ``lse`` (returned by the forward with
+    ``return_lse=True``), so no Nq x Nk buffer is kept unless ``bias_grad=True`` (whose result is one).
+
+    Parameters
+    ----------
+    dout : array-like of shape (..., Nq, dv)
+        Gradient of the loss with respect to the forward output.
+    q, k, v, mask, key_lengths, causal, bias, scale :
+        The forward's arguments, unchanged.
+    out : ndarray of shape (..., Nq, dv)
+        The forward's output.
+    lse : ndarray of shape (..., Nq)
+        The forward's log-sum-exp per query (``return_lse=True``).
+    bias_grad : bool, default=False
+        Also return the gradient with respect to ``bias``.
+
+    Returns
+    -------
+    dq, dk, dv : ndarrays shaped like q, k, v
+        Summed over the dims along which an input was broadcast. Keys a query cannot see and queries
+        that see nothing get zero gradient.
+    dbias : ndarray shaped like bias
+        Only with ``bias_grad=True`` (requires ``bias``).
+    """
+    p = _Problem(q, k, v, mask, key_lengths, causal, bias, scale)
+    if bias_grad and bias is None:
+        raise ValueError("bias_grad=True needs the bias the forward was given")
+    shape_out = p.batch + (p.nq, p.dv)
+    dout = _exact_layout(float_array(dout, "dout"), shape_out, p.dtype, "dout").reshape(p.flat, p.nq, p.dv)
+    out = _exact_layout(float_array(out, "out"), shape_out, p.dtype, "out").reshape(p.flat, p.nq, p.dv)
+    lse = _exact_layout(float_array(lse, "lse"), p.batch + (p.nq,), p.dtype, "lse").reshape(p.flat, p.nq)
+    delta = np.einsum("bic,bic->bi", dout, out)
+    dq = np.empty((p.flat, p.nq, p.d), p.dtype)
+    dk = np.empty((p.flat, p.nk, p.d), p.dtype)
+    dv = np.empty((p.flat, p.nk, p.dv), p.dtype)
+    dbias = np.empty((p.flat, p.nq, p.nk), p.dtype) if bias_grad else None
+    _core.attention_backward(v=p.v, lse=lse, dout=dout, delta=delta, dq=dq, dk=dk, dv=dv, dbias=dbias, **p.operands)
+    grads = [unbroadcast(g.reshape(p.batch + g.shape[1:]), shape)
+             for g, shape in ((dq, p.shapes["q"]), (dk, p.shapes["k"]), (dv, p.shapes["v"]))]
+    if bias_grad:
+        grads.append(unbroadcast(dbias.reshape(p.batch + (p.nq, p.nk)), np.shape(bias)))
+    return tuple(grads)
+
+
+class _Problem:
+    """A validated attention problem: shapes, dtype, broadcast batch and the kernels' operands."""
+
+    def __init__(self, q, k, v, mask, key_lengths, causal, bias, scale):
+        q, k, v, dtype = check_qkv(q, k, v)
+        self.shapes = {"q": q.shape, "k": k.shape, "v": v.shape}
+        (nq, d), (nk, dv) = q.shape[-2:], v.shape[-2:]
+        scale = 1.0 / math.sqrt(d) if scale is None else check_real(scale, "scale")
+        if mask is not None:
+            mask = check_mask(mask, nq, nk)
+        if bias is not None:
+            bias = float_array(bias, "bias").astype(dtype, copy=False)
+            if bias.ndim < 2:
+                bias = bias.reshape((1,) * (2 - bias.ndim) + bias.shape)
+            if bias.shape[-2] not in (1, nq) or bias.shape[-1] not in (1, nk):
+                raise ValueError(f"bias must broadcast to (..., Nq, Nk) = (..., {nq}, {nk}), got shape {bias.shape}")
+            if bias.shape[-1] != nk:  # kernels read contiguous rows of keys
+                bias = np.ascontiguousarray(np.broadcast_to(bias, bias.shape[:-1] + (nk,)))
+        batch = batch_shape(q=q, k=k, v=v, mask=mask, bias=bias)
+        lengths = None if key_lengths is None else check_key_lengths(key_lengths, batch, nk)
+        if mask is not None:
+            if mask.shape[-1] != nk:
+                mask = np.ascontiguousarray(np.broadcast_to(mask, mask.shape[:-1] + (nk,)))
+            padding = padding_lengths(mask, batch, nk)
+            if padding is not None:
+                lengths = padding if lengths is None else np.minimum(lengths, padding)
+                mask = None
+        self.dtype, self.batch, self.flat = dtype, batch, math.prod(batch)
+        self.nq, self.nk, self.d, self.dv = nq, nk, d, dv
+        self.v = operand(v, batch, dtype)
+        self.operands = dict(
+            q=operand(q, batch, dtype),
+            k=operand(k, batch, dtype),
+            mask=None if mask is None else operand(mask.view(np.uint8), batch, np.uint8),
+            bias=None if bias is None else operand(bias, batch, dtype),
+            key_lengths=lengths,
+            causal=bool(causal),
+            scale=scale,
+        )
+
+
+def _exact_layout(a, shape, dtype, name):
+    """``a`` with exactly ``shape`` (broadcast), C-contiguous and of ``dtype``."""
+    try:
+        a = np.broadcast_to(a, shape)
+    except ValueError:
+        raise ValueError(f"{name} must have shape {shape}, got {a.shape}") from None
+    return np.ascontiguousarray(a, dtype=dtype)

@@ -5,12 +5,12 @@ import math
 import numpy as np
 
 from attnkit import _core
-from attnkit._validation import check_real
+from attnkit._validation import check_real, float_array
 from attnkit.feature_maps import resolve_feature_map
 from attnkit.masking import check_key_lengths, check_mask
-from attnkit.ops._layout import batch_shape, check_qkv
+from attnkit.ops._layout import batch_shape, check_qkv, unbroadcast
 
-__all__ = ["LinearAttentionState", "linear_attention"]
+__all__ = ["LinearAttentionState", "linear_attention", "linear_attention_backward"]
 
 
 def linear_attention(q, k, v, *, feature_map="elu", causal=False, mask=None, key_lengths=None, eps=1e-6,
@@ -51,43 +51,107 @@ def linear_attention(q, k, v, *, feature_map="elu", causal=False, mask=None, key
     state : LinearAttentionState
         Only with ``return_state=True``.
     """
-    q, k, v, dtype = check_qkv(q, k, v)
-    nq, nk = q.shape[-2], k.shape[-2]
-    fm = resolve_feature_map(feature_map)
-    eps = check_real(eps, "eps")
-    if eps < 0:
-        raise ValueError(f"eps must be >= 0, got {eps}")
-    if mask is not None:
-        mask = check_mask(mask, nq, nk)
-        if mask.shape[-2] != 1 and nq != 1:
-            raise ValueError(
-                "linear attention takes key-padding masks only, broadcastable to (..., 1, Nk): "
-                f"got mask shape {mask.shape}; use scaled_dot_product_attention for other masks"
-            )
-    if causal and nq != nk:
-        raise ValueError(f"causal linear attention needs Nq == Nk, got q {q.shape} and k {k.shape}; "
-                         "decode step by step with LinearAttentionState")
     if return_state and not causal:
         raise ValueError("return_state=True needs causal=True")
-    batch = batch_shape(q=q, k=k, v=v, mask=mask)
-    keep = None
-    if key_lengths is not None:
-        lengths = check_key_lengths(key_lengths, batch, nk).reshape(batch + (1,))
-        keep = np.arange(nk) < lengths
-    if mask is not None:
-        per_key = np.broadcast_to(mask[..., 0, :], batch + (nk,))
-        keep = per_key if keep is None else keep & per_key
-    phi_q = fm.queries(np.broadcast_to(q, batch + q.shape[-2:]).astype(dtype, copy=False))
-    phi_k = fm.keys(np.broadcast_to(k, batch + k.shape[-2:]).astype(dtype, copy=False))
-    v = np.broadcast_to(v, batch + v.shape[-2:]).astype(dtype, copy=False)
-    if keep is not None:  # where, not multiply: a NaN at a padded key must not leak as 0 * NaN
-        phi_k = np.where(keep[..., None], phi_k, 0)
-        v = np.where(keep[..., None], v, 0)
+    p = _Problem(q, k, v, feature_map, causal, mask, key_lengths, eps)
     if causal:
-        return _causal_linear(phi_q, phi_k, v, fm, eps, return_state)
-    s = np.swapaxes(phi_k, -1, -2) @ v
-    z = phi_k.sum(axis=-2)
-    return _normalise(phi_q @ s, phi_q @ z[..., None], eps)
+        return _causal_linear(p.phi_q, p.phi_k, p.v, p.fm, p.eps, return_state)
+    s = np.swapaxes(p.phi_k, -1, -2) @ p.v
+    z = p.phi_k.sum(axis=-2)
+    return _normalise(p.phi_q @ s, p.phi_q @ z[..., None], p.eps)
+
+
+def linear_attention_backward(dout, q, k, v, *, feature_map="elu", causal=False, mask=None, key_lengths=None,
+                              eps=1e-6):
+    """Gradients of :func:`linear_attention` with respect to q, k and v.
+
+    With ``den_i = phi(q_i).Z`` and ``out_i = phi(q_i)^T S / den_i``: ``dnum_i = dout_i / den_i``,
+    ``dden_i = -dout_i.out_i / den_i`` (both 0 for rows the ``eps`` guard zeroed), then
+    ``dphi(q_i) = S dnum_i + Z dden_i``, ``dS = sum_i phi(q_i) dnum_i^T``, ``dZ = sum_i phi(q_i) dden_i``,
+    ``dphi(k_j) = dS v_j + dZ``, ``dv_j = dS^T phi(k_j)``; the causal form sums over i >= j only (in C++,
+    linear in N). The feature map's own backward takes dphi to dq and dk.
+
+    Parameters
+    ----------
+    dout : array-like of shape (..., Nq, dv)
+        Gradient of the loss with respect to the output.
+    q, k, v, feature_map, causal, mask, key_lengths, eps :
+        The forward's arguments (for random feature maps, the same instance).
+
+    Returns
+    -------
+    dq, dk, dv : ndarrays shaped like q, k, v
+        Summed over the dims along which an input was broadcast; zero at padded keys.
+    """
+    p = _Problem(q, k, v, feature_map, causal, mask, key_lengths, eps)
+    shape_out = p.batch + (p.nq, p.v.shape[-1])
+    try:
+        dout = np.broadcast_to(float_array(dout, "dout"), shape_out).astype(p.dtype, copy=False)
+    except ValueError:
+        raise ValueError(f"dout must have shape {shape_out}, got {np.shape(dout)}") from None
+    if causal:
+        dphi_q, dphi_k, dv = _causal_linear_backward(p, dout)
+    else:
+        s = np.swapaxes(p.phi_k, -1, -2) @ p.v
+        z = p.phi_k.sum(axis=-2)[..., None]
+        den = p.phi_q @ z
+        with np.errstate(divide="ignore", invalid="ignore"):
+            inv = np.where(den <= p.eps, 0, 1 / den).astype(p.dtype, copy=False)
+        out = (p.phi_q @ s) * inv
+        dnum = dout * inv
+        dden = -np.sum(dout * out, axis=-1, keepdims=True) * inv
+        dphi_q = dnum @ np.swapaxes(s, -1, -2) + dden @ np.swapaxes(z, -1, -2)
+        ds = np.swapaxes(p.phi_q, -1, -2) @ dnum
+        dz = np.swapaxes(p.phi_q, -1, -2) @ dden
+        dphi_k = p.v @ np.swapaxes(ds, -1, -2) + np.swapaxes(dz, -1, -2)
+        dv = p.phi_k @ ds
+    if p.keep is not None:
+        dphi_k = np.where(p.keep[..., None], dphi_k, 0)
+        dv = np.where(p.keep[..., None], dv, 0)
+    dq = p.fm.queries_backward(p.q, dphi_q)
+    dk = p.fm.keys_backward(p.k, dphi_k)
+    return tuple(unbroadcast(g.astype(p.dtype, copy=False), shape)
+                 for g, shape in ((dq, p.shapes[0]), (dk, p.shapes[1]), (dv, p.shapes[2])))
+
+
+class _Problem:
+    """A validated linear-attention problem: broadcast inputs, features and the padding keep-mask."""
+
+    def __init__(self, q, k, v, feature_map, causal, mask, key_lengths, eps):
+        q, k, v, dtype = check_qkv(q, k, v)
+        self.shapes = (q.shape, k.shape, v.shape)
+        nq, nk = q.shape[-2], k.shape[-2]
+        self.fm = resolve_feature_map(feature_map)
+        self.eps = check_real(eps, "eps")
+        if self.eps < 0:
+            raise ValueError(f"eps must be >= 0, got {eps}")
+        if mask is not None:
+            mask = check_mask(mask, nq, nk)
+            if mask.shape[-2] != 1 and nq != 1:
+                raise ValueError(
+                    "linear attention takes key-padding masks only, broadcastable to (..., 1, Nk): "
+                    f"got mask shape {mask.shape}; use scaled_dot_product_attention for other masks"
+                )
+        if causal and nq != nk:
+            raise ValueError(f"causal linear attention needs Nq == Nk, got q {q.shape} and k {k.shape}; "
+                             "decode step by step with LinearAttentionState")
+        batch = batch_shape(q=q, k=k, v=v, mask=mask)
+        keep = None
+        if key_lengths is not None:
+            lengths = check_key_lengths(key_lengths, batch, nk).reshape(batch + (1,))
+            keep = np.arange(nk) < lengths
+        if mask is not None:
+            per_key = np.broadcast_to(mask[..., 0, :], batch + (nk,))
+            keep = per_key if keep is None else keep & per_key
+        self.q = np.broadcast_to(q, batch + q.shape[-2:]).astype(dtype, copy=False)
+        self.k = np.broadcast_to(k, batch + k.shape[-2:]).astype(dtype, copy=False)
+        phi_q, phi_k = self.fm.queries(self.q), self.fm.keys(self.k)
+        v = np.broadcast_to(v, batch + v.shape[-2:]).astype(dtype, copy=False)
+        if keep is not None:  # where, not multiply: a NaN at a padded key must not leak as 0 * NaN
+            phi_k = np.where(keep[..., None], phi_k, 0)
+            v = np.where(keep[..., None], v, 0)
+        self.phi_q, self.phi_k, self.v, self.keep = phi_q, phi_k, v, keep
+        self.dtype, self.batch, self.nq = dtype, batch, nq
 
 
 def _normalise(num, den, eps):
@@ -107,6 +171,16 @@ def _causal_linear(phi_q, phi_k, v, fm, eps, return_state):
     if not return_state:
         return out
     return out, LinearAttentionState(fm, eps=eps, s=s.reshape(batch + (big_d, dv)), z=z.reshape(batch + (big_d,)))
+
+
+def _causal_linear_backward(p, dout):
+    flat, (n, big_d), dv = math.prod(p.batch), p.phi_q.shape[-2:], p.v.shape[-1]
+    arrays = [np.ascontiguousarray(a).reshape(flat, n, -1) for a in (p.phi_q, p.phi_k, p.v)]
+    out = np.empty((flat, n, dv), p.dtype)
+    _core.causal_linear_attention(*arrays, out, p.eps, None, None)
+    grads = [np.empty((flat, n, width), p.dtype) for width in (big_d, big_d, dv)]
+    _core.causal_linear_attention_backward(*arrays, out, p.eps, np.ascontiguousarray(dout).reshape(flat, n, dv), *grads)
+    return tuple(g.reshape(p.batch + g.shape[1:]) for g in grads)
 
 
 class LinearAttentionState:

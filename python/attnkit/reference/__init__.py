@@ -9,7 +9,11 @@ validation with helpful messages is the job of :mod:`attnkit.ops`.
 
 from attnkit.reference._common import attention_mask
 from attnkit.reference.activations import gelu, gelu_backward
-from attnkit.reference.attention import kernel_attention, scaled_dot_product_attention
+from attnkit.reference.attention import (
+    kernel_attention,
+    scaled_dot_product_attention,
+    scaled_dot_product_attention_backward,
+)
 from attnkit.reference.cross_entropy import cross_entropy
 from attnkit.reference.linear_attention import feature_map_features, linear_attention
 from attnkit.reference.normalization import layer_norm, layer_norm_backward
@@ -31,6 +35,7 @@ __all__ = [
     "log_softmax_backward",
     "random_fourier_features",
     "scaled_dot_product_attention",
+    "scaled_dot_product_attention_backward",
     "sinusoidal_positions",
     "softmax",
     "softmax_backward",

@@ -5,7 +5,7 @@ import numpy as np
 from attnkit.reference._common import attention_mask, result_dtype
 from attnkit.reference.softmax import softmax
 
-__all__ = ["kernel_attention", "scaled_dot_product_attention"]
+__all__ = ["kernel_attention", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 
 
 def scaled_dot_product_attention(
@@ -92,6 +92,43 @@ def scaled_dot_product_attention(
     if return_weights:
         return out, weights.astype(dtype)
     return out
+
+
+def scaled_dot_product_attention_backward(dout, q, k, v, out=None, lse=None, *, mask=None, key_lengths=None,
+                                          causal=False, bias=None, scale=None, bias_grad=False):
+    r"""Gradients of exact attention, from the full weight matrix (``out`` and ``lse`` are unused).
+
+    .. math::
+        dV = W^T dO, \quad dW = dO\, V^T, \quad dL = W \odot (dW - \operatorname{rowsum}(dW \odot W)),
+        \quad dQ = \text{scale}\; dL\, K, \quad dK = \text{scale}\; dL^T Q, \quad d\text{bias} = dL
+
+    Each gradient is summed over the dims along which its input was broadcast.
+    """
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    dtype = result_dtype(q=q, k=k, v=v)
+    d = q.shape[-1]
+    scale = 1.0 / np.sqrt(d) if scale is None else float(scale)
+    _, w = scaled_dot_product_attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), mask=mask,
+                                        key_lengths=key_lengths, causal=causal, bias=bias, scale=scale,
+                                        return_weights=True)
+    dout = np.asarray(dout, dtype=np.float64)
+    q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
+    dv = np.swapaxes(w, -1, -2) @ dout
+    dw = dout @ np.swapaxes(v64, -1, -2)
+    dl = w * (dw - np.sum(dw * w, axis=-1, keepdims=True))
+    dq = scale * dl @ k64
+    dk = scale * np.swapaxes(dl, -1, -2) @ q64
+    grads = [_sum_to(g, np.shape(a)).astype(dtype) for g, a in ((dq, q), (dk, k), (dv, v))]
+    if bias_grad:
+        grads.append(_sum_to(dl, np.shape(bias)).astype(dtype))
+    return tuple(grads)
+
+
+def _sum_to(grad, shape):
+    lead = grad.ndim - len(shape)
+    grad = grad.sum(axis=tuple(range(lead))) if lead else grad
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    return grad.sum(axis=axes, keepdims=True) if axes else grad
 
 
 def kernel_attention(q, k, v, similarity, *, mask=None, key_lengths=None, causal=False, eps=1e-6):

@@ -23,9 +23,7 @@ import numpy as np
 try:
     from hypothesis import strategies as st
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "attnkit.testing.strategies needs Hypothesis: pip install 'attnkit[test]'"
-    ) from exc
+    raise ImportError("attnkit.testing.strategies needs Hypothesis: pip install 'attnkit[test]'") from exc
 
 __all__ = [
     "LAYOUTS",
@@ -190,9 +188,7 @@ def attention_problems(
             mask = rng.random(tail) < density
             problem["mask"] = draw(arrange(mask)) if layouts else mask
         elif mask_kind == "padding":
-            problem["mask"] = operand(
-                lambda s: np.arange(nk) < rng.integers(0, nk + 1, size=s[:-2] + (1, 1)), tail
-            )
+            problem["mask"] = operand(lambda s: np.arange(nk) < rng.integers(0, nk + 1, size=s[:-2] + (1, 1)), tail)
         else:
             problem["mask"] = operand(lambda s: rng.random(s) < density, tail)
 
@@ -207,9 +203,7 @@ def attention_problems(
         shapes = [a.shape[:-2] for a in (problem["q"], problem["k"], problem["v"])]
         shapes += [np.shape(problem[n])[:-2] for n in ("mask", "bias") if problem[n] is not None]
         full = np.broadcast_shapes(*shapes)
-        prefix = tuple(
-            1 if draw(st.integers(0, 3)) == 0 else n for n in full[: draw(st.integers(0, len(full)))]
-        )
+        prefix = tuple(1 if draw(st.integers(0, 3)) == 0 else n for n in full[: draw(st.integers(0, len(full)))])
         if draw(st.booleans()):
             lengths = rng.integers(0, nk + 1, size=prefix)
         else:

@@ -1,0 +1,149 @@
+// Backward of tiled attention (see AttentionBackwardArgs in attnkit/attention.h).
+//
+// One flat parallel loop over (batch item, block of BK keys): a task owns dK and dV of its keys and
+// walks the query blocks that can see them, recomputing P = exp(S - lse) block by block (no Nq x Nk
+// buffer). dQ gathers contributions from every key block, so each thread adds into a private dQ
+// that is summed at the end (memory: threads x |q|, no atomics).
+#include <omp.h>
+
+#include "attention_tiles.h"
+#include "attnkit/isa.h"
+#include "kernels.h"
+
+namespace attnkit {
+namespace ATTNKIT_KERNEL_NS {
+
+namespace {
+
+template <class T>
+struct BackwardScratch {
+  std::int64_t qt, dot, st, dst, dk, dv, lse, delta, zero, per_thread;
+  std::unique_ptr<T, FreeDeleter> mem;
+
+  BackwardScratch(std::int64_t bqp, std::int64_t d, std::int64_t dv_width, int threads) {
+    constexpr std::int64_t a = 64 / sizeof(T);
+    const std::int64_t bk = Tiles<T>::BK;
+    qt = 0;
+    dot = qt + round_up(d * bqp, a);
+    st = dot + round_up(dv_width * bqp, a);
+    dst = st + round_up(bk * bqp, a);
+    dk = dst + round_up(bk * bqp, a);
+    dv = dk + round_up(bk * d, a);
+    lse = dv + round_up(bk * dv_width, a);
+    delta = lse + round_up(bqp, a);
+    zero = delta + round_up(bqp, a);
+    per_thread = zero + round_up(d > dv_width ? d : dv_width, a);
+    mem = aligned_buffer<T>(per_thread * threads);
+  }
+  T* of(int thread) const { return mem.get() + std::int64_t(thread) * per_thread; }
+};
+
+// The first query that may see key j0 (causal: query i sees j iff j <= i + nk - nq).
+template <class T>
+std::int64_t first_query(const AttentionArgs<T>& a, std::int64_t j0) {
+  if (!a.causal) return 0;
+  const std::int64_t i = j0 - (a.nk - a.nq);
+  return i > 0 ? i : 0;
+}
+
+}  // namespace
+
+template <class T>
+void attention_backward(const AttentionBackwardArgs<T>& g) {
+  using V = Vec<T>;
+  using Tl = Tiles<T>;
+  constexpr int W = V::W, KR = Tl::KR, QT = Tl::QT;
+  const AttentionArgs<T>& a = g.attn;
+  const std::int64_t batch = a.batch, nq = a.nq, nk = a.nk, d = a.d, dvw = a.dv;
+  const std::int64_t nkb = (nk + Tl::BK - 1) / Tl::BK, tasks = batch * nkb;
+  const double flops = double(batch) * double(nq) * double(nk) * double(d + dvw);
+  const int threads = int(min_scalar<std::int64_t>(flops < 1e5 ? 1 : kernel_threads(), tasks > 0 ? tasks : 1));
+  const std::int64_t bqp_max = round_up(min_scalar<std::int64_t>(Tl::BQ, nq > 0 ? nq : 1), Tl::QQ);
+  BackwardScratch<T> scratch(bqp_max, d, dvw, threads);
+  const std::int64_t q_size = batch * nq * d;
+  auto dq_private = aligned_buffer<T>(q_size * threads);
+  const T lowest = std::numeric_limits<T>::lowest(), inf = std::numeric_limits<T>::infinity();
+  const T scale = a.scale;
+
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+    T* dq_t = dq_private.get() + std::int64_t(t) * q_size;
+    for (std::int64_t x = 0; x < q_size; ++x) dq_t[x] = T(0);
+    T* base = scratch.of(t);
+    T *Qt = base + scratch.qt, *dOt = base + scratch.dot, *St = base + scratch.st, *dSt = base + scratch.dst;
+    T *dk_acc = base + scratch.dk, *dv_acc = base + scratch.dv, *lse = base + scratch.lse;
+    T *delta = base + scratch.delta, *zero_row = base + scratch.zero;
+    for (std::int64_t c = 0; c < (d > dvw ? d : dvw); ++c) zero_row[c] = T(0);
+
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t task = 0; task < tasks; ++task) {
+      const std::int64_t b = task / nkb, j0 = (task % nkb) * Tl::BK;
+      const std::int64_t klen = a.key_length ? a.key_length[b] : nk;
+      const std::int64_t jn = min_scalar<std::int64_t>(Tl::BK, nk - j0);
+      const std::int64_t jv = min_scalar<std::int64_t>(jn, klen - j0);  // keys that exist (not padding)
+      for (std::int64_t x = 0; x < jn * d; ++x) dk_acc[x] = T(0);
+      for (std::int64_t x = 0; x < jn * dvw; ++x) dv_acc[x] = T(0);
+      if (g.dbias) {  // this task owns dbias[b, :, j0:j0+jn]; queries it never visits stay zero
+        for (std::int64_t i = 0; i < nq; ++i)
+          for (std::int64_t j = 0; j < jn; ++j) g.dbias[(b * nq + i) * nk + j0 + j] = T(0);
+      }
+      for (std::int64_t i0 = first_query(a, j0) / Tl::BQ * Tl::BQ; jv > 0 && i0 < nq; i0 += Tl::BQ) {
+        const std::int64_t bq = min_scalar(i0 + Tl::BQ, nq) - i0, bqp = round_up(bq, Tl::QQ);
+        pack_transposed([&](std::int64_t i) { return a.q.row(b, i); }, i0, bq, bqp, d, scale, Qt);
+        const T* dout = g.dout + b * nq * dvw;
+        pack_transposed([&](std::int64_t i) { return dout + i * dvw; }, i0, bq, bqp, dvw, T(1), dOt);
+        // Padded query lanes get lse = +inf (so P = 0) and delta = 0.
+        for (std::int64_t i = 0; i < bqp; ++i) {
+          lse[i] = i < bq ? max_scalar(lowest, a.lse[b * nq + i0 + i]) : inf;
+          delta[i] = i < bq ? g.delta[b * nq + i0 + i] : T(0);
+        }
+        block_logits(a, b, i0, bq, bqp, j0, jv, Qt, zero_row, St);
+        // dP^T = V dO^T, the same tile as the logits with dO^T in place of Q^T and v rows as keys.
+        const T* krows[KR];
+        for (std::int64_t jt = 0; jt < jv; jt += KR) {
+          for (int r = 0; r < KR; ++r) krows[r] = jt + r < jv ? a.v.row(b, j0 + jt + r) : zero_row;
+          for (std::int64_t it = 0; it < bqp; it += QT) logits_tile(dOt + it, bqp, krows, dvw, dSt + jt * bqp + it, bqp);
+        }
+        // P = exp(S - lse); dS = P (dP - delta), exactly 0 where P is 0 (so NaN at invisible keys stays out).
+        const V tiny = V::set1(std::numeric_limits<T>::denorm_min());
+        for (std::int64_t j = 0; j < jv; ++j) {
+          for (std::int64_t i = 0; i < bqp; i += W) {
+            const V p = exp(V::load(St + j * bqp + i) - V::load(lse + i));
+            p.store(St + j * bqp + i);
+            const V ds = p * (V::load(dSt + j * bqp + i) - V::load(delta + i));
+            V::zero_below(ds, p, tiny).store(dSt + j * bqp + i);  // p >= 0: zero exactly where p == 0
+          }
+        }
+        // dV[j] += sum_i P[j][i] dO[i];  dK[j] += sum_i dS[j][i] q[i]  (scale applied at the end)
+        accumulate_rows(dv_acc, dvw, jv, static_cast<const T*>(nullptr), St, std::int64_t(1), bqp, dout + i0 * dvw,
+                        dvw, bq, dvw);
+        accumulate_rows(dk_acc, d, jv, static_cast<const T*>(nullptr), dSt, std::int64_t(1), bqp, a.q.row(b, i0),
+                        a.q.row_stride, bq, d);
+        // dQ[i] += sum_j dS[j][i] k[j]
+        accumulate_rows(dq_t + (b * nq + i0) * d, d, bq, static_cast<const T*>(nullptr), dSt, bqp, std::int64_t(1),
+                        a.k.row(b, j0), a.k.row_stride, jv, d);
+        if (g.dbias)
+          for (std::int64_t i = 0; i < bq; ++i)
+            for (std::int64_t j = 0; j < jv; ++j) g.dbias[(b * nq + i0 + i) * nk + j0 + j] = dSt[j * bqp + i];
+      }
+      T* dk = g.dk + (b * nk + j0) * d;
+      T* dv = g.dv + (b * nk + j0) * dvw;
+      for (std::int64_t x = 0; x < jn * d; ++x) dk[x] = scale * dk_acc[x];
+      for (std::int64_t x = 0; x < jn * dvw; ++x) dv[x] = dv_acc[x];
+    }
+    // dq = scale * sum over threads of the private copies, split across threads by element.
+#pragma omp for schedule(static)
+    for (std::int64_t x = 0; x < q_size; ++x) {
+      T s = T(0);
+      for (int u = 0; u < threads; ++u) s += dq_private.get()[std::int64_t(u) * q_size + x];
+      g.dq[x] = scale * s;
+    }
+  }
+}
+
+template void attention_backward<float>(const AttentionBackwardArgs<float>&);
+template void attention_backward<double>(const AttentionBackwardArgs<double>&);
+
+}  // namespace ATTNKIT_KERNEL_NS
+}  // namespace attnkit

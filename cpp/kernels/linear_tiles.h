@@ -1,0 +1,85 @@
+// Building blocks shared by causal linear attention's forward and backward (included only by
+// cpp/kernels/linear_attention*.cpp, inside the ISA's namespace).
+#pragma once
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <new>
+
+#include "attnkit/simd.h"
+
+namespace attnkit {
+namespace ATTNKIT_KERNEL_NS {
+namespace {
+
+// Rows per chunk: inside a chunk the visible pairs are summed directly, across chunks by the state.
+constexpr std::int64_t kChunk = 64;
+
+// o[c] += sum_r coef[r] rows[r * ld + c] for c < dv: blocks of NB vectors kept in registers.
+template <class T>
+void axpy_rows(T* o, const T* coef, const T* rows, std::int64_t ld, std::int64_t nrows,
+                     std::int64_t dv) {
+  using V = Vec<T>;
+  constexpr int W = V::W, NB = 4;
+  std::int64_t c = 0;
+  for (; c + NB * W <= dv; c += NB * W) {
+    V acc[NB];
+#pragma GCC unroll 4
+    for (int u = 0; u < NB; ++u) acc[u] = V::load(o + c + u * W);
+    for (std::int64_t r = 0; r < nrows; ++r) {
+      const V k = V::set1(coef[r]);
+      const T* row = rows + r * ld + c;
+#pragma GCC unroll 4
+      for (int u = 0; u < NB; ++u) acc[u] = V::fma(k, V::load(row + u * W), acc[u]);
+    }
+#pragma GCC unroll 4
+    for (int u = 0; u < NB; ++u) acc[u].store(o + c + u * W);
+  }
+  for (; c + W <= dv; c += W) {
+    V acc = V::load(o + c);
+    for (std::int64_t r = 0; r < nrows; ++r) acc = V::fma(V::set1(coef[r]), V::load(rows + r * ld + c), acc);
+    acc.store(o + c);
+  }
+  for (; c < dv; ++c) {
+    T acc = o[c];
+    for (std::int64_t r = 0; r < nrows; ++r) acc += coef[r] * rows[r * ld + c];
+    o[c] = acc;
+  }
+}
+
+template <class T>
+T dot(const T* x, const T* y, std::int64_t n) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  V a0 = V::zero(), a1 = V::zero();
+  std::int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    a0 = V::fma(V::load(x + i), V::load(y + i), a0);
+    a1 = V::fma(V::load(x + i + W), V::load(y + i + W), a1);
+  }
+  for (; i + W <= n; i += W) a0 = V::fma(V::load(x + i), V::load(y + i), a0);
+  T s = (a0 + a1).reduce_add();
+  for (; i < n; ++i) s += x[i] * y[i];
+  return s;
+}
+
+// dst += src, widening to double (the carried states).
+template <class S>
+void add_into(double* dst, const S* src, std::int64_t n) {
+  for (std::int64_t x = 0; x < n; ++x) dst[x] += double(src[x]);
+}
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+template <class T>
+std::unique_ptr<T, FreeDeleter> allocate(std::size_t count) {
+  void* p = std::aligned_alloc(64, (count * sizeof(T) + 63) / 64 * 64 + 64);
+  if (!p) throw std::bad_alloc();
+  return std::unique_ptr<T, FreeDeleter>(static_cast<T*>(p));
+}
+
+}  // namespace
+}  // namespace ATTNKIT_KERNEL_NS
+}  // namespace attnkit

@@ -1,0 +1,162 @@
+"""Multi-head attention with a hand-written backward: projections and heads here, the attention rule
+(exact softmax, linear, Performer) delegated to the ops, so a new rule never repeats projection code."""
+
+import math
+
+import numpy as np
+
+from attnkit import ops
+from attnkit._validation import check_int
+from attnkit.feature_maps import EluFeatureMap, PositiveRandomFeatureMap
+from attnkit.nn.module import Module
+
+__all__ = ["MultiHeadAttention"]
+
+ATTENTION_KINDS = ("softmax", "linear", "performer")
+
+
+class MultiHeadAttention(Module):
+    """Multi-head attention for self- and cross-attention.
+
+    ``out = concat_h(attention(x Wq_h, c Wk_h, c Wv_h)) Wo + bo`` with ``c = x`` (self-attention) or the
+    ``context`` passed to :meth:`forward` (cross-attention, e.g. over an encoder's output).
+
+    Parameters
+    ----------
+    d_model : int
+        Width of the queries' input x and of the output.
+    n_heads : int
+        Number of heads; each has width ``d_head`` (default ``d_model // n_heads``).
+    rng : numpy.random.Generator
+        Draws the initial weights (Xavier-uniform projections, zero biases) and, for Performer
+        attention, the random features.
+    d_context : int, optional
+        Width of the context for cross-attention (default: d_model). Encoder and decoder widths may
+        differ.
+    d_head : int, optional
+        Head width.
+    attention : {"softmax", "linear", "performer"}, default="softmax"
+        The attention rule: exact softmax attention, linear attention with the elu+1 feature map, or
+        Performer's FAVOR+ positive random features (``n_features`` of them).
+    causal : bool, default=False
+        Query i sees keys j <= i (+ Nk - Nq), for decoder self-attention.
+    position_bias : Module, optional
+        A module whose ``forward(nq, nk)`` returns an additive (n_heads, nq, nk) logit bias and whose
+        ``backward(dbias, cache)`` accumulates its parameters' gradients (relative positions,
+        :class:`attnkit.nn.positional.RelativePositionBias`). Softmax attention only.
+    n_features : int, default=128
+        Random features of Performer attention.
+    """
+
+    def __init__(self, d_model, n_heads, rng, *, d_context=None, d_head=None, attention="softmax", causal=False,
+                 position_bias=None, n_features=128):
+        super().__init__()
+        d_model = check_int(d_model, "d_model", minimum=1)
+        n_heads = check_int(n_heads, "n_heads", minimum=1)
+        d_context = d_model if d_context is None else check_int(d_context, "d_context", minimum=1)
+        if d_head is None:
+            if d_model % n_heads:
+                raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads}), or give d_head")
+            d_head = d_model // n_heads
+        d_head = check_int(d_head, "d_head", minimum=1)
+        if attention not in ATTENTION_KINDS:
+            raise ValueError(f"attention must be one of {ATTENTION_KINDS}, got {attention!r}")
+        if position_bias is not None and attention != "softmax":
+            raise ValueError(f"position_bias needs attention='softmax' (a logit bias has no meaning for "
+                             f"{attention!r} attention)")
+        self.d_model, self.n_heads, self.d_head, self.d_context = d_model, n_heads, d_head, d_context
+        self.attention, self.causal = attention, bool(causal)
+        inner = n_heads * d_head
+        for name, fan_in, fan_out in (("wq", d_model, inner), ("wk", d_context, inner), ("wv", d_context, inner),
+                                      ("wo", inner, d_model)):
+            limit = math.sqrt(6.0 / (fan_in + fan_out))
+            self.add_param(name, rng.uniform(-limit, limit, size=(fan_in, fan_out)))
+            self.add_param("b" + name[1], np.zeros(fan_out))
+        if attention == "linear":
+            self.feature_map = EluFeatureMap()
+        elif attention == "performer":
+            self.feature_map = PositiveRandomFeatureMap(n_features, random_state=rng.integers(2**63))
+        else:
+            self.feature_map = None
+        self.position_bias = None if position_bias is None else self.add_child("position_bias", position_bias)
+
+    def redraw_features(self, rng):
+        """Draw new Performer random features (the usual periodic redraw during training)."""
+        if self.feature_map is not None and self.feature_map.random:
+            self.feature_map.redraw(rng.integers(2**63))
+
+    # -- forward / backward -----------------------------------------------------------------------------------
+    def _heads(self, x, w, b):
+        """(B, N, d_in) @ (d_in, H dh) -> (B, H, N, dh)."""
+        y = x @ self.params[w] + self.params[b]
+        return y.reshape(x.shape[:-1] + (self.n_heads, self.d_head)).swapaxes(-2, -3)
+
+    def forward(self, x, training=False, *, context=None, key_lengths=None, return_weights=False):
+        """Attend from ``x`` (B, Nq, d_model) over ``context`` (B, Nk, d_context; default x).
+
+        Parameters
+        ----------
+        key_lengths : array of int (B,), optional
+            Real (non-padding) length of each context sequence; padded keys are skipped.
+        return_weights : bool, default=False
+            Softmax attention only: also return the (B, H, Nq, Nk) weights (for inspection).
+
+        Returns
+        -------
+        out : ndarray (B, Nq, d_model)
+        cache : tuple, for :meth:`backward`
+        weights : ndarray, only with ``return_weights=True``
+        """
+        cross = context is not None
+        c = context if cross else x
+        q, k, v = self._heads(x, "wq", "bq"), self._heads(c, "wk", "bk"), self._heads(c, "wv", "bv")
+        bias, bias_cache = (None, None)
+        if self.position_bias is not None:
+            bias, bias_cache = self.position_bias.forward(q.shape[-2], k.shape[-2])
+        kw = dict(key_lengths=key_lengths, causal=self.causal)
+        weights = lse = None
+        if self.attention == "softmax":
+            if return_weights:
+                heads, weights, lse = ops.scaled_dot_product_attention(q, k, v, bias=bias, return_weights=True,
+                                                                       return_lse=True, **kw)
+            else:
+                heads, lse = ops.scaled_dot_product_attention(q, k, v, bias=bias, return_lse=True, **kw)
+        else:
+            if return_weights:
+                raise ValueError(f"return_weights needs attention='softmax' ({self.attention!r} attention "
+                                 "never forms the weights)")
+            heads = ops.linear_attention(q, k, v, feature_map=self.feature_map, **kw)
+        merged = heads.swapaxes(-2, -3).reshape(x.shape[:-1] + (self.n_heads * self.d_head,))
+        out = merged @ self.params["wo"] + self.params["bo"]
+        cache = (x, c, cross, q, k, v, heads, merged, lse, bias, bias_cache, key_lengths)
+        return (out, cache, weights) if return_weights else (out, cache)
+
+    def backward(self, grad, cache):
+        """Accumulate parameter gradients; return dx, or (dx, dcontext) for cross-attention."""
+        x, c, cross, q, k, v, heads, merged, lse, bias, bias_cache, key_lengths = cache
+        self.grads["wo"] += _flat(merged).T @ _flat(grad)
+        self.grads["bo"] += _flat(grad).sum(axis=0)
+        dheads = (grad @ self.params["wo"].T).reshape(heads.shape[:-3] + (heads.shape[-2], self.n_heads,
+                                                                           self.d_head)).swapaxes(-2, -3)
+        kw = dict(key_lengths=key_lengths, causal=self.causal)
+        if self.attention == "softmax":
+            grads = ops.scaled_dot_product_attention_backward(dheads, q, k, v, heads, lse, bias=bias,
+                                                              bias_grad=bias is not None, **kw)
+            dq, dk, dv = grads[:3]
+            if bias is not None:
+                self.position_bias.backward(grads[3], bias_cache)
+        else:
+            dq, dk, dv = ops.linear_attention_backward(dheads, q, k, v, feature_map=self.feature_map, **kw)
+        dx = self._project_back(x, dq, "wq", "bq")
+        dc = self._project_back(c, dk, "wk", "bk") + self._project_back(c, dv, "wv", "bv")
+        return (dx, dc) if cross else dx + dc
+
+    def _project_back(self, inp, dheads, w, b):
+        dy = dheads.swapaxes(-2, -3).reshape(inp.shape[:-1] + (self.n_heads * self.d_head,))
+        self.grads[w] += _flat(inp).T @ _flat(dy)
+        self.grads[b] += _flat(dy).sum(axis=0)
+        return dy @ self.params[w].T
+
+
+def _flat(a):
+    return a.reshape(-1, a.shape[-1])

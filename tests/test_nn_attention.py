@@ -1,0 +1,122 @@
+"""nn.MultiHeadAttention: gradients of every attention kind and mask against finite differences."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnkit import ops
+from attnkit.nn.attention import MultiHeadAttention
+from attnkit.nn.module import Module
+from attnkit.testing.gradcheck import check_grad
+
+
+class FullBias(Module):
+    """A test double for a position-bias module: one learned logit bias per (head, query, key)."""
+
+    def __init__(self, heads, n, rng):
+        super().__init__()
+        self.add_param("table", rng.standard_normal((heads, n, n)))
+
+    def forward(self, nq, nk):
+        return self.params["table"][:, :nq, :nk], (nq, nk)
+
+    def backward(self, dbias, cache):
+        nq, nk = cache
+        self.grads["table"][:, :nq, :nk] += dbias.reshape((-1,) + dbias.shape[-3:]).sum(axis=0)
+
+
+def _check_layer(layer, x, context, key_lengths, seed):
+    rng = np.random.default_rng(seed)
+    kw = dict(key_lengths=key_lengths) | ({"context": context} if context is not None else {})
+    out, cache = layer.forward(x, training=True, **kw)
+    w = rng.standard_normal(out.shape)
+    layer.zero_grad()
+    back = layer.backward(w, cache)
+    dx, dc = back if context is not None else (back, None)
+    inputs = {"x": x} | ({"context": context} if context is not None else {})
+    analytic = {"x": dx} | ({"context": dc} if context is not None else {})
+
+    def loss(x, context=None):
+        extra = {"context": context} if context is not None else {}
+        return float(np.sum(layer.forward(x, key_lengths=key_lengths, **extra)[0] * w))
+
+    check_grad(loss, inputs, analytic, rtol=1e-5, atol=1e-8, max_entries=12, rng=seed)
+    params = {name: layer.params[name] for name in ("wq", "wk", "wv", "wo", "bq", "bo")}
+    grads = {name: layer.grads[name].copy() for name in params}
+
+    def loss_params(**_):
+        return loss(x, context)
+
+    check_grad(loss_params, params, grads, rtol=1e-5, atol=1e-8, max_entries=8, rng=seed)
+    return layer
+
+
+@settings(max_examples=20)
+@given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(["softmax", "linear", "performer"]),
+       cross=st.booleans(), causal=st.booleans(), padded=st.booleans(), n=st.integers(1, 12),
+       heads=st.integers(1, 3))
+def test_gradients(seed, kind, cross, causal, padded, n, heads):
+    rng = np.random.default_rng(seed)
+    d_model, d_context = 4 * heads, 5
+    nk = rng.integers(1, 12) if cross else n
+    if kind != "softmax" and causal and cross:
+        nk = n  # causal linear attention needs Nq == Nk
+    layer = MultiHeadAttention(d_model, heads, rng, d_context=d_context if cross else None, attention=kind,
+                               causal=causal, n_features=16).astype(np.float64)
+    x = rng.standard_normal((2, n, d_model))
+    context = rng.standard_normal((2, nk, d_context)) if cross else None
+    lengths = rng.integers(1, nk + 1, size=2) if padded else None
+    _check_layer(layer, x, context, lengths, seed)
+
+
+def test_position_bias_gets_its_gradient():
+    rng = np.random.default_rng(0)
+    layer = MultiHeadAttention(8, 2, rng, position_bias=FullBias(2, 6, rng), causal=True).astype(np.float64)
+    x = rng.standard_normal((3, 6, 8))
+    _check_layer(layer, x, None, np.array([6, 4, 1]), 0)
+    out, cache = layer.forward(x)
+    w = rng.standard_normal(out.shape)
+    layer.zero_grad()
+    layer.backward(w, cache)
+    table = layer.position_bias.params["table"]
+
+    def loss(table):
+        return float(np.sum(layer.forward(x)[0] * w))
+
+    check_grad(loss, {"table": table}, {"table": layer.position_bias.grads["table"].copy()}, rtol=1e-5, atol=1e-8)
+
+
+def test_weights_are_the_softmax_weights_and_padding_is_respected():
+    rng = np.random.default_rng(1)
+    layer = MultiHeadAttention(8, 2, rng)
+    x = rng.standard_normal((2, 5, 8)).astype(np.float32)
+    out, _, weights = layer.forward(x, key_lengths=np.array([5, 3]), return_weights=True)
+    assert weights.shape == (2, 2, 5, 5) and out.dtype == np.float32
+    np.testing.assert_allclose(weights.sum(-1), 1, rtol=1e-5)
+    assert np.all(weights[1, :, :, 3:] == 0)
+    q = (x @ layer.params["wq"] + layer.params["bq"]).reshape(2, 5, 2, 4).swapaxes(1, 2)
+    k = (x @ layer.params["wk"] + layer.params["bk"]).reshape(2, 5, 2, 4).swapaxes(1, 2)
+    v = (x @ layer.params["wv"] + layer.params["bv"]).reshape(2, 5, 2, 4).swapaxes(1, 2)
+    _, expected = ops.scaled_dot_product_attention(q, k, v, key_lengths=np.array([5, 3]), return_weights=True)
+    np.testing.assert_allclose(weights, expected, rtol=1e-6)
+
+
+def test_deterministic_given_a_generator():
+    a = MultiHeadAttention(8, 2, np.random.default_rng(5), attention="performer")
+    b = MultiHeadAttention(8, 2, np.random.default_rng(5), attention="performer")
+    x = np.random.default_rng(6).standard_normal((1, 4, 8))
+    np.testing.assert_array_equal(a.forward(x)[0], b.forward(x)[0])
+
+
+def test_errors():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="divisible by n_heads"):
+        MultiHeadAttention(10, 3, rng)
+    with pytest.raises(ValueError, match="attention must be one of"):
+        MultiHeadAttention(8, 2, rng, attention="sparse")
+    with pytest.raises(ValueError, match="position_bias needs attention='softmax'"):
+        MultiHeadAttention(8, 2, rng, attention="linear", position_bias=FullBias(2, 4, rng))
+    layer = MultiHeadAttention(8, 2, rng, attention="linear")
+    with pytest.raises(ValueError, match="return_weights needs attention='softmax'"):
+        layer.forward(np.ones((1, 3, 8)), return_weights=True)

@@ -1,0 +1,119 @@
+"""ops.scaled_dot_product_attention_backward: against the NumPy reference on every ISA, and against
+central finite differences in float64 for every mask kind."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnkit import ops, reference
+from attnkit.testing.gradcheck import check_grad
+from attnkit.testing.strategies import attention_problems
+
+
+def _backward_both(problem, rng):
+    out, lse = ops.scaled_dot_product_attention(**problem, return_lse=True)
+    dout = rng.standard_normal(out.shape).astype(out.dtype)
+    bias_grad = problem["bias"] is not None
+    got = ops.scaled_dot_product_attention_backward(dout, out=out, lse=lse, bias_grad=bias_grad, **problem)
+    expected = reference.scaled_dot_product_attention_backward(dout, bias_grad=bias_grad, **problem)
+    return got, expected
+
+
+@settings(max_examples=60)
+@given(problem=attention_problems(max_n=130, max_d=70, layouts=False), seed=st.integers(0, 2**32 - 1))
+def test_matches_reference(isa, problem, seed):
+    got, expected = _backward_both(problem, np.random.default_rng(seed))
+    for name, g, e in zip(("dq", "dk", "dv", "dbias"), got, expected):
+        assert g.shape == e.shape and g.dtype == e.dtype, name
+        # gradients sum up to Nq (dk, dv) or Nk (dq) terms of size |dout| |v| |q| ...: scale by the
+        # reference's largest entry, with a float32 tolerance loose enough for sums of ~300 terms
+        size = max(float(np.abs(e).max(initial=0)), 1.0)
+        tol = 3e-4 if g.dtype == np.float32 else 1e-9
+        np.testing.assert_allclose(g, e, rtol=tol, atol=tol * size, err_msg=name)
+
+
+def _problem(seed, kind):
+    rng = np.random.default_rng(seed)
+    nq, nk = {"causal_short_q": (5, 9), "causal_long_q": (9, 5)}.get(kind, (7, 7))
+    p = dict(q=rng.standard_normal((2, 2, nq, 4)), k=rng.standard_normal((2, 1, nk, 4)),
+             v=rng.standard_normal((2, 2, nk, 3)), mask=None, key_lengths=None, causal=False, bias=None)
+    if kind == "mask":
+        p["mask"] = rng.random((2, 1, nq, nk)) < 0.6
+    elif kind == "padding_mask":
+        p["mask"] = np.arange(nk) < np.array([3, 7])[:, None, None, None]
+    elif kind == "key_lengths":
+        p["key_lengths"] = np.array([0, 5])
+    elif kind.startswith("causal"):
+        p["causal"] = True
+    elif kind == "bias":
+        p["bias"] = rng.standard_normal((2, nq, nk))
+    elif kind == "all":
+        p.update(mask=rng.random((nq, nk)) < 0.8, key_lengths=np.array([6, 4]), causal=True,
+                 bias=rng.standard_normal((1, 2, nq, nk)))
+    return p, rng.standard_normal((2, 2, nq, 3))
+
+
+@pytest.mark.parametrize("kind", ["none", "mask", "padding_mask", "key_lengths", "causal_short_q", "causal_long_q",
+                                  "bias", "all"])
+def test_finite_differences(isa, kind):
+    problem, w = _problem(1, kind)
+    out, lse = ops.scaled_dot_product_attention(**problem, return_lse=True)
+    grads = ops.scaled_dot_product_attention_backward(w, out=out, lse=lse, bias_grad=problem["bias"] is not None,
+                                                      **problem)
+    names = ["q", "k", "v"] + (["bias"] if problem["bias"] is not None else [])
+    fixed = {n: problem[n] for n in ("mask", "key_lengths", "causal")}
+
+    def loss(q, k, v, bias):
+        return float(np.sum(ops.scaled_dot_product_attention(q, k, v, bias=bias, **fixed) * w))
+
+    inputs = {n: problem[n] for n in ("q", "k", "v", "bias")}
+    check_grad(loss, inputs, dict(zip(names, grads)), rtol=1e-5, atol=1e-8)
+
+
+def test_rows_and_keys_nobody_uses_get_zero_gradient():
+    rng = np.random.default_rng(2)
+    q, k, v = rng.standard_normal((3, 6, 4)), rng.standard_normal((3, 6, 4)), rng.standard_normal((3, 6, 2))
+    lengths = np.array([0, 3, 6])
+    out, lse = ops.scaled_dot_product_attention(q, k, v, key_lengths=lengths, return_lse=True)
+    dq, dk, dv = ops.scaled_dot_product_attention_backward(np.ones_like(out), q, k, v, out, lse, key_lengths=lengths)
+    assert np.all(dq[0] == 0) and np.all(dk[0] == 0) and np.all(dv[0] == 0)  # sees nothing
+    assert np.all(dk[1, 3:] == 0) and np.all(dv[1, 3:] == 0)  # padding keys
+    assert np.all(np.isfinite(dq)) and np.any(dq[2] != 0)
+
+
+def test_nan_value_at_a_key_nobody_sees_stays_out_of_the_gradients():
+    rng = np.random.default_rng(3)
+    q, k, v = rng.standard_normal((4, 3)), rng.standard_normal((4, 3)), rng.standard_normal((4, 2))
+    v[1] = np.nan
+    mask = np.array([[True, False, True, True]])  # key 1 hidden from every query (a non-prefix mask)
+    for causal in (False, True):
+        out, lse = ops.scaled_dot_product_attention(q, k, v, mask=mask, causal=causal, return_lse=True)
+        grads = ops.scaled_dot_product_attention_backward(np.ones_like(out), q, k, v, out, lse, mask=mask,
+                                                          causal=causal)
+        assert all(np.all(np.isfinite(g)) for g in grads)
+        assert np.all(grads[1][1] == 0) and np.all(grads[2][1] == 0)
+
+
+def test_broadcast_inputs_get_summed_gradients():
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((2, 3, 5, 4))
+    k, v = rng.standard_normal((5, 4)), rng.standard_normal((1, 3, 5, 2))
+    out, lse = ops.scaled_dot_product_attention(q, k, v, return_lse=True)
+    dq, dk, dv = ops.scaled_dot_product_attention_backward(np.ones_like(out), q, k, v, out, lse)
+    assert dq.shape == q.shape and dk.shape == k.shape and dv.shape == v.shape
+    full = ops.scaled_dot_product_attention_backward(np.ones_like(out), q, np.broadcast_to(k, (2, 3, 5, 4)).copy(),
+                                                     np.broadcast_to(v, (2, 3, 5, 2)).copy(), out, lse)
+    np.testing.assert_allclose(dk, full[1].sum(axis=(0, 1)), rtol=1e-10)
+    np.testing.assert_allclose(dv, full[2].sum(axis=0, keepdims=True), rtol=1e-10)
+
+
+def test_errors():
+    q = np.ones((3, 2))
+    out, lse = ops.scaled_dot_product_attention(q, q, q, return_lse=True)
+    with pytest.raises(ValueError, match="bias_grad=True needs the bias"):
+        ops.scaled_dot_product_attention_backward(out, q, q, q, out, lse, bias_grad=True)
+    with pytest.raises(ValueError, match=r"dout must have shape \(3, 2\)"):
+        ops.scaled_dot_product_attention_backward(np.ones((4, 2)), q, q, q, out, lse)
+    with pytest.raises(ValueError, match="lse must have shape"):
+        ops.scaled_dot_product_attention_backward(out, q, q, q, out, lse[:2])

@@ -1,0 +1,85 @@
+"""ops.linear_attention_backward against central finite differences in float64 (every feature map,
+causal or not, with padding), and float32 against float64, on every ISA."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnkit.feature_maps import (
+    PolynomialFeatureMap,
+    PositiveRandomFeatureMap,
+    RandomFourierFeatureMap,
+)
+from attnkit.ops import linear_attention, linear_attention_backward
+from attnkit.testing.gradcheck import check_grad
+
+MAPS = {
+    "elu": lambda seed: "elu",
+    "relu": lambda seed: "relu",
+    "polynomial": lambda seed: PolynomialFeatureMap(2, 0.5),
+    "favor": lambda seed: PositiveRandomFeatureMap(12, random_state=seed),
+    "rff": lambda seed: RandomFourierFeatureMap(6, random_state=seed, softmax_kernel=True),
+}
+
+
+def _problem(seed, n, d, dv, batch, padding):
+    rng = np.random.default_rng(seed)
+    q, k = (0.5 * rng.standard_normal(batch + (n, d)) for _ in range(2))
+    v, w = rng.standard_normal(batch + (n, dv)), rng.standard_normal(batch + (n, dv))
+    kw = {}
+    if padding == "lengths":
+        kw["key_lengths"] = rng.integers(1, n + 1, size=batch[:1])
+    elif padding == "mask":
+        kw["mask"] = rng.random(batch[:1] + (1,) * (len(batch) - 1) + (1, n)) < 0.7
+    return q, k, v, w, kw
+
+
+@settings(max_examples=30)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 140), d=st.integers(1, 6), dv=st.integers(1, 5),
+       fm=st.sampled_from(sorted(MAPS)), causal=st.booleans(), padding=st.sampled_from(["none", "lengths", "mask"]))
+def test_finite_differences(isa, seed, n, d, dv, fm, causal, padding):
+    if causal and padding == "mask":
+        padding = "lengths"
+    q, k, v, w, kw = _problem(seed, n, d, dv, (2, 2), padding)
+    feature_map = MAPS[fm](seed)
+
+    def loss(q, k, v):
+        return float(np.sum(linear_attention(q, k, v, feature_map=feature_map, causal=causal, **kw) * w))
+
+    grads = linear_attention_backward(w, q, k, v, feature_map=feature_map, causal=causal, **kw)
+    check_grad(loss, {"q": q, "k": k, "v": v}, dict(zip("qkv", grads)), rtol=1e-4, atol=1e-7, max_entries=12,
+               rng=seed)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("fm", ["elu", "favor"])
+def test_float32_agrees_with_float64(isa, causal, fm):
+    q, k, v, w, kw = _problem(1, 300, 8, 6, (3,), "lengths")
+    feature_map = MAPS[fm](1)
+    g64 = linear_attention_backward(w, q, k, v, feature_map=feature_map, causal=causal, **kw)
+    g32 = linear_attention_backward(*(a.astype(np.float32) for a in (w, q, k, v)), feature_map=feature_map,
+                                    causal=causal, **kw)
+    for a, b in zip(g32, g64):
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-4 * np.abs(b).max())
+
+
+def test_broadcast_and_padding_gradients():
+    q, k, v, w, _ = _problem(2, 20, 4, 3, (2, 3), "none")
+    k1, v1 = k[:, :1], v[:, :1]  # shared across the 3 heads
+    lengths = np.array([12, 20])
+    dq, dk, dv = linear_attention_backward(w, q, k1, v1, key_lengths=lengths, causal=True)
+    assert dk.shape == k1.shape and dv.shape == v1.shape
+    assert np.all(dk[0, :, 12:] == 0) and np.all(dv[0, :, 12:] == 0)
+    full = linear_attention_backward(w, q, np.repeat(k1, 3, axis=1), np.repeat(v1, 3, axis=1), key_lengths=lengths,
+                                     causal=True)
+    np.testing.assert_allclose(dk, full[1].sum(axis=1, keepdims=True), rtol=1e-10)
+
+
+def test_errors():
+    q, k, v, w, _ = _problem(3, 5, 3, 2, (2,), "none")
+    with pytest.raises(ValueError, match="dout must have shape"):
+        linear_attention_backward(w[:, :3], q, k, v)
+    with pytest.raises(ValueError, match="Nq == Nk"):
+        linear_attention_backward(w[:, :3], q[:, :3], k, v, causal=True)
