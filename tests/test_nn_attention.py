@@ -41,14 +41,14 @@ def _check_layer(layer, x, context, key_lengths, seed):
         extra = {"context": context} if context is not None else {}
         return float(np.sum(layer.forward(x, key_lengths=key_lengths, **extra)[0] * w))
 
-    check_grad(loss, inputs, analytic, rtol=1e-5, atol=1e-8, max_entries=12, seed=seed)
+    check_grad(loss, inputs, analytic, rtol=1e-5, atol=1e-8, max_entries=12, rng=seed)
     params = {name: layer.params[name] for name in ("wq", "wk", "wv", "wo", "bq", "bo")}
     grads = {name: layer.grads[name].copy() for name in params}
 
     def loss_params(**_):
         return loss(x, context)
 
-    check_grad(loss_params, params, grads, rtol=1e-5, atol=1e-8, max_entries=8, seed=seed)
+    check_grad(loss_params, params, grads, rtol=1e-5, atol=1e-8, max_entries=8, rng=seed)
     return layer
 
 

@@ -30,7 +30,7 @@ def test_cross_entropy_gradient(isa, seed, lead, n_classes, label_smoothing, red
     # The objective is g * loss (summed for "none"), so backward gets g as the incoming gradient.
     g = rng.standard_normal(np.shape(loss)) if reduction == "none" else 1.7
     dlogits = loss_fn.backward(g, cache)
-    check_grad(lambda: np.sum(g * loss_fn.forward(logits, targets)[0]), {"logits": logits}, {"logits": dlogits})
+    check_grad(lambda logits: np.sum(g * loss_fn.forward(logits, targets)[0]), {"logits": logits}, {"logits": dlogits})
     expected = ops.cross_entropy(logits, targets, ignore_index=-1, label_smoothing=label_smoothing,
                                  reduction=reduction, class_weight=class_weight)
     np.testing.assert_array_equal(loss, expected)

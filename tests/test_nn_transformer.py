@@ -52,7 +52,7 @@ def test_encoder_layer_gradients(seed, kind, relative, n):
     inputs = {"x": x} | {name: p for name, p, _ in layer.named_parameters()}
     analytic = {"x": dx} | {name: g.copy() for name, _, g in layer.named_parameters()}
     reset()
-    check_grad(loss, inputs, analytic, rtol=1e-5, atol=1e-8, max_entries=6, seed=seed)
+    check_grad(loss, inputs, analytic, rtol=1e-5, atol=1e-8, max_entries=6, rng=seed)
 
 
 @settings(max_examples=10)
@@ -78,7 +78,7 @@ def test_decoder_gradients_with_different_widths(seed, kind, n, m):
     analytic = {"x": dx, "memory": dmemory} | {name: g.copy() for name, _, g in decoder.named_parameters()
                                                if name in params}
     reset()
-    check_grad(loss, inputs, analytic, rtol=1e-5, atol=1e-8, max_entries=6, seed=seed)
+    check_grad(loss, inputs, analytic, rtol=1e-5, atol=1e-8, max_entries=6, rng=seed)
 
 
 class CopyModel(nn.Module):

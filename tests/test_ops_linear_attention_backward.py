@@ -49,7 +49,7 @@ def test_finite_differences(isa, seed, n, d, dv, fm, causal, padding):
 
     grads = linear_attention_backward(w, q, k, v, feature_map=feature_map, causal=causal, **kw)
     check_grad(loss, {"q": q, "k": k, "v": v}, dict(zip("qkv", grads)), rtol=1e-4, atol=1e-7, max_entries=12,
-               seed=seed)
+               rng=seed)
 
 
 @pytest.mark.parametrize("causal", [False, True])

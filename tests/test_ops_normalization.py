@@ -80,7 +80,7 @@ def test_backward_matches_finite_differences(isa, problem, data):
     _, mean, rstd = ops.layer_norm(x, gamma, beta, eps, return_stats=True)
     dx, dgamma, dbeta = ops.layer_norm_backward(w, x, gamma, mean, rstd)
     check_grad(
-        lambda: np.sum(ops.layer_norm(x, gamma, beta, eps) * w),
+        lambda x, gamma, beta: np.sum(ops.layer_norm(x, gamma, beta, eps) * w),
         {"x": x, "gamma": gamma, "beta": beta},
         {"x": dx, "gamma": dgamma, "beta": dbeta},
     )
@@ -88,7 +88,7 @@ def test_backward_matches_finite_differences(isa, problem, data):
     dx, dgamma, dbeta = ops.layer_norm_backward(w, x, None, mean, rstd)
     ones, zeros = np.ones(n), np.zeros(n)
     check_grad(
-        lambda: np.sum(ops.layer_norm(x, ones, zeros, eps) * w),
+        lambda x, ones, zeros: np.sum(ops.layer_norm(x, ones, zeros, eps) * w),
         {"x": x, "ones": ones, "zeros": zeros},
         {"x": dx, "ones": dgamma, "zeros": dbeta},
     )

@@ -151,7 +151,7 @@ def test_backward_matches_finite_differences(isa, name, shape, data):
     x, w = 2 * rng.standard_normal(shape), rng.standard_normal(shape)
     forward = getattr(ops, name)
     dx = getattr(ops, BACKWARDS[name])(forward(x, axis=axis), w, axis=axis)
-    check_grad(lambda: np.sum(forward(x, axis=axis) * w), {"x": x}, {"x": dx}, atol=1e-8)
+    check_grad(lambda x: np.sum(forward(x, axis=axis) * w), {"x": x}, {"x": dx}, atol=1e-8)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -162,9 +162,9 @@ def test_sinusoidal_positions_by_hand():
 def test_softmax_backwards_by_finite_differences(axis):
     rng = np.random.default_rng(4)
     x, w = rng.normal(size=(3, 5)), rng.normal(size=(3, 5))
-    check_grad(lambda: np.sum(reference.softmax(x, axis) * w), {"x": x},
+    check_grad(lambda x: np.sum(reference.softmax(x, axis) * w), {"x": x},
                {"x": reference.softmax_backward(reference.softmax(x, axis), w, axis)})
-    check_grad(lambda: np.sum(reference.log_softmax(x, axis) * w), {"x": x},
+    check_grad(lambda x: np.sum(reference.log_softmax(x, axis) * w), {"x": x},
                {"x": reference.log_softmax_backward(reference.log_softmax(x, axis), w, axis)})
 
 
@@ -187,7 +187,7 @@ def test_cross_entropy_gradient_by_finite_differences(reduction):
     logits, targets = rng.normal(size=(4, 3)), np.array([2, 0, -100, 1])
     kwargs = {"label_smoothing": 0.2, "class_weight": np.array([1.0, 0.5, 2.0]), "reduction": reduction}
     _, dlogits = reference.cross_entropy(logits, targets, return_grad=True, **kwargs)
-    check_grad(lambda: np.sum(reference.cross_entropy(logits, targets, **kwargs)), {"logits": logits},
+    check_grad(lambda logits: np.sum(reference.cross_entropy(logits, targets, **kwargs)), {"logits": logits},
                {"logits": dlogits})
 
 
@@ -200,8 +200,8 @@ def test_layer_norm_by_hand_and_by_finite_differences():
     x, gamma, beta, w = rng.normal(size=(3, 4)), rng.normal(size=4), rng.normal(size=4), rng.normal(size=(3, 4))
     _, mean, rstd = reference.layer_norm(x, gamma, beta, return_stats=True)
     dx, dgamma, dbeta = reference.layer_norm_backward(w, x, gamma, mean, rstd)
-    check_grad(lambda: np.sum(reference.layer_norm(x, gamma, beta) * w), {"x": x, "gamma": gamma, "beta": beta},
-               {"x": dx, "gamma": dgamma, "beta": dbeta})
+    check_grad(lambda x, gamma, beta: np.sum(reference.layer_norm(x, gamma, beta) * w),
+               {"x": x, "gamma": gamma, "beta": beta}, {"x": dx, "gamma": dgamma, "beta": dbeta})
 
 
 def test_gelu_by_hand_and_by_finite_differences():
@@ -211,4 +211,4 @@ def test_gelu_by_hand_and_by_finite_differences():
     np.testing.assert_allclose(reference.gelu(x), x * phi, atol=1e-3)
     assert reference.gelu(np.float32(1.0)).dtype == np.float32
     w = np.random.default_rng(7).normal(size=17)
-    check_grad(lambda: np.sum(reference.gelu(x) * w), {"x": x}, {"x": reference.gelu_backward(x, w)})
+    check_grad(lambda x: np.sum(reference.gelu(x) * w), {"x": x}, {"x": reference.gelu_backward(x, w)})

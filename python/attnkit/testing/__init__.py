@@ -1,18 +1,17 @@
 """Helpers for testing code built on attnkit.
 
 ``assert_allclose`` compares an op's output with :mod:`attnkit.reference` at the tolerance the
-project promises for its dtype; ``check_grad`` compares hand-written gradients with central finite
-differences (:mod:`attnkit.testing.gradcheck`). The Hypothesis strategies live in
-:mod:`attnkit.testing.strategies`, which is imported on its own because it needs Hypothesis
-(``pip install "attnkit[test]"``); this module needs only NumPy, as does
-:mod:`attnkit.testing.gradcheck` (central finite differences for backward passes).
+project promises for its dtype; ``check_grad`` and ``check_module_grad`` compare hand-written
+gradients with central finite differences (:mod:`attnkit.testing.gradcheck`). The Hypothesis
+strategies live in :mod:`attnkit.testing.strategies`, which is imported on its own because it needs
+Hypothesis (``pip install "attnkit[test]"``); this module needs only NumPy.
 """
 
 import numpy as np
 
-from attnkit.testing.gradcheck import check_grad, check_module_grad, numerical_gradient
+from attnkit.testing.gradcheck import check_grad, check_module_grad, numerical_grad
 
-__all__ = ["TOLERANCES", "assert_allclose", "check_grad", "check_module_grad", "numerical_gradient"]
+__all__ = ["TOLERANCES", "assert_allclose", "check_grad", "check_module_grad", "numerical_grad"]
 
 # (rtol, atol per unit of magnitude) against the float64 reference: float32 is promised within
 # ~1e-5 relative for N <= 4096 (DESIGN.md, Numerics); float64 kernels reorder sums only.
