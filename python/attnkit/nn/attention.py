@@ -88,7 +88,7 @@ class MultiHeadAttention(Module):
     # -- forward / backward -----------------------------------------------------------------------------------
     def _heads(self, x, w, b):
         """(B, N, d_in) @ (d_in, H dh) -> (B, H, N, dh)."""
-        y = x @ self.params[w] + self.params[b]
+        y = _flat(x) @ self.params[w] + self.params[b]  # one 2-D GEMM: a 3-D @ is a loop of small ones
         return y.reshape(x.shape[:-1] + (self.n_heads, self.d_head)).swapaxes(-2, -3)
 
     def forward(self, x, training=False, *, context=None, key_lengths=None, return_weights=False):
@@ -127,7 +127,7 @@ class MultiHeadAttention(Module):
                                  "never forms the weights)")
             heads = ops.linear_attention(q, k, v, feature_map=self.feature_map, **kw)
         merged = heads.swapaxes(-2, -3).reshape(x.shape[:-1] + (self.n_heads * self.d_head,))
-        out = merged @ self.params["wo"] + self.params["bo"]
+        out = (_flat(merged) @ self.params["wo"] + self.params["bo"]).reshape(x.shape[:-1] + (self.d_model,))
         cache = (x, c, cross, q, k, v, heads, merged, lse, bias, bias_cache, key_lengths)
         return (out, cache, weights) if return_weights else (out, cache)
 
@@ -136,7 +136,7 @@ class MultiHeadAttention(Module):
         x, c, cross, q, k, v, heads, merged, lse, bias, bias_cache, key_lengths = cache
         self.grads["wo"] += _flat(merged).T @ _flat(grad)
         self.grads["bo"] += _flat(grad).sum(axis=0)
-        dheads = (grad @ self.params["wo"].T).reshape(heads.shape[:-3] + (heads.shape[-2], self.n_heads,
+        dheads = (_flat(grad) @ self.params["wo"].T).reshape(heads.shape[:-3] + (heads.shape[-2], self.n_heads,
                                                                            self.d_head)).swapaxes(-2, -3)
         kw = dict(key_lengths=key_lengths, causal=self.causal)
         if self.attention == "softmax":
@@ -155,7 +155,7 @@ class MultiHeadAttention(Module):
         dy = dheads.swapaxes(-2, -3).reshape(inp.shape[:-1] + (self.n_heads * self.d_head,))
         self.grads[w] += _flat(inp).T @ _flat(dy)
         self.grads[b] += _flat(dy).sum(axis=0)
-        return dy @ self.params[w].T
+        return (_flat(dy) @ self.params[w].T).reshape(inp.shape)
 
 
 def _flat(a):
