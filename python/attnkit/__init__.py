@@ -15,9 +15,11 @@ from attnkit.ops import (
     sinusoidal_positions,
     softmax,
 )
+from attnkit.random_features import RandomFourierFeatures
 
 __all__ = [
     "LinearAttentionState",
+    "RandomFourierFeatures",
     "__version__",
     "feature_maps",
     "get_num_threads",

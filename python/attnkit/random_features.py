@@ -150,7 +150,7 @@ class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
 
     Examples
     --------
-    >>> from sklearn.linear_model import SGDClassifier
+    >>> from sklearn.linear_model import RidgeClassifier
     >>> from attnkit import RandomFourierFeatures
     >>> X = [[0, 0], [1, 1], [1, 0], [0, 1]]
     >>> y = [0, 0, 1, 1]
@@ -158,7 +158,7 @@ class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     >>> X_features = rff.fit_transform(X)
     >>> X_features.shape
     (4, 100)
-    >>> clf = SGDClassifier(max_iter=5, tol=1e-3, random_state=0).fit(X_features, y)
+    >>> clf = RidgeClassifier(alpha=1e-3).fit(X_features, y)
     >>> clf.score(X_features, y)
     1.0
     >>> rff.get_feature_names_out()[:3].tolist()
@@ -244,7 +244,8 @@ class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
             self.center_ = np.asarray(X.mean(axis=0, dtype=np.float64)).reshape(-1).astype(dtype)
         elif hasattr(self, "center_"):
             del self.center_
-        self._kind, self._n_features_out = self.kind, self.n_components
+        # Fitted state read by transform, so that set_params without a refit changes nothing.
+        self._kind, self._n_features_out, self._dtype = self.kind, self.n_components, requested
         return self
 
     def _gamma(self, X):
@@ -259,8 +260,7 @@ class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         return 1.0 / (X.shape[1] * variance) if variance > 0 else 1.0
 
     def _transform(self, X):
-        requested = _requested_dtype(self.dtype)
-        dtype = np.result_type(X.dtype, self.random_weights_.dtype) if requested is None else requested
+        dtype = np.result_type(X.dtype, self.random_weights_.dtype) if self._dtype is None else self._dtype
         X = X.astype(dtype, copy=False)
         weights = self.random_weights_.astype(dtype, copy=False)
         kind, n_out = self._kind, self._n_features_out
