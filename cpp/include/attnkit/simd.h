@@ -8,6 +8,7 @@
 #error "simd.h is for kernel files compiled once per ISA (ATTNKIT_KERNEL_NS undefined)"
 #endif
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -367,6 +368,18 @@ struct Vec<double> : ScalarVec<double> {
 
 #endif
 
+// {1/0!, 1/1!, ..., 1/(N-1)!}, evaluated by the compiler.
+template <class T, int N>
+constexpr std::array<T, N> inverse_factorials() {
+  std::array<T, N> c{};
+  long double f = 1;
+  for (int i = 0; i < N; ++i) {
+    if (i > 0) f *= i;
+    c[i] = T(1.0L / f);
+  }
+  return c;
+}
+
 // e^x for every lane: Cody-Waite range reduction x = n ln2 + r, |r| <= ln2/2, Taylor polynomial
 // (degree 7 for float, 13 for double: error below one ulp), 2^n built in the exponent bits.
 // NaN stays NaN, -inf and anything below ExpConst::lo gives exactly 0.
@@ -380,14 +393,10 @@ inline Vec<T> exp(Vec<T> x) {
   V n = kf - V::set1(C::magic);
   V r = V::fma(n, V::set1(-C::ln2_hi), xc);
   r = V::fma(n, V::set1(-C::ln2_lo), r);
-  // Horner on sum_{i<=degree} r^i / i!
-  T coef = T(1);
-  for (int i = 2; i <= C::degree; ++i) coef /= T(i);
-  V p = V::set1(coef);
-  for (int i = C::degree - 1; i >= 0; --i) {
-    coef *= T(i + 1);
-    p = V::fma(p, r, V::set1(coef));
-  }
+  // Horner on sum_{i<=degree} r^i / i! (coefficients from a compile-time table).
+  constexpr auto c = inverse_factorials<T, C::degree + 1>();
+  V p = V::set1(c[C::degree]);
+  for (int i = C::degree - 1; i >= 0; --i) p = V::fma(p, r, V::set1(c[i]));
   return V::zero_below(p * V::pow2_from_magic(kf), x, lo);
 }
 
@@ -421,18 +430,15 @@ inline void sincos(Vec<T> x, Vec<T>& s, Vec<T>& c) {
   r = V::fma(n, V::set1(-C::pio2_2), r);
   r = V::fma(n, V::set1(-C::pio2_3), r);
   const V r2 = r * r;
-  // sin r = r sum_k (-1)^k r^2k / (2k+1)!,  cos r = sum_k (-1)^k r^2k / (2k)!
-  T fs = T(1), fc = T(1);  // 1 / (2k+1)!, 1 / (2k)! at k = terms - 1
-  for (int i = 2; i <= 2 * C::terms - 1; ++i) fs /= T(i);
-  for (int i = 2; i <= 2 * C::terms - 2; ++i) fc /= T(i);
-  const T sign = (C::terms - 1) % 2 ? T(-1) : T(1);
-  V ps = V::set1(sign * fs), pc = V::set1(sign * fc);
-  for (int k = C::terms - 2; k >= 0; --k) {
-    fs *= T(2 * k + 2) * T(2 * k + 3);
-    fc *= T(2 * k + 1) * T(2 * k + 2);
+  // sin r = r sum_k (-1)^k r^2k / (2k+1)!,  cos r = sum_k (-1)^k r^2k / (2k)!  (compile-time
+  // coefficients: a loop of divisions here is not always folded, and costs 5x in double)
+  constexpr auto f = inverse_factorials<T, 2 * C::terms>();
+  constexpr int K = C::terms - 1;
+  V ps = V::set1((K % 2 ? T(-1) : T(1)) * f[2 * K + 1]), pc = V::set1((K % 2 ? T(-1) : T(1)) * f[2 * K]);
+  for (int k = K - 1; k >= 0; --k) {
     const T sk = k % 2 ? T(-1) : T(1);
-    ps = V::fma(ps, r2, V::set1(sk * fs));
-    pc = V::fma(pc, r2, V::set1(sk * fc));
+    ps = V::fma(ps, r2, V::set1(sk * f[2 * k + 1]));
+    pc = V::fma(pc, r2, V::set1(sk * f[2 * k]));
   }
   ps = ps * r;
   const V odd = V::odd_mask(kf);
