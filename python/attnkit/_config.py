@@ -35,6 +35,7 @@ def config():
         isa_available=", ".join(_core.available_isas()),
         isa_requested=os.environ.get("ATTNKIT_ISA", ""),
         threads=get_num_threads(),
+        openmp_wait=" ".join(f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in os.environ),
         python=sys.version.split()[0],
         numpy=np.__version__,
         machine=platform.machine(),
@@ -52,7 +53,7 @@ def show_config(file=None):
         Where to print.
     """
     info = config()
-    order = ["version", "isa", "isa_available", "isa_requested", "threads", "cpu", "machine",
+    order = ["version", "isa", "isa_available", "isa_requested", "threads", "openmp_wait", "cpu", "machine",
              "compiler", "openmp", "python", "numpy"]
     keys = order + sorted(k for k in info if k not in order)
     width = max(len(k) for k in keys)
