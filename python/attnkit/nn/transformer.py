@@ -4,7 +4,6 @@ Pre-LN (``x + Dropout(Sublayer(LayerNorm(x)))``, then a final LayerNorm) trains 
 careful warm-up post-LN needs (Xiong et al., 2020), which matters for short CPU training runs.
 """
 
-import numpy as np
 
 from attnkit._validation import check_int
 from attnkit.nn.attention import MultiHeadAttention
@@ -122,56 +121,59 @@ class DecoderLayer(Module):
         return self.children["self_attention"].backward(grad, c_self), dmemory
 
 
-class Encoder(Module):
-    """``n_layers`` EncoderLayers and a final LayerNorm. Input: embedded tokens (B, N, d_model)."""
+class _Stack(Module):
+    """``n_layers`` layers of one kind and a final LayerNorm (the pre-LN convention)."""
 
-    def __init__(self, n_layers, d_model, n_heads, d_ff, rng, **layer_options):
+    def __init__(self, layer_class, n_layers, d_model, n_heads, d_ff, rng, **layer_options):
         super().__init__()
         self.n_layers = check_int(n_layers, "n_layers", minimum=1)
         for i in range(self.n_layers):
-            self.add_child(f"layer{i}", EncoderLayer(d_model, n_heads, d_ff, rng, **layer_options))
+            self.add_child(f"layer{i}", layer_class(d_model, n_heads, d_ff, rng, **layer_options))
         self.add_child("norm", LayerNorm(d_model))
 
-    def forward(self, x, training=False, *, key_lengths=None):
+    def forward(self, x, training=False, **kwargs):
         caches = []
         for i in range(self.n_layers):
-            x, c = self.children[f"layer{i}"].forward(x, training, key_lengths=key_lengths)
+            x, c = self.children[f"layer{i}"].forward(x, training, **kwargs)
             caches.append(c)
         x, c_norm = self.children["norm"].forward(x, training)
         return x, (caches, c_norm)
 
-    def backward(self, grad, cache):
+    def _backward_layers(self, grad, cache):
+        """Backward through the norm and the layers, last first: dx and each layer's extra gradient
+        (a decoder layer's dmemory), in that order."""
         caches, c_norm = cache
         grad = self.children["norm"].backward(grad, c_norm)
+        extras = []
         for i in reversed(range(self.n_layers)):
-            grad = self.children[f"layer{i}"].backward(grad, caches[i])
-        return grad
+            result = self.children[f"layer{i}"].backward(grad, caches[i])
+            if isinstance(result, tuple):
+                grad, extra = result
+                extras.append(extra)
+            else:
+                grad = result
+        return grad, extras
 
 
-class Decoder(Module):
-    """``n_layers`` DecoderLayers and a final LayerNorm, attending over an encoder's ``memory``."""
+class Encoder(_Stack):
+    """``n_layers`` EncoderLayers and a final LayerNorm. Input: embedded tokens (B, N, d_model);
+    ``forward(x, training, key_lengths=None)``."""
 
     def __init__(self, n_layers, d_model, n_heads, d_ff, rng, **layer_options):
-        super().__init__()
-        self.n_layers = check_int(n_layers, "n_layers", minimum=1)
-        for i in range(self.n_layers):
-            self.add_child(f"layer{i}", DecoderLayer(d_model, n_heads, d_ff, rng, **layer_options))
-        self.add_child("norm", LayerNorm(d_model))
+        super().__init__(EncoderLayer, n_layers, d_model, n_heads, d_ff, rng, **layer_options)
 
-    def forward(self, x, training=False, *, memory, memory_lengths=None):
-        caches = []
-        for i in range(self.n_layers):
-            x, c = self.children[f"layer{i}"].forward(x, training, memory=memory, memory_lengths=memory_lengths)
-            caches.append(c)
-        x, c_norm = self.children["norm"].forward(x, training)
-        return x, (caches, c_norm)
+    def backward(self, grad, cache):
+        return self._backward_layers(grad, cache)[0]
+
+
+class Decoder(_Stack):
+    """``n_layers`` DecoderLayers and a final LayerNorm, attending over an encoder's ``memory``:
+    ``forward(x, training, memory=..., memory_lengths=None)``."""
+
+    def __init__(self, n_layers, d_model, n_heads, d_ff, rng, **layer_options):
+        super().__init__(DecoderLayer, n_layers, d_model, n_heads, d_ff, rng, **layer_options)
 
     def backward(self, grad, cache):
         """Returns (dx, dmemory), dmemory summed over the layers."""
-        caches, c_norm = cache
-        grad = self.children["norm"].backward(grad, c_norm)
-        dmemory = 0
-        for i in reversed(range(self.n_layers)):
-            grad, dm = self.children[f"layer{i}"].backward(grad, caches[i])
-            dmemory = dmemory + dm
-        return grad, np.asarray(dmemory)
+        dx, dmemories = self._backward_layers(grad, cache)
+        return dx, sum(dmemories[1:], dmemories[0])
