@@ -59,8 +59,8 @@ LR = 1e-3
 WEIGHT_DECAY = 0.01
 TARGET = 1.0  # attnkit tokens/s / torch tokens/s
 WARMUP = 2  # steps before timing: the first ones allocate the optimiser state and warm the caches
-MIN_REPEAT_SECONDS = 1.0  # a repeat averages the steps run in about this time
-MAX_SECONDS = 60.0  # per library and case, after at least 3 repeats
+STEPS_PER_REPEAT = 3  # steps timed one by one per --repeats: a median of single steps shrugs off bursts
+MAX_SECONDS = 60.0  # per library and case: fewer steps (at least 3) beyond this
 PROFILE_STEPS = 7
 GEMM_REPEAT_SECONDS = 0.5
 TORCH_TABLE_ROWS = 25
@@ -274,8 +274,8 @@ def measure_steps(args, torch, sizes, variants=True):
             "torch": None if theirs is None else (lambda b=batch: theirs.step(b)),
             BLAS_1: None if one_blas_thread is None else (lambda b=batch: _with(one_blas_thread, ours.step, b)),
         }
-        results[case] = harness.compare(fns, repeats=args.repeats, warmup=WARMUP,
-                                        min_repeat_seconds=MIN_REPEAT_SECONDS, max_seconds=MAX_SECONDS)
+        results[case] = harness.compare(fns, repeats=STEPS_PER_REPEAT * args.repeats, warmup=WARMUP,
+                                        min_repeat_seconds=0.0, max_seconds=MAX_SECONDS)
     return results, batches, diffs
 
 
@@ -287,9 +287,9 @@ def bench_steps(report, args, torch, sizes):
         f"Training step: tokens/s, batch {batch_size} x {n}, float32",
         ["case", "tokens / step", "attnkit step", "torch step", "attnkit tokens/s", "torch tokens/s",
          "attnkit / torch", "max abs logit diff"],
-        "One step = zero-grad, forward, loss, backward, AdamW update. Step time: median over the repeats "
-        "(each the mean of the steps run in it) ± interquartile range / median; the libraries run in "
-        f"interleaved rounds after {WARMUP} warm-up steps. *padded*: lengths uniform in "
+        "One step = zero-grad, forward, loss, backward, AdamW update. Step time: median of "
+        f"{STEPS_PER_REPEAT * args.repeats} steps timed one by one ± interquartile range / median, after "
+        f"{WARMUP} warm-up steps, the libraries taking turns step by step. *padded*: lengths uniform in "
         f"[{min_length}, {n}], the longest {n}; tokens counts real tokens only. *attnkit / torch*: "
         "tokens/s ratio, > 1 means attnkit is faster. *max abs logit diff*: the two models in evaluation "
         "mode on the same weights, before training (GELU: torch's erf form vs attnkit's tanh form).",

@@ -85,6 +85,13 @@ def _gaussian_kernel(X, gamma):
     return np.exp(-gamma * sq)
 
 
+def _estimate(X, n_components, gamma, kind, orthogonal, seed):
+    """The kernel matrix estimated by one draw of the features."""
+    F = RandomFourierFeatures(n_components, gamma=gamma, kind=kind, orthogonal=orthogonal,
+                              random_state=seed).fit_transform(X)
+    return F @ F.T
+
+
 def _single_feature_error(kind, X, gamma):
     """RMS over pairs of the standard deviation of one i.i.d. feature's kernel estimate (times sqrt(D)).
 
@@ -108,12 +115,8 @@ def test_kernel_error_shrinks_like_one_over_sqrt_d(kind, orthogonal):
     exact = _gaussian_kernel(X, gamma)
     scaled = []
     for n_components in (64, 256, 1024, 4096):
-        mse = np.mean([
-            np.mean((lambda F: F @ F.T - exact)(
-                RandomFourierFeatures(n_components, gamma=gamma, kind=kind, orthogonal=orthogonal,
-                                      random_state=seed).fit_transform(X)) ** 2)
-            for seed in seeds
-        ])
+        mse = np.mean([np.mean((_estimate(X, n_components, gamma, kind, orthogonal, seed) - exact) ** 2)
+                       for seed in seeds])
         scaled.append(math.sqrt(mse * n_components) / _single_feature_error(kind, X, gamma))
     # error * sqrt(D) relative to i.i.d. theory: ~1 for i.i.d., lower for orthogonal. Sweeping 10
     # seed sets, the worst spread (max / min over D) was 2.4 (positive, whose estimate is
@@ -127,9 +130,8 @@ def test_orthogonal_features_lower_the_error():
     exact = _gaussian_kernel(X, gamma)
 
     def rms(orthogonal):
-        errors = [RandomFourierFeatures(256, gamma=gamma, kind="sincos", orthogonal=orthogonal, random_state=s)
-                  .fit_transform(X) for s in range(8)]
-        return math.sqrt(np.mean([np.mean((F @ F.T - exact) ** 2) for F in errors]))
+        return math.sqrt(np.mean([np.mean((_estimate(X, 256, gamma, "sincos", orthogonal, seed) - exact) ** 2)
+                                  for seed in range(8)]))
 
     assert rms(True) < 0.8 * rms(False)
 
@@ -138,11 +140,7 @@ def test_orthogonal_features_lower_the_error():
 @pytest.mark.parametrize("kind", KINDS)
 def test_kernel_estimate_is_unbiased(kind, orthogonal):
     X, gamma, n_seeds = _data(n=12), 0.1, 400
-    estimates = np.array([
-        (lambda F: F @ F.T)(RandomFourierFeatures(64, gamma=gamma, kind=kind, orthogonal=orthogonal,
-                                                  random_state=seed).fit_transform(X))
-        for seed in range(n_seeds)
-    ])
+    estimates = np.array([_estimate(X, 64, gamma, kind, orthogonal, seed) for seed in range(n_seeds)])
     standard_error = estimates.std(axis=0) / math.sqrt(n_seeds)
     bias = np.abs(estimates.mean(axis=0) - _gaussian_kernel(X, gamma))
     assert np.all(bias <= 5 * standard_error + 1e-12)
