@@ -21,9 +21,9 @@ Five parts, one run, one table file (``results/training.md``):
    one thread (same rounds), and part 1 rerun in a child process with ``OMP_WAIT_POLICY=PASSIVE``;
 3. where each library's step spends its time, part by part (forward and backward): attnkit by
    wall-clock timers around its layers' methods (time inside nested timed calls is charged to them,
-   not to the caller), by default, with the BLAS on one thread and in the passive child; torch by
-   ``torch.profiler`` (self CPU time of each op, charged to the module that ran it; backward ops to the
-   module whose forward op recorded their autograd node); plus torch's own profiler table;
+   not to the caller), by default and in the passive child; torch by ``torch.profiler`` (self CPU
+   time of each op, charged to the module that ran it; backward ops to the module whose forward op
+   recorded their autograd node), the two taking turns step by step; plus torch's own profiler table;
 4. the step's GEMMs alone: NumPy (attnkit's matmuls) against ``torch.mm``;
 5. the target (attnkit >= 1.0x torch's tokens/s), met or not, and the parts where attnkit is slower.
 
@@ -341,7 +341,11 @@ def run_passive_child(args):
 def child_main(args, torch):
     """Part 1's timings and attnkit's profile (part 3) as one line of JSON."""
     results, batches, _ = measure_steps(args, torch, QUICK_SIZES if args.quick else SIZES, variants=False)
-    profile, step = profile_attnkit(batches["full"], _profile_steps(args))
+    profile = AttnkitProfile(batches["full"])
+    profile.warm_up()
+    for _ in range(_profile_steps(args)):
+        profile.step()
+    profile, step = profile.result()
     print(json.dumps({
         "steps": {case: {name: t.as_dict() for name, t in timings.items()} for case, timings in results.items()},
         "profile": {f"{part}|{phase}": seconds for (part, phase), seconds in profile.items()},
@@ -378,9 +382,8 @@ class Stopwatch:
         self.totals = collections.defaultdict(float)
         self._open = []  # per open call: [start, seconds spent in the timed calls it made]
 
-    def time(self, owner, method, part, phase):
-        """Replace ``owner.method`` (an instance or a module) by a timed version."""
-        fn = getattr(owner, method)
+    def wrap(self, fn, part, phase):
+        """A timed version of ``fn``."""
 
         def timed(*args, **kwargs):
             frame = [time.perf_counter(), 0.0]
@@ -394,8 +397,11 @@ class Stopwatch:
                 if self._open:
                     self._open[-1][1] += elapsed
 
-        setattr(owner, method, timed)
-        return fn
+        return timed
+
+    def time(self, owner, method, part, phase):
+        """Replace the method of an instance by a timed version."""
+        setattr(owner, method, self.wrap(getattr(owner, method), part, phase))
 
 
 _ATTNKIT_PARTS = {
@@ -418,34 +424,47 @@ def _instrument_attnkit(stopwatch, module, parent=None):
         _instrument_attnkit(stopwatch, child, module)
 
 
-def profile_attnkit(batch, steps, scope=contextlib.nullcontext):
-    """{(part, phase): median seconds per step} and the median profiled step time, of a fresh model;
-    each step runs inside ``scope()``."""
-    trainer, stopwatch = AttnkitTrainer(), Stopwatch()
-    _instrument_attnkit(stopwatch, trainer.model)
-    stopwatch.time(trainer.loss, "forward", "loss", "forward")
-    stopwatch.time(trainer.loss, "backward", "loss", "backward")
-    stopwatch.time(trainer.model, "zero_grad", "zero_grad", "update")
-    stopwatch.time(trainer.optimizer, "step", "AdamW step", "update")
-    # nn.MultiHeadAttention looks the kernels up in attnkit.ops at each call.
-    originals = {name: stopwatch.time(ops, name, "attention kernel", phase) for name, phase in (
-        ("scaled_dot_product_attention", "forward"), ("scaled_dot_product_attention_backward", "backward"))}
-    try:
+class AttnkitProfile:
+    """A fresh attnkit trainer with timers around its parts; :meth:`step` runs and records one step."""
+
+    def __init__(self, batch):
+        self.batch, self.trainer, self.stopwatch = batch, AttnkitTrainer(), Stopwatch()
+        self.per_step, self.totals = [], []
+        trainer, stopwatch = self.trainer, self.stopwatch
+        _instrument_attnkit(stopwatch, trainer.model)
+        stopwatch.time(trainer.loss, "forward", "loss", "forward")
+        stopwatch.time(trainer.loss, "backward", "loss", "backward")
+        stopwatch.time(trainer.model, "zero_grad", "zero_grad", "update")
+        stopwatch.time(trainer.optimizer, "step", "AdamW step", "update")
+        # nn.MultiHeadAttention looks the kernels up in attnkit.ops at each call: during a step, timed
+        # versions stand there.
+        self._kernels = {name: (getattr(ops, name), stopwatch.wrap(getattr(ops, name), "attention kernel", phase))
+                         for name, phase in (("scaled_dot_product_attention", "forward"),
+                                             ("scaled_dot_product_attention_backward", "backward"))}
+
+    def warm_up(self):
         for _ in range(WARMUP):
-            _with(scope, trainer.step, batch)
-        per_step, totals = [], []
-        for _ in range(steps):
-            stopwatch.totals.clear()
+            self.trainer.step(self.batch)
+
+    def step(self):
+        self.stopwatch.totals.clear()
+        for name, (_, timed) in self._kernels.items():
+            setattr(ops, name, timed)
+        try:
             start = time.perf_counter()
-            _with(scope, trainer.step, batch)
-            totals.append(time.perf_counter() - start)
-            parts = dict(stopwatch.totals)
-            parts["other", "update"] = parts.get(("other", "update"), 0.0) + totals[-1] - sum(parts.values())
-            per_step.append(parts)
-    finally:
-        for name, fn in originals.items():
-            setattr(ops, name, fn)
-    return _medians(per_step), statistics.median(totals)
+            self.trainer.step(self.batch)
+            total = time.perf_counter() - start
+        finally:
+            for name, (original, _) in self._kernels.items():
+                setattr(ops, name, original)
+        parts = dict(self.stopwatch.totals)
+        parts["other", "update"] = parts.get(("other", "update"), 0.0) + total - sum(parts.values())
+        self.per_step.append(parts)
+        self.totals.append(total)
+
+    def result(self):
+        """{(part, phase): median seconds per step} and the median step time."""
+        return _medians(self.per_step), statistics.median(self.totals)
 
 
 _TORCH_LABEL = "part: "
@@ -476,24 +495,39 @@ def _labelled(torch, fn, label):
     return run
 
 
-def profile_torch(torch, batch, steps, n):
-    """Like :func:`profile_attnkit` for torch, from ``torch.profiler``; also returns its own table."""
-    trainer = torch_trainer(torch, AttnkitTrainer().model, n)
-    for module, part in _torch_modules(trainer.model):
-        module.forward = _labelled(torch, module.forward, _TORCH_LABEL + part)
-    loss_scope = lambda: torch.profiler.record_function(_TORCH_LABEL + "loss")  # noqa: E731
-    for _ in range(WARMUP):
-        trainer.step(batch)
-    totals = []
-    profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=False)
-    with profiler:
-        for _ in range(steps):
+class TorchProfile:
+    """A fresh torch trainer with labelled modules; :meth:`step` profiles one step with torch.profiler."""
+
+    def __init__(self, torch, batch, n):
+        self.torch, self.batch = torch, batch
+        self.trainer = torch_trainer(torch, AttnkitTrainer().model, n)
+        for module, part in _torch_modules(self.trainer.model):
+            module.forward = _labelled(torch, module.forward, _TORCH_LABEL + part)
+        self.per_step, self.totals, self.events = [], [], []
+
+    def warm_up(self):
+        for _ in range(WARMUP):
+            self.trainer.step(self.batch)
+
+    def step(self):
+        profiler = self.torch.profiler
+        session = profiler.profile(activities=[profiler.ProfilerActivity.CPU], record_shapes=False)
+        with session:
             start = time.perf_counter()
-            with torch.profiler.record_function(_TORCH_STEP):
-                trainer.step(batch, loss_scope)
-            totals.append(time.perf_counter() - start)
-    table = profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=TORCH_TABLE_ROWS)
-    return _medians(_torch_parts(profiler.events())), statistics.median(totals), table
+            with profiler.record_function(_TORCH_STEP):
+                self.trainer.step(self.batch, lambda: profiler.record_function(_TORCH_LABEL + "loss"))
+            self.totals.append(time.perf_counter() - start)
+        events = session.events()
+        self.per_step += _torch_parts(events)
+        self.events += events
+
+    def result(self):
+        """Like :meth:`AttnkitProfile.result`, plus torch's own table of the profiled steps."""
+        from torch.autograd.profiler_util import EventList
+
+        table = EventList(self.events).key_averages().table(sort_by="self_cpu_time_total",
+                                                            row_limit=TORCH_TABLE_ROWS)
+        return _medians(self.per_step), statistics.median(self.totals), table
 
 
 def _torch_parts(events):
@@ -548,42 +582,46 @@ def _profile_steps(args):
 def bench_profile(report, args, torch, batch, n, step_time, passive):
     """Part 3: the breakdowns side by side; returns {part: (attnkit s, attnkit passive s, torch s)}."""
     steps = _profile_steps(args)
-    ours, our_total = profile_attnkit(batch, steps)
-    one_blas_thread = _one_blas_thread()
-    ours1, our_total1 = profile_attnkit(batch, steps, one_blas_thread) if one_blas_thread else ({}, None)
+    profiles = [AttnkitProfile(batch)] + ([TorchProfile(torch, batch, n)] if torch else [])
+    for profile in profiles:
+        profile.warm_up()
+    for _ in range(steps):  # interleaved, so that a slow phase of the machine hits both
+        for profile in profiles:
+            time.sleep(harness.SETTLE_SECONDS)
+            profile.step()
+    ours, our_total = profiles[0].result()
+    theirs, their_total, torch_table = profiles[1].result() if torch else ({}, None, None)
     calm, calm_total = {}, None
     if passive:
         calm = {tuple(key.split("|")): seconds for key, seconds in passive["profile"].items()}
         calm_total = passive["profile_step"]
-    theirs, their_total, torch_table = profile_torch(torch, batch, steps, n) if torch else ({}, None, None)
     table = report.table(
         "Where one step's time goes (full batch)",
-        ["part", "attnkit fwd", "attnkit bwd", "attnkit", "attnkit, BLAS 1 thread", "attnkit, PASSIVE",
-         "torch fwd", "torch bwd", "torch", "attnkit / torch", "attnkit PASSIVE / torch"],
-        f"Milliseconds per step, median over {steps} profiled steps of a fresh model. attnkit: wall-clock "
-        "timers around each layer's forward/backward, the attention kernels, the loss, zero_grad and "
-        "AdamW; time inside a nested timed call is charged to the inner one, so *Q/K/V/out projections* "
-        "is MultiHeadAttention's own work (its GEMMs, bias adds and head reshapes), *GELU* the "
-        "FeedForward block's own work and *residual adds* the residual blocks' own work. *BLAS 1 thread*, "
-        "*PASSIVE*: the same profile with NumPy's BLAS on one thread, and in the OMP_WAIT_POLICY=PASSIVE "
-        "child process of part 2 (totals only). torch: `torch.profiler` self CPU time of every op, "
-        "charged to the module whose forward ran it (to *attention kernel* / *GELU* for "
-        "`scaled_dot_product_attention` / `gelu`), in the backward to the part whose forward op recorded "
-        "the autograd node. *other*: the rest (Python glue, autograd engine, gradient accumulation). "
-        "torch's packed QKV projection is one GEMM, attnkit's three. Ratios are of times: > 1 means "
-        "attnkit is slower.",
+        ["part", "attnkit fwd", "attnkit bwd", "attnkit", "attnkit, PASSIVE", "torch fwd", "torch bwd", "torch",
+         "attnkit / torch", "attnkit PASSIVE / torch"],
+        f"Milliseconds per step, median over {steps} profiled steps of a fresh model, attnkit and torch taking "
+        "turns. attnkit: wall-clock timers around each layer's forward/backward, the attention kernels, the "
+        "loss, zero_grad and AdamW; time inside a nested timed call is charged to the inner one, so "
+        "*Q/K/V/out projections* is MultiHeadAttention's own work (its GEMMs, bias adds and head "
+        "reshapes), *GELU* the FeedForward block's own work and *residual adds* the residual blocks' own "
+        "work. *PASSIVE*: the same profile in the OMP_WAIT_POLICY=PASSIVE child process of part 2 (totals "
+        "only). torch: `torch.profiler` self CPU time of every op, charged to the module whose forward ran "
+        "it (to *attention kernel* / *GELU* for `scaled_dot_product_attention` / `gelu`), in the backward "
+        "to the part whose forward op recorded the autograd node. *other*: the rest (Python glue, autograd "
+        "engine, gradient accumulation). torch's packed QKV projection is one GEMM, attnkit's three. "
+        "Ratios are of times: > 1 means attnkit is slower.",
     )
     phases = ("forward", "backward", "update")
     rows = {}
     for part in PARTS:
-        a, a1, ap, t = ([times.get((part, phase), 0.0) for phase in phases] for times in (ours, ours1, calm, theirs))
+        a, ap, t = ([times.get((part, phase), 0.0) for phase in phases] for times in (ours, calm, theirs))
         rows[part] = (sum(a), sum(ap) if calm else None, sum(t) if torch else None)
-        table.add_row(part, *_ms(a[:2]), *_ms([sum(a)]), *_ms([sum(a1)], ours1), *_ms([sum(ap)], calm),
-                      *_ms(t[:2], torch), *_ms([sum(t)], torch), _time_ratio(sum(a), sum(t), torch),
+        table.add_row(part, *_ms(a[:2]), *_ms([sum(a)]), *_ms([sum(ap)], calm), *_ms(t[:2], torch),
+                      *_ms([sum(t)], torch), _time_ratio(sum(a), sum(t), torch),
                       _time_ratio(sum(ap), sum(t), torch and calm))
-    table.add_row("**profiled step**", "", "", *_ms([our_total]), *_ms([our_total1], ours1),
-                  *_ms([calm_total], calm), "", "", *_ms([their_total], torch),
-                  _time_ratio(our_total, their_total, torch), _time_ratio(calm_total, their_total, torch and calm))
+    table.add_row("**profiled step**", "", "", *_ms([our_total]), *_ms([calm_total], calm), "", "",
+                  *_ms([their_total], torch), _time_ratio(our_total, their_total, torch),
+                  _time_ratio(calm_total, their_total, torch and calm))
     unprofiled = ", ".join(f"{name} {1e3 * seconds:.1f} ms" for name, seconds in step_time.items())
     lines = [f"Unprofiled step (part 1, full batch): {unprofiled}."]
     if torch:
@@ -593,8 +631,8 @@ def bench_profile(report, args, torch, batch, n, step_time, passive):
     report.text("Profiles: notes and torch's table", lines)
     report.data["profile"] = {
         name: {f"{p}|{ph}": s for (p, ph), s in times.items()} | {"step": total}
-        for name, times, total in (("attnkit", ours, our_total), (BLAS_1, ours1, our_total1),
-                                   ("attnkit, PASSIVE", calm, calm_total), ("torch", theirs, their_total))
+        for name, times, total in (("attnkit", ours, our_total), ("attnkit, PASSIVE", calm, calm_total),
+                                   ("torch", theirs, their_total))
     }
     return rows
 
