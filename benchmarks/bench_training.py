@@ -503,7 +503,10 @@ class TorchProfile:
         self.trainer = torch_trainer(torch, AttnkitTrainer().model, n)
         for module, part in _torch_modules(self.trainer.model):
             module.forward = _labelled(torch, module.forward, _TORCH_LABEL + part)
-        self.per_step, self.totals, self.events = [], [], []
+        from torch.autograd.profiler_util import FunctionEventAvg
+
+        self.per_step, self.totals = [], []
+        self.averages = collections.defaultdict(FunctionEventAvg)  # op name -> its totals over the steps
 
     def warm_up(self):
         for _ in range(WARMUP):
@@ -517,16 +520,16 @@ class TorchProfile:
             with profiler.record_function(_TORCH_STEP):
                 self.trainer.step(self.batch, lambda: profiler.record_function(_TORCH_LABEL + "loss"))
             self.totals.append(time.perf_counter() - start)
-        events = session.events()
-        self.per_step += _torch_parts(events)
-        self.events += events
+        self.per_step += _torch_parts(session.events())
+        for average in session.key_averages():
+            self.averages[average.key].add(average)
 
     def result(self):
-        """Like :meth:`AttnkitProfile.result`, plus torch's own table of the profiled steps."""
+        """Like :meth:`AttnkitProfile.result`, plus torch's own table of all the profiled steps."""
         from torch.autograd.profiler_util import EventList
 
-        table = EventList(self.events).key_averages().table(sort_by="self_cpu_time_total",
-                                                            row_limit=TORCH_TABLE_ROWS)
+        table = EventList(list(self.averages.values())).table(sort_by="self_cpu_time_total",
+                                                              row_limit=TORCH_TABLE_ROWS)
         return _medians(self.per_step), statistics.median(self.totals), table
 
 
