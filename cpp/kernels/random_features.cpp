@@ -1,6 +1,11 @@
-// Fused random-feature transforms (see attnkit/random_features.h): the projection x W is a BLAS
-// matmul in the op layer; this pass adds the offsets, applies sin/cos/exp with SIMD and scales, in
-// one sweep over memory, rows in parallel.
+// Fused random-feature transforms (see attnkit/random_features.h). Either the projections z = x W
+// come precomputed (a BLAS matmul in the op layer) and one sweep adds the offsets, applies
+// sin/cos/exp with SIMD and scales; or z is computed here, MR rows x NV vectors of columns in
+// registers, and each block of rows goes through the same sweep while it is still in L1: z never
+// makes the round trip through memory, and there is no hand-off between BLAS and OpenMP threads.
+#include <omp.h>
+
+#include "attention_tiles.h"
 #include "attnkit/isa.h"
 #include "attnkit/simd.h"
 #include "kernels.h"
@@ -10,34 +15,152 @@ namespace ATTNKIT_KERNEL_NS {
 
 namespace {
 
+// The per-row factors of row i: e^{row_log} goes into the scale for cos/sincos, into the exponent
+// for exp (where it keeps large exponents from overflowing before the factor applies).
+template <class T>
+struct RowFactors {
+  Vec<T> log, scale;
+  RowFactors(const RandomFeaturesArgs<T>& a, std::int64_t i) {
+    const T row_log = a.row_log ? a.row_log[i] : T(0);
+    log = Vec<T>::set1(row_log);
+    scale = Vec<T>::set1(a.kind == FeatureKind::exp ? a.scale : a.scale * exp_scalar(row_log));
+  }
+};
+
+// Features of columns j.. j + count of one row from its projections z (offset not yet added).
+template <class T>
+inline void finish(const RandomFeaturesArgs<T>& a, const RowFactors<T>& row, Vec<T> z, T* out_row,
+                   std::int64_t j, int count) {
+  using V = Vec<T>;
+  if (a.offset) z = z + load_partial(a.offset + j, count);
+  if (a.kind == FeatureKind::exp) return store_partial(exp(z + row.log) * row.scale, out_row + j, count);
+  V s, c;
+  sincos(z, s, c);
+  if (a.kind == FeatureKind::sincos) {
+    store_partial(s * row.scale, out_row + j, count);
+    return store_partial(c * row.scale, out_row + a.D + j, count);
+  }
+  store_partial(c * row.scale, out_row + j, count);
+}
+
+template <class T>
+std::int64_t out_width(const RandomFeaturesArgs<T>& a) {
+  return a.kind == FeatureKind::sincos ? 2 * a.D : a.D;
+}
+
 template <class T>
 void features_row(const RandomFeaturesArgs<T>& a, std::int64_t i) {
-  using V = Vec<T>;
-  const std::int64_t D = a.D;
-  const T* z = a.z + i * D;
-  const T row_log = a.row_log ? a.row_log[i] : T(0);
-  const V rl = V::set1(row_log);
-  const V scale = V::set1(a.kind == FeatureKind::exp ? a.scale : a.scale * exp_scalar(row_log));
-  const std::int64_t out_width = a.kind == FeatureKind::sincos ? 2 * D : D;
-  T* out = a.out + i * out_width;
-  for_each_lane<T>(D, [&](std::int64_t j, int count) {
-    V x = load_partial(z + j, count);
-    if (a.offset) x = x + load_partial(a.offset + j, count);
-    if (a.kind == FeatureKind::exp) {
-      store_partial(exp(x + rl) * scale, out + j, count);
-      return;
+  const RowFactors<T> row(a, i);
+  const T* z = a.z + i * a.D;
+  T* out = a.out + i * out_width(a);
+  for_each_lane<T>(a.D, [&](std::int64_t j, int count) { finish(a, row, load_partial(z + j, count), out, j, count); });
+}
+
+// Columns per packed panel of w: the register tile's width.
+template <class T>
+constexpr int kPanel = Tiles<T>::NV * Tiles<T>::W;
+
+// wp[p][s][u] = w[s][p kPanel + u], zero past column D: each tile then streams one contiguous panel.
+template <class T>
+void pack_panels(const RandomFeaturesArgs<T>& a, T* wp, std::int64_t panels) {
+  constexpr int P = kPanel<T>;
+#pragma omp for schedule(static)
+  for (std::int64_t p = 0; p < panels; ++p) {
+    T* dst = wp + p * a.f * P;
+    const std::int64_t c0 = p * P, cols = min_scalar<std::int64_t>(P, a.D - c0);
+    for (std::int64_t s = 0; s < a.f; ++s) {
+      for (std::int64_t u = 0; u < cols; ++u) dst[s * P + u] = a.w[s * a.D + c0 + u];
+      for (std::int64_t u = cols; u < P; ++u) dst[s * P + u] = T(0);
     }
-    V s, c;
-    sincos(x, s, c);
-    if (a.kind == FeatureKind::sincos) store_partial(s * scale, out + j, count);
-    store_partial(c * scale, out + (a.kind == FeatureKind::sincos ? D : 0) + j, count);
-  });
+  }
+}
+
+// z of MR rows (i0..) x one panel (columns c0..) in registers, stored raw into those rows of out.
+template <class T, int MR>
+inline void projected_tile(const RandomFeaturesArgs<T>& a, const T* panel, std::int64_t i0, std::int64_t c0) {
+  using V = Vec<T>;
+  constexpr int W = V::W, NV = Tiles<T>::NV;
+  V acc[MR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int u = 0; u < NV; ++u) acc[r][u] = V::zero();
+  const T* x = a.x + i0 * a.f;
+  for (std::int64_t s = 0; s < a.f; ++s) {
+    V wv[NV];
+#pragma GCC unroll 4
+    for (int u = 0; u < NV; ++u) wv[u] = V::load(panel + s * NV * W + u * W);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const V xb = V::set1(x[r * a.f + s]);
+#pragma GCC unroll 4
+      for (int u = 0; u < NV; ++u) acc[r][u] = V::fma(xb, wv[u], acc[r][u]);
+    }
+  }
+  const std::int64_t width = out_width(a);
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int u = 0; u < NV; ++u) {
+      const std::int64_t j = c0 + u * W;
+      if (j + W <= a.D) acc[r][u].store(a.out + (i0 + r) * width + j);
+      else if (j < a.D) store_partial(acc[r][u], a.out + (i0 + r) * width + j, int(a.D - j));
+    }
+}
+
+// Rows [begin, end) against every panel: panels in chunks that stay in L2 while the rows go by.
+// Each MR-row block's raw z (a few KB, still in L1) then goes through the epilogue in place: one
+// tight vector loop, as fast as the precomputed-z sweep, instead of sin/cos inside the tile.
+template <class T>
+void projected_rows(const RandomFeaturesArgs<T>& a, const T* wp, std::int64_t panels, std::int64_t begin,
+                    std::int64_t end) {
+  constexpr int MR = Tiles<T>::MR, P = kPanel<T>, W = Vec<T>::W;
+  const std::int64_t panel_bytes = max_scalar<std::int64_t>(1, a.f) * P * std::int64_t(sizeof(T));
+  const std::int64_t chunk = max_scalar<std::int64_t>(1, (std::int64_t(1) << 17) / panel_bytes);
+  const std::int64_t width = out_width(a);
+  for (std::int64_t p0 = 0; p0 < panels; p0 += chunk) {
+    const std::int64_t p1 = min_scalar(panels, p0 + chunk);
+    const std::int64_t j0 = p0 * P, j1 = min_scalar(a.D, p1 * P);
+    for (std::int64_t i = begin; i < end; i += MR) {
+      const std::int64_t rows = min_scalar<std::int64_t>(MR, end - i);
+      if (rows == MR)
+        for (std::int64_t p = p0; p < p1; ++p) projected_tile<T, MR>(a, wp + p * a.f * P, i, p * P);
+      else
+        for (std::int64_t r = i; r < end; ++r)
+          for (std::int64_t p = p0; p < p1; ++p) projected_tile<T, 1>(a, wp + p * a.f * P, r, p * P);
+      for (std::int64_t r = i; r < i + rows; ++r) {
+        const RowFactors<T> row(a, r);
+        T* out = a.out + r * width;
+        for (std::int64_t j = j0; j < j1; j += W)
+          finish(a, row, load_partial(out + j, int(min_scalar<std::int64_t>(W, j1 - j))), out, j,
+                 int(min_scalar<std::int64_t>(W, j1 - j)));
+      }
+    }
+  }
+}
+
+template <class T>
+void projected_features(const RandomFeaturesArgs<T>& a) {
+  constexpr int MR = Tiles<T>::MR, P = kPanel<T>;
+  const std::int64_t panels = (a.D + P - 1) / P;
+  auto wp = aligned_buffer<T>(panels * a.f * P);
+  const std::int64_t blocks = (a.n + MR - 1) / MR;
+  const int threads = a.n * a.D * (a.f + 16) >= (1 << 18) ? kernel_threads() : 1;
+#pragma omp parallel num_threads(threads)
+  {
+    pack_panels(a, wp.get(), panels);  // ends in the barrier of its omp for
+    // Contiguous runs of row blocks per thread: each thread walks the panels chunk by chunk.
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const std::int64_t b0 = blocks * t / nt, b1 = blocks * (t + 1) / nt;
+    projected_rows(a, wp.get(), panels, b0 * MR, min_scalar(a.n, b1 * MR));
+  }
 }
 
 }  // namespace
 
 template <class T>
 void random_features(const RandomFeaturesArgs<T>& a) {
+  if (!a.z) return projected_features(a);
   const std::int64_t n = a.n;
   const int threads = n * a.D >= (1 << 15) ? kernel_threads() : 1;
 #pragma omp parallel for num_threads(threads) schedule(static)

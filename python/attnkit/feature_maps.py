@@ -40,7 +40,7 @@ def fused_features(z, kind, *, scale=1.0, offset=None, row_log=None):
     ``exp``: ``scale e^(z + offset + row_log)``. Works in place for cos/exp when ``z`` is C-contiguous.
     """
     lead, width = z.shape[:-1], z.shape[-1]
-    flat = np.ascontiguousarray(z).reshape(-1, width)
+    flat = np.ascontiguousarray(z).reshape(math.prod(lead), width)  # not -1: width may be 0
     out = np.empty((flat.shape[0], 2 * width), z.dtype) if kind == "sincos" else flat
     if offset is not None:
         offset = np.ascontiguousarray(offset, dtype=z.dtype)
@@ -48,6 +48,30 @@ def fused_features(z, kind, *, scale=1.0, offset=None, row_log=None):
         row_log = np.ascontiguousarray(row_log, dtype=z.dtype).reshape(-1)
     _core.random_features(flat, offset, row_log, out, float(scale), _KINDS[kind])
     return out.reshape(lead + (out.shape[-1],))
+
+
+# Up to this input width the kernel's own projection (z stays in cache, one OpenMP region) beats a
+# BLAS matmul and then the sweep; from ~96 on OpenBLAS's blocking wins (measured: AVX2, f32 and f64).
+_KERNEL_PROJECTION_MAX_WIDTH = 64
+
+
+def projected_features(x, weights, kind, *, scale=1.0, offset=None, row_log=None):
+    """``fused_features(x @ weights, ...)`` for x (..., f) and weights (f, D), the fastest way: for
+    narrow x the kernel projects a block of rows at a time, so ``z`` never goes through memory."""
+    if x.shape[-1] > _KERNEL_PROJECTION_MAX_WIDTH:
+        return fused_features(x @ weights.astype(x.dtype, copy=False), kind, scale=scale, offset=offset,
+                              row_log=row_log)
+    lead, f = x.shape[:-1], x.shape[-1]
+    flat = np.ascontiguousarray(x).reshape(math.prod(lead), f)
+    weights = np.ascontiguousarray(weights, dtype=x.dtype)
+    width = weights.shape[1] * (2 if kind == "sincos" else 1)
+    out = np.empty((flat.shape[0], width), x.dtype)
+    if offset is not None:
+        offset = np.ascontiguousarray(offset, dtype=x.dtype)
+    if row_log is not None:
+        row_log = np.ascontiguousarray(row_log, dtype=x.dtype).reshape(-1)
+    _core.projected_random_features(flat, weights, offset, row_log, out, float(scale), _KINDS[kind])
+    return out.reshape(lead + (width,))
 
 
 def _gaussian_rows(rng, n_rows, d, orthogonal):
@@ -209,10 +233,15 @@ class _RandomFeatureMap(FeatureMap):
             self._weights[d] = self._draw(d)
         return self._weights[d]
 
-    def _project(self, x):
+    @staticmethod
+    def _checked(x):
         x = float_array(x, "x")
         if x.ndim < 1:
             raise ValueError(f"x must have at least 1 dimension (..., d), got shape {x.shape}")
+        return x
+
+    def _project(self, x):
+        x = self._checked(x)
         return x, x @ self.weights(x.shape[-1]).T.astype(x.dtype)
 
 
@@ -260,11 +289,12 @@ class RandomFourierFeatureMap(_RandomFeatureMap):
         return _gaussian_rows(self._rng, self.n_features, d, self.orthogonal) / self.bandwidth(d)
 
     def _features(self, x, with_norm_factor):
-        x, z = self._project(x)
+        x = self._checked(x)
         row_log = None
         if self.softmax_kernel and with_norm_factor:
             row_log = np.sum(x * x, axis=-1) / (2 * self.bandwidth(x.shape[-1]) ** 2)
-        return fused_features(z, "sincos", scale=math.sqrt(1.0 / self.n_features), row_log=row_log)
+        return projected_features(x, self.weights(x.shape[-1]).T, "sincos", scale=math.sqrt(1.0 / self.n_features),
+                                  row_log=row_log)
 
     def transform(self, x):
         return self._features(x, True)
@@ -324,14 +354,20 @@ class PositiveRandomFeatureMap(_RandomFeatureMap):
     def _draw(self, d):
         return _gaussian_rows(self._rng, self.n_features, d, self.orthogonal)
 
+    def _input_scale(self, d):
+        return self.scale if self.scale is not None else d**-0.25
+
+    def _scaled(self, x):
+        x = self._checked(x)
+        return x * x.dtype.type(self._input_scale(x.shape[-1]))
+
     def _exponents(self, x):
-        x = float_array(x, "x")
-        s = self.scale if self.scale is not None else x.shape[-1] ** -0.25
-        return self._project(x * x.dtype.type(s))
+        return self._project(self._scaled(x))
 
     def transform(self, x):
-        u, z = self._exponents(x)
-        return fused_features(z, "exp", scale=self.n_features**-0.5, row_log=-0.5 * np.sum(u * u, axis=-1))
+        u = self._scaled(x)
+        return projected_features(u, self.weights(u.shape[-1]).T, "exp", scale=self.n_features**-0.5,
+                                  row_log=-0.5 * np.sum(u * u, axis=-1))
 
     def queries(self, x):
         _, z = self._exponents(x)
@@ -342,17 +378,17 @@ class PositiveRandomFeatureMap(_RandomFeatureMap):
         return self.transform(x)
 
     def transform_backward(self, x, grad):
-        u, _ = self._exponents(x)
+        u = self._scaled(x)
         gp = grad * self.transform(x)  # d phi / d u = phi (w - u)
         du = gp @ self.weights(u.shape[-1]).astype(u.dtype) - u * np.sum(gp, axis=-1, keepdims=True)
-        return du * (u.dtype.type(self.scale) if self.scale is not None else u.shape[-1] ** -0.25)
+        return du * u.dtype.type(self._input_scale(u.shape[-1]))
 
     def queries_backward(self, x, grad):
         # The per-row stabiliser is held constant: the attention output does not depend on a
         # per-query factor, so this is the exact gradient of the attention output.
-        u, _ = self._exponents(x)
+        u = self._scaled(x)
         du = (grad * self.queries(x)) @ self.weights(u.shape[-1]).astype(u.dtype)
-        return du * (u.dtype.type(self.scale) if self.scale is not None else u.shape[-1] ** -0.25)
+        return du * u.dtype.type(self._input_scale(u.shape[-1]))
 
 
 _NAMED = {"elu": EluFeatureMap, "relu": ReluFeatureMap, "polynomial": PolynomialFeatureMap}

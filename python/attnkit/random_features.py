@@ -1,8 +1,9 @@
 """RandomFourierFeatures: random features of the Gaussian (RBF) kernel as a scikit-learn transformer.
 
-A faster drop-in for :class:`sklearn.kernel_approximation.RBFSampler`: the projection is one BLAS
-matmul and the offset, cos/sin/exp and scale are one fused, multi-threaded SIMD pass
-(:func:`attnkit.ops.random_fourier_features`), where RBFSampler makes three NumPy passes.
+A faster drop-in for :class:`sklearn.kernel_approximation.RBFSampler`: projection, offset,
+cos/sin/exp and scale are one fused, multi-threaded SIMD pass for inputs of up to 64 features (one
+BLAS matmul and then that pass for wider ones; :func:`attnkit.ops.random_fourier_features`), where
+RBFSampler makes a matmul and three single-threaded NumPy passes.
 """
 
 import math
@@ -14,7 +15,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_is_fitted
 
 from attnkit._validation import Interval, Options, validate_params
-from attnkit.feature_maps import _gaussian_rows, fused_features
+from attnkit.feature_maps import _gaussian_rows, fused_features, projected_features
 from attnkit.ops import random_fourier_features
 
 try:
@@ -278,12 +279,11 @@ class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
             z = np.asarray(X @ weights)
             offset = -(center @ weights)
             squared_norms = np.maximum(_squared_row_norms(X) - 2 * (X @ center) + center @ center, 0)
-        else:
-            u = X - center
-            z, offset, squared_norms = u @ weights, None, _squared_row_norms(u)
-        row_log = -2.0 * self.gamma_ * squared_norms
-        return fused_features(z, "exp", scale=1.0 / math.sqrt(self._n_features_out), offset=offset,
-                              row_log=row_log)
+            return fused_features(z, "exp", scale=1.0 / math.sqrt(self._n_features_out), offset=offset,
+                                  row_log=-2.0 * self.gamma_ * squared_norms)
+        u = X - center
+        return projected_features(u, weights, "exp", scale=1.0 / math.sqrt(self._n_features_out),
+                                  row_log=-2.0 * self.gamma_ * _squared_row_norms(u))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -5,13 +5,13 @@ import math
 import numpy as np
 
 from attnkit._validation import check_ndim, float_array
-from attnkit.feature_maps import fused_features
+from attnkit.feature_maps import projected_features
 
 __all__ = ["random_fourier_features"]
 
 
 def random_fourier_features(x, weights, offsets=None, kind="cos"):
-    """Random Fourier features, fused: one BLAS projection, then one SIMD pass for offset, cos/sin, scale.
+    """Random Fourier features, fused: projection, offset, cos/sin and scale in one multi-threaded SIMD pass.
 
     ``cos``:    ``sqrt(2 / D) cos(x W + b)`` (scikit-learn's RBFSampler map), D features;
     ``sincos``: ``sqrt(1 / D) [sin(x W + b), cos(x W + b)]`` (the course notes' map), 2D features.
@@ -42,6 +42,6 @@ def random_fourier_features(x, weights, offsets=None, kind="cos"):
         offsets = float_array(offsets, "offsets").astype(dtype, copy=False)
         if offsets.shape != (n_freq,):
             raise ValueError(f"offsets must have shape (D,) = ({n_freq},), got {offsets.shape}")
-    z = x.astype(dtype, copy=False) @ weights.astype(dtype, copy=False)
     scale = math.sqrt((2.0 if kind == "cos" else 1.0) / n_freq) if n_freq else 1.0
-    return fused_features(z, kind, scale=scale, offset=offsets)
+    return projected_features(x.astype(dtype, copy=False), weights.astype(dtype, copy=False), kind, scale=scale,
+                              offset=offsets)
