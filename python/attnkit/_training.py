@@ -1,0 +1,351 @@
+"""The one training loop of attnkit's estimators: epochs of shuffled, length-bucketed minibatches.
+
+An estimator builds its :class:`attnkit.nn.Module`, then hands :func:`train` three things: a
+``batch_loss(indices)`` callback that runs forward and backward on those samples (adding the
+gradients into the model) and returns the batch's loss and token count; the samples' lengths
+(for bucketing and tokens/s); and, optionally, a ``validate()`` callback giving a validation loss
+and score. The loop owns everything else, the same for every estimator: AdamW with a warm-up and
+decay schedule, gradient clipping, early stopping on the validation loss or score with the best
+weights restored, the loss and validation curves, verbose lines and a tqdm bar, and Ctrl-C.
+
+It is the loop of scikit-learn's MLP, boring on purpose. Its whole carried-over state (optimiser
+moments, step count, curves) is a dict of NumPy arrays and Python values, so an estimator can keep
+it between ``partial_fit`` calls and still pickle, clone and save as plain data.
+"""
+
+import dataclasses
+import math
+import sys
+import time
+import warnings
+
+import numpy as np
+
+from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm
+
+__all__ = ["History", "TrainingOptions", "make_batches", "train", "train_validation_split"]
+
+# Batches are cut from pools of this many batches' worth of samples sorted by length: the samples
+# of a batch have similar lengths (little padding) while the pools keep the order random.
+BUCKET_POOL = 50
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingOptions:
+    """How to train; the estimator maps its parameters onto these.
+
+    Attributes
+    ----------
+    max_epochs : int
+        Epochs to run in this call (unless stopped early).
+    batch_size : int
+        Samples per update.
+    learning_rate : float
+        Peak AdamW rate.
+    weight_decay : float
+        AdamW's decoupled weight decay (matrices only, :func:`attnkit.nn.default_decay`).
+    warmup_fraction : float
+        Share of this call's updates spent in the linear warm-up.
+    decay : {"linear", "cosine", "constant"}
+        Shape of the rate after the warm-up, reaching 0 at the last planned update
+        (``"constant"``: no decay, for ``partial_fit``).
+    max_grad_norm : float
+        Clip the global gradient norm to this (``inf``: no clipping).
+    early_stopping : bool
+        Stop when the monitored validation value has not improved by ``tol`` for
+        ``n_iter_no_change`` epochs, and restore the best weights. Needs ``validate``.
+    n_iter_no_change : int
+        Patience, in epochs. Without early stopping, training stops when the *training* loss has
+        not improved by ``tol`` for this many epochs (scikit-learn's MLP convergence rule).
+    tol : float
+        Smallest change that counts as an improvement.
+    monitor : {"loss", "score"}
+        Which validation value early stopping follows: the loss (lower is better) or the score
+        (higher is better).
+    score_name : str
+        Name of the validation score in the verbose lines (e.g. "accuracy").
+    verbose : int
+        0 silent; >= 1 one line per epoch, and a progress bar within the epoch when tqdm is
+        installed.
+    bucket : bool
+        Group samples of similar length into batches.
+    """
+
+    max_epochs: int
+    batch_size: int
+    learning_rate: float
+    weight_decay: float = 0.0
+    warmup_fraction: float = 0.1
+    decay: str = "linear"
+    max_grad_norm: float = 1.0
+    early_stopping: bool = False
+    n_iter_no_change: int = 5
+    tol: float = 1e-4
+    monitor: str = "loss"
+    score_name: str = "score"
+    verbose: int = 0
+    bucket: bool = True
+
+
+@dataclasses.dataclass
+class History:
+    """What a training run leaves behind, carried across ``warm_start`` fits and ``partial_fit`` calls.
+
+    Every field is a Python value or a dict of NumPy arrays.
+
+    Attributes
+    ----------
+    n_epochs : int
+        Epochs completed over all calls.
+    loss_curve : list of float
+        Mean training loss of each epoch.
+    validation_loss_curve, validation_scores : list of float
+        Validation loss and score after each epoch (empty without validation).
+    best_epoch : int or None
+        Epoch (1-based, over all calls) of the best monitored value of the latest call.
+    best_value : float or None
+        That value (validation loss or score with validation, training loss without).
+    optimizer_state : dict of str to ndarray or None
+        AdamW's moments and step count, to resume (``partial_fit``).
+    warmup_steps : int
+        Warm-up length of the optimiser that ``optimizer_state`` belongs to.
+    stopped_early, interrupted : bool
+        How the latest call ended.
+    """
+
+    n_epochs: int = 0
+    loss_curve: list = dataclasses.field(default_factory=list)
+    validation_loss_curve: list = dataclasses.field(default_factory=list)
+    validation_scores: list = dataclasses.field(default_factory=list)
+    best_epoch: int | None = None
+    best_value: float | None = None
+    optimizer_state: dict | None = None
+    warmup_steps: int = 0
+    stopped_early: bool = False
+    interrupted: bool = False
+
+
+def train_validation_split(n_samples, fraction, rng, *, stratify=None):
+    """Indices of a random train / validation split.
+
+    Parameters
+    ----------
+    n_samples : int
+    fraction : float in (0, 1)
+        Share of the samples held out for validation (at least one sample, and at least one of
+        each class when stratifying, as far as the classes allow).
+    rng : numpy.random.Generator
+    stratify : array of shape (n_samples,), optional
+        Class labels: each class is split in the same proportion.
+
+    Returns
+    -------
+    train, validation : ndarray of int
+        Sorted indices.
+
+    Raises
+    ------
+    ValueError
+        When the split would leave the training or validation part empty.
+    """
+    groups = [np.arange(n_samples)] if stratify is None else [np.flatnonzero(stratify == c)
+                                                              for c in np.unique(stratify)]
+    held = []
+    for members in groups:
+        n_val = min(len(members) - 1, max(1, round(fraction * len(members)))) if len(members) > 1 else 0
+        held.append(rng.permutation(members)[:n_val])
+    validation = np.sort(np.concatenate(held))
+    if validation.size == 0 or validation.size == n_samples:
+        raise ValueError(f"validation_fraction={fraction} of {n_samples} samples leaves no samples to "
+                         f"{'validate on' if validation.size == 0 else 'train on'}; give more samples or "
+                         "turn early_stopping off")
+    train = np.setdiff1d(np.arange(n_samples), validation, assume_unique=True)
+    return train, validation
+
+
+def make_batches(lengths, batch_size, rng, *, bucket=True):
+    """Shuffled minibatches of sample indices, optionally of similar lengths.
+
+    Parameters
+    ----------
+    lengths : array of int, shape (n_samples,)
+    batch_size : int
+    rng : numpy.random.Generator
+    bucket : bool, default=True
+        Shuffle, cut into pools of ``BUCKET_POOL`` batches, sort each pool by length, cut it into
+        batches and shuffle the batches: padding shrinks, each epoch still sees new batches.
+
+    Returns
+    -------
+    list of ndarray of int
+        Every sample exactly once; all batches have ``batch_size`` samples except one.
+    """
+    lengths = np.asarray(lengths)
+    order = rng.permutation(lengths.size)
+    if bucket:
+        pool = batch_size * BUCKET_POOL
+        order = np.concatenate([chunk[np.argsort(lengths[chunk], kind="stable")]
+                                for chunk in np.array_split(order, max(1, math.ceil(order.size / pool)))])
+    batches = [order[i : i + batch_size] for i in range(0, order.size, batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def _progress(batches, options, epoch):
+    """``batches`` wrapped in a tqdm bar when verbose and tqdm is installed."""
+    if not options.verbose:
+        return batches, None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return batches, None
+    bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", leave=False, file=sys.stdout)
+    return bar, bar
+
+
+def _improved(value, best, options, higher_is_better):
+    if best is None:
+        return True
+    return value > best + options.tol if higher_is_better else value < best - options.tol
+
+
+def _epoch_line(history, options, epoch, total, tokens_per_second, elapsed, improved, with_validation):
+    parts = [f"epoch {epoch:>3}/{total}", f"loss {history.loss_curve[-1]:.4f}"]
+    if with_validation:
+        parts.append(f"val loss {history.validation_loss_curve[-1]:.4f}")
+        parts.append(f"val {options.score_name} {history.validation_scores[-1]:.4f}")
+    parts.append(f"{tokens_per_second:,.0f} tokens/s")
+    parts.append(f"elapsed {elapsed:.1f} s" + (" *" if improved else ""))
+    return "  ".join(parts)
+
+
+def train(model, batch_loss, lengths, options, *, rng, validate=None, history=None):
+    """Train ``model`` in place for up to ``options.max_epochs`` epochs.
+
+    Parameters
+    ----------
+    model : attnkit.nn.Module
+        Its parameters are updated in place.
+    batch_loss : callable (indices) -> (loss, n_tokens)
+        Runs forward and backward (training mode) on the samples ``indices`` of the training set,
+        adding the gradients of the batch's mean loss into ``model``'s gradients (which the loop
+        zeroes before each call); returns that loss (a float) and the number of real tokens.
+    lengths : array of int, shape (n_train,)
+        Length of each training sample (bucketing, and what a ``batch_loss`` index refers to).
+    options : TrainingOptions
+    rng : numpy.random.Generator
+        Shuffling.
+    validate : callable () -> (loss, score), optional
+        Evaluates the model (inference mode) on held-out data after each epoch.
+    history : History, optional
+        From an earlier call, to continue (``warm_start``, ``partial_fit``): its curves are
+        extended; its optimiser state is resumed when ``options.decay == "constant"`` (a
+        ``partial_fit`` run; a fit plans a new schedule and starts a new optimiser).
+
+    Returns
+    -------
+    History
+        ``history`` updated (or a new one).
+
+    Raises
+    ------
+    ValueError
+        If the loss or the gradients become NaN or infinite (with the epoch and update).
+
+    Warns
+    -----
+    UserWarning
+        When interrupted (KeyboardInterrupt, e.g. Ctrl-C): training stops at once, the best
+        weights seen so far are restored, and the estimator stays usable.
+    """
+    if options.early_stopping and validate is None:
+        raise ValueError("early_stopping needs a validate callback")
+    history = History() if history is None else history
+    lengths = np.asarray(lengths)
+    steps_per_epoch = math.ceil(lengths.size / options.batch_size)
+    resume = options.decay == "constant" and history.optimizer_state is not None
+    if options.decay == "constant":
+        if not resume:
+            history.warmup_steps = round(options.warmup_fraction * steps_per_epoch * options.max_epochs)
+        schedule = WarmupSchedule(warmup_steps=history.warmup_steps, decay="constant")
+    else:
+        total = steps_per_epoch * options.max_epochs
+        history.warmup_steps = min(round(options.warmup_fraction * total), total - 1)
+        schedule = WarmupSchedule(warmup_steps=history.warmup_steps, total_steps=total, decay=options.decay)
+    optimizer = AdamW(model, lr=options.learning_rate, weight_decay=options.weight_decay, schedule=schedule)
+    if resume:
+        optimizer.load_state_dict(history.optimizer_state)
+
+    with_validation = validate is not None
+    higher_is_better = with_validation and options.monitor == "score"
+    history.best_epoch = history.best_value = None
+    history.stopped_early = history.interrupted = False
+    best_weights, no_improvement = None, 0
+    start = time.perf_counter()
+    epoch, last_epoch = history.n_epochs, history.n_epochs + options.max_epochs
+    try:
+        for _ in range(options.max_epochs):
+            epoch = history.n_epochs + 1
+            epoch_start, loss_sum, n_seen, n_tokens = time.perf_counter(), 0.0, 0, 0
+            batches, bar = _progress(make_batches(lengths, options.batch_size, rng, bucket=options.bucket),
+                                     options, epoch)
+            for indices in batches:
+                model.zero_grad()
+                loss, tokens = batch_loss(indices)
+                if not math.isfinite(loss):
+                    raise ValueError(f"the training loss became {loss} at epoch {epoch}, update "
+                                     f"{optimizer.step_count + 1}; try a lower learning_rate")
+                try:
+                    clip_grad_norm(model, options.max_grad_norm)
+                except FloatingPointError as exc:
+                    raise ValueError(f"non-finite gradients at epoch {epoch}, update {optimizer.step_count + 1} "
+                                     f"({exc}); try a lower learning_rate") from None
+                optimizer.step()
+                loss_sum += loss * len(indices)
+                n_seen += len(indices)
+                n_tokens += tokens
+                if bar is not None:
+                    bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+            train_seconds = time.perf_counter() - epoch_start
+            history.loss_curve.append(loss_sum / n_seen)
+            history.n_epochs = epoch
+            if with_validation:
+                val_loss, val_score = validate()
+                history.validation_loss_curve.append(float(val_loss))
+                history.validation_scores.append(float(val_score))
+                value = val_score if options.monitor == "score" else val_loss
+            else:
+                value = history.loss_curve[-1]
+            improved = _improved(value, history.best_value, options, higher_is_better)
+            if improved:
+                history.best_value, history.best_epoch, no_improvement = float(value), epoch, 0
+                best_weights = model.state_dict()
+            else:
+                no_improvement += 1
+            if options.verbose:
+                speed = n_tokens / max(train_seconds, 1e-9)
+                elapsed = time.perf_counter() - start
+                print(_epoch_line(history, options, epoch, last_epoch, speed, elapsed, improved, with_validation),
+                      flush=True)
+            stop_rule = options.early_stopping or not with_validation
+            if stop_rule and no_improvement >= options.n_iter_no_change:
+                history.stopped_early = True
+                if options.verbose:
+                    what = "validation " + ("score" if higher_is_better else "loss") if with_validation else \
+                        "training loss"
+                    print(f"stopping: the {what} did not improve by more than tol={options.tol} for "
+                          f"{options.n_iter_no_change} epochs (best {history.best_value:.4f} at epoch "
+                          f"{history.best_epoch})", flush=True)
+                break
+    except KeyboardInterrupt:
+        history.interrupted = True
+    if best_weights is not None and (options.early_stopping or history.interrupted):
+        model.load_state_dict(best_weights)
+    if history.interrupted:
+        if best_weights is None:
+            kept = "no epoch was completed: the weights are those of the last update"
+        else:
+            kept = f"the weights of epoch {history.best_epoch} (the best seen) were restored"
+        warnings.warn(f"training interrupted (KeyboardInterrupt) during epoch {epoch}; {kept}", UserWarning,
+                      stacklevel=3)
+    history.optimizer_state = optimizer.state_dict()
+    return history

@@ -1,0 +1,372 @@
+"""Text to token ids and back: tokenizers, a vocabulary with special tokens, padding, input checks.
+
+Shared by the text estimators (:class:`attnkit.TransformerClassifier`, and a sequence-to-sequence
+model's source and target sides): a :class:`Tokenizer` splits a string into tokens (words with
+punctuation and contractions as their own tokens, or characters) and joins tokens back into text;
+a :class:`Vocabulary` maps tokens to ids with five reserved ids (``<pad>`` = 0, ``<unk>``,
+``<cls>``, ``<bos>``, ``<eos>``); :func:`pad_sequences` turns id lists into a padded batch and its
+lengths; :func:`check_texts` validates what a user passes as text. Tokenizers and vocabularies
+describe themselves as JSON-able dicts (``get_config`` / ``from_config``), so a model file needs
+no pickle.
+
+Examples
+--------
+>>> from attnkit.text import Tokenizer, Vocabulary, pad_sequences
+>>> tokenizer = Tokenizer("word")
+>>> tokenizer("I don't like it.")
+['i', 'do', "n't", 'like', 'it', '.']
+>>> docs = [tokenizer(t) for t in ["a good film", "not a good film", "bad"]]
+>>> vocab = Vocabulary.build(docs, min_df=2)
+>>> vocab.tokens
+['<pad>', '<unk>', '<cls>', '<bos>', '<eos>', 'a', 'good', 'film']
+>>> ids = [vocab.encode(doc, prefix=[vocab.cls_id]) for doc in docs]
+>>> ids
+[[2, 5, 6, 7], [2, 1, 5, 6, 7], [2, 1]]
+>>> batch, lengths = pad_sequences(ids)
+>>> batch.tolist(), lengths.tolist()
+([[2, 5, 6, 7, 0], [2, 1, 5, 6, 7], [2, 1, 0, 0, 0]], [4, 5, 2])
+>>> tokenizer.detokenize(vocab.decode(ids[1]))
+'<unk> a good film'
+"""
+
+import collections
+import math
+import numbers
+import re
+
+import numpy as np
+
+__all__ = [
+    "SPECIAL_TOKENS",
+    "Tokenizer",
+    "Vocabulary",
+    "check_texts",
+    "pad_sequences",
+]
+
+SPECIAL_TOKENS = ("<pad>", "<unk>", "<cls>", "<bos>", "<eos>")
+
+# Contractions are split as the Penn Treebank does ("don't" -> "do" "n't", "it's" -> "it" "'s"), so
+# the negation is one token whatever verb it follows; SST-2 and most English corpora are split so.
+# Numbers keep their inner separators ("10,000", "3.5"); hyphenated words stay whole.
+_WORD_PATTERN = re.compile(
+    r"""\w+(?=n't\b)                 # "do" of "don't", "ca" of "can't"
+      | n't\b                        # the negation clitic
+      | '(?:s|m|d|re|ve|ll)\b        # 's 'm 'd 're 've 'll
+      | \d+(?:[.,]\d+)+              # 10,000  3.5
+      | \w+(?:-\w+)*                 # words, hyphenated words
+      | [^\w\s]                      # any other character: one punctuation token each
+    """,
+    re.VERBOSE | re.IGNORECASE,
+)
+# Typographic apostrophes become ASCII ones before matching, so "don’t" splits like "don't".
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u02bc": "'", "\u2018": "'"})
+# For detokenize: tokens written without a space before them, and after them.
+_NO_SPACE_BEFORE = re.compile(r"^(?:[.,!?;:%)\]}]|n't|'(?:s|m|d|re|ve|ll))$", re.IGNORECASE)
+_NO_SPACE_AFTER = frozenset("([{$#")
+
+
+class Tokenizer:
+    """Split text into word or character tokens, and join tokens back into text.
+
+    Parameters
+    ----------
+    kind : {"word", "char"}, default="word"
+        ``"word"``: a regular expression keeps words (hyphenated words whole) and numbers
+        (``"10,000"``) and makes each punctuation mark a token; contractions are split as in the
+        Penn Treebank (``"don't"`` -> ``"do"``, ``"n't"``; ``"it's"`` -> ``"it"``, ``"'s"``).
+        ``"char"``: every character is a token, spaces included.
+    lowercase : bool, default=True
+        Lowercase the text first.
+
+    Examples
+    --------
+    >>> Tokenizer()("Hello, world! It's 3.5 stars.")
+    ['hello', ',', 'world', '!', 'it', "'s", '3.5', 'stars', '.']
+    >>> Tokenizer("char", lowercase=False)("Hi!")
+    ['H', 'i', '!']
+    """
+
+    KINDS = ("word", "char")
+
+    def __init__(self, kind="word", *, lowercase=True):
+        if kind not in self.KINDS:
+            raise ValueError(f"kind must be one of {self.KINDS}, got {kind!r}")
+        if not isinstance(lowercase, (bool, np.bool_)):
+            raise TypeError(f"lowercase must be a bool, got {type(lowercase).__name__} {lowercase!r}")
+        self.kind = kind
+        self.lowercase = bool(lowercase)
+
+    def __call__(self, text):
+        """The tokens of one string, a list of str (empty for an empty string)."""
+        if self.lowercase:
+            text = text.lower()
+        if self.kind == "char":
+            return list(text)
+        return _WORD_PATTERN.findall(text.translate(_APOSTROPHES))
+
+    def detokenize(self, tokens):
+        """Join tokens into a string: characters end to end; words with spaces, except before
+        punctuation that closes (``. , ! ? ) n't 's``) and after punctuation that opens (``( $``).
+
+        ``detokenize(tokenizer(text))`` gives back ``text`` up to spacing (and case, when
+        lowercasing).
+        """
+        if self.kind == "char":
+            return "".join(tokens)
+        out = []
+        for token in tokens:
+            if out and not _NO_SPACE_BEFORE.match(token) and out[-1] not in _NO_SPACE_AFTER:
+                out.append(" ")
+            out.append(token)
+        return "".join(out)
+
+    def get_config(self):
+        """JSON-able constructor arguments: ``Tokenizer(**tokenizer.get_config())`` is equal."""
+        return {"kind": self.kind, "lowercase": self.lowercase}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def __eq__(self, other):
+        return isinstance(other, Tokenizer) and self.get_config() == other.get_config()
+
+    def __hash__(self):
+        return hash((self.kind, self.lowercase))
+
+    def __repr__(self):
+        return f"Tokenizer({self.kind!r}, lowercase={self.lowercase})"
+
+
+class Vocabulary:
+    """Tokens <-> integer ids, with the special tokens first.
+
+    Ids 0-4 are ``<pad>`` (padding), ``<unk>`` (any token not in the vocabulary), ``<cls>`` (the
+    summary position of a classifier), ``<bos>`` and ``<eos>`` (start and end of a generated
+    sequence); the other tokens follow, most frequent first. Tokens are strings, or any hashable
+    JSON-able values (an estimator given integer token ids uses the ids themselves as tokens).
+
+    Parameters
+    ----------
+    tokens : sequence of hashable
+        The ordinary tokens in id order (ids 5, 6, ...); no duplicates and no special token.
+
+    Attributes
+    ----------
+    tokens : list
+        Every token, specials included, indexed by id.
+    index : dict
+        Token -> id, for every token.
+
+    See Also
+    --------
+    Vocabulary.build : A vocabulary from tokenized documents, with frequency cut-offs.
+    """
+
+    pad_id, unk_id, cls_id, bos_id, eos_id = range(len(SPECIAL_TOKENS))
+
+    def __init__(self, tokens=()):
+        self.tokens = list(SPECIAL_TOKENS) + list(tokens)
+        self.index = {token: i for i, token in enumerate(self.tokens)}
+        if len(self.index) != len(self.tokens):
+            counts = collections.Counter(self.tokens)
+            repeated = sorted((repr(t) for t, c in counts.items() if c > 1))[:5]
+            raise ValueError(f"tokens must be unique and must not repeat a special token {SPECIAL_TOKENS}; "
+                             f"repeated: {', '.join(repeated)}")
+
+    @classmethod
+    def build(cls, documents, *, max_features=None, min_df=1):
+        """A vocabulary of the tokens of ``documents``.
+
+        Parameters
+        ----------
+        documents : iterable of sequences of tokens
+            Tokenized documents (e.g. ``[tokenizer(text) for text in texts]``).
+        max_features : int, optional
+            Keep at most this many ordinary tokens, those of highest total count (ties: the
+            token first seen first), as :class:`sklearn.feature_extraction.text.CountVectorizer`
+            does. None keeps all.
+        min_df : int or float, default=1
+            Drop tokens found in fewer documents than this: an int is a count (>= 1), a float in
+            (0, 1] a fraction of the documents (rounded up). Applied before ``max_features``.
+
+        Returns
+        -------
+        Vocabulary
+            Special tokens, then the kept tokens by decreasing count.
+        """
+        if max_features is not None:
+            if isinstance(max_features, (bool, np.bool_)) or not isinstance(max_features, numbers.Integral):
+                raise TypeError(f"max_features must be an int or None, got {type(max_features).__name__}")
+            if max_features < 1:
+                raise ValueError(f"max_features must be >= 1, got {max_features}")
+        counts, doc_freq, n_docs = collections.Counter(), collections.Counter(), 0
+        for doc in documents:
+            counts.update(doc)
+            doc_freq.update(set(doc))
+            n_docs += 1
+        threshold = _document_threshold(min_df, n_docs)
+        special = set(SPECIAL_TOKENS)
+        # Counter keeps first-seen order and sorted() is stable, so ties go to the token seen first.
+        kept = [t for t in counts if doc_freq[t] >= threshold and t not in special]
+        kept = sorted(kept, key=lambda t: -counts[t])
+        return cls(kept if max_features is None else kept[:max_features])
+
+    def __len__(self):
+        return len(self.tokens)
+
+    def __contains__(self, token):
+        return token in self.index
+
+    def __eq__(self, other):
+        return isinstance(other, Vocabulary) and self.tokens == other.tokens
+
+    def __hash__(self):
+        return hash(tuple(self.tokens))
+
+    def __repr__(self):
+        return f"Vocabulary({len(self)} tokens: {self.tokens[:8]!r}{'...' if len(self) > 8 else ''})"
+
+    def encode(self, tokens, *, prefix=(), suffix=(), max_len=None):
+        """Ids of ``tokens`` (``<unk>`` for tokens not in the vocabulary).
+
+        Parameters
+        ----------
+        tokens : iterable of hashable
+        prefix, suffix : sequence of int, optional
+            Ids put before and after, e.g. ``[vocab.cls_id]`` or ``[vocab.bos_id]`` /
+            ``[vocab.eos_id]``.
+        max_len : int, optional
+            Keep only the first ``max_len`` tokens (before adding prefix and suffix).
+
+        Returns
+        -------
+        list of int
+        """
+        unk, index = self.unk_id, self.index
+        ids = [index.get(t, unk) for t in tokens]
+        if max_len is not None:
+            ids = ids[:max_len]
+        return [*prefix, *ids, *suffix]
+
+    def decode(self, ids, *, skip_special=True):
+        """Tokens of ``ids``; with ``skip_special``, ``<pad>``, ``<cls>``, ``<bos>`` and ``<eos>``
+        are dropped (``<unk>`` is kept: it stands for a word) and decoding stops at the first
+        ``<eos>``.
+
+        Raises
+        ------
+        ValueError
+            For an id outside ``[0, len(self))``.
+        """
+        out = []
+        for i in ids:
+            i = int(i)
+            if not 0 <= i < len(self.tokens):
+                raise ValueError(f"ids must be in [0, {len(self.tokens)}) (the vocabulary size), got {i}")
+            if skip_special:
+                if i == self.eos_id:
+                    break
+                if i != self.unk_id and i < len(SPECIAL_TOKENS):
+                    continue
+            out.append(self.tokens[i])
+        return out
+
+    def get_config(self):
+        """JSON-able description: ``{"tokens": [the ordinary tokens in id order]}``."""
+        return {"tokens": self.tokens[len(SPECIAL_TOKENS):]}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(config["tokens"])
+
+
+def _document_threshold(min_df, n_docs):
+    if isinstance(min_df, (bool, np.bool_)) or not isinstance(min_df, numbers.Real):
+        raise TypeError(f"min_df must be an int or a float, got {type(min_df).__name__} {min_df!r}")
+    if isinstance(min_df, numbers.Integral):
+        if min_df < 1:
+            raise ValueError(f"min_df must be >= 1 as an int (a document count), got {min_df}")
+        return int(min_df)
+    if not 0.0 < min_df <= 1.0:
+        raise ValueError(f"min_df must be in (0, 1] as a float (a fraction of the documents), got {min_df}")
+    return max(1, math.ceil(min_df * n_docs))
+
+
+def pad_sequences(sequences, *, pad_id=0, max_len=None, dtype=np.int64):
+    """A padded batch of id lists.
+
+    Parameters
+    ----------
+    sequences : sequence of sequences of int
+        One id list per item; items may be empty.
+    pad_id : int, default=0
+        Value of the padding positions (``Vocabulary.pad_id``).
+    max_len : int, optional
+        Truncate items to this many ids. The batch is as wide as its longest (truncated) item.
+    dtype : numpy integer dtype, default=numpy.int64
+
+    Returns
+    -------
+    ids : ndarray of shape (B, N)
+        Items left-aligned, padded on the right with ``pad_id``; N >= 1 (an all-empty batch gets
+        one column of padding, so that every layer sees a non-empty sequence axis).
+    lengths : ndarray of shape (B,), int64
+        The real length of each item (what attention's ``key_lengths`` takes).
+    """
+    if max_len is not None:
+        sequences = [seq[:max_len] for seq in sequences]
+    lengths = np.fromiter((len(seq) for seq in sequences), dtype=np.int64, count=len(sequences))
+    width = max(1, int(lengths.max(initial=0)))
+    ids = np.full((len(sequences), width), pad_id, dtype=dtype)
+    for row, seq in zip(ids, sequences):
+        row[: len(seq)] = seq
+    return ids, lengths
+
+
+def check_texts(X, name="X"):
+    """Validate a collection of texts and return it as a list of str.
+
+    Parameters
+    ----------
+    X : sequence of str
+        A list, tuple, 1-D array, pandas Series, or an array of shape (n, 1) (one text column, as
+        a ColumnTransformer passes it).
+    name : str, default="X"
+        The argument's name, for the messages.
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    TypeError
+        For a single string (not a collection of them), a non-iterable, or an item that is not a
+        string (the message gives its position and type).
+    ValueError
+        For a missing item (None or NaN, with its position), or an array of another shape.
+    """
+    if isinstance(X, (str, bytes)):
+        raise TypeError(f"{name} must be a sequence of strings (one per sample), got a single "
+                        f"{type(X).__name__}; wrap it in a list")
+    if hasattr(X, "to_numpy") and getattr(X, "ndim", 1) in (1, 2):  # pandas Series / one-column DataFrame
+        X = X.to_numpy()
+    if isinstance(X, np.ndarray):
+        if X.ndim == 2 and X.shape[1] == 1:
+            X = X[:, 0]
+        elif X.ndim != 1:
+            raise ValueError(f"{name} must be a 1-D collection of strings or an array of shape (n_samples, 1), "
+                             f"got an array of shape {X.shape}")
+    elif not hasattr(X, "__iter__") or isinstance(X, dict):
+        raise TypeError(f"{name} must be a sequence of strings, got {type(X).__name__}")
+    texts = list(X)
+    for i, item in enumerate(texts):
+        if isinstance(item, str):
+            continue
+        if item is None or (isinstance(item, (float, np.floating)) and math.isnan(item)):
+            raise ValueError(f"{name} has a missing value ({item!r}) at position {i}; every item must be a string "
+                             "(use '' for an empty text)")
+        raise TypeError(f"{name} must contain only strings; item {i} is {type(item).__name__} {item!r:.40}")
+    return texts

@@ -1,0 +1,228 @@
+"""attnkit.text: tokenizers, the vocabulary, padding and the checks of text input."""
+
+import doctest
+import json
+
+import numpy as np
+import pytest
+
+from attnkit import text
+from attnkit.text import SPECIAL_TOKENS, Tokenizer, Vocabulary, check_texts, pad_sequences
+
+
+def test_docstring_examples_run():
+    result = doctest.testmod(text)
+    assert result.attempted > 0 and result.failed == 0
+
+
+# --------------------------------------------------------------------------------- tokenizers
+
+
+@pytest.mark.parametrize(
+    ("sentence", "tokens"),
+    [
+        ("I don't like it.", ["i", "do", "n't", "like", "it", "."]),
+        ("does n't work", ["does", "n't", "work"]),  # SST-2 is already split this way
+        ("can't won't isn't", ["ca", "n't", "wo", "n't", "is", "n't"]),
+        ("don\u2019t", ["do", "n't"]),  # typographic apostrophe
+        ("it's I'm we'll they're I've he'd", ["it", "'s", "i", "'m", "we", "'ll", "they", "'re", "i", "'ve",
+                                                "he", "'d"]),
+        ("10,000 fans, 3.5 stars!", ["10,000", "fans", ",", "3.5", "stars", "!"]),
+        ("state-of-the-art (really)?", ["state-of-the-art", "(", "really", ")", "?"]),
+        ("...", [".", ".", "."]),
+        ("caf\u00e9 na\u00efve \U0001f600", ["caf\u00e9", "na\u00efve", "\U0001f600"]),
+        ("", []),
+        ("   \t\n", []),
+    ],
+)
+def test_word_tokenizer(sentence, tokens):
+    assert Tokenizer("word")(sentence) == tokens
+
+
+def test_lowercase_is_optional():
+    assert Tokenizer("word", lowercase=False)("Not BAD") == ["Not", "BAD"]
+    assert Tokenizer("char")("Ab c") == ["a", "b", " ", "c"]
+    assert Tokenizer("char", lowercase=False)("Ab") == ["A", "b"]
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    ["i do n't like it .", "it 's good , not great !", "a ( quiet ) film costs $ 5 ."],
+)
+def test_word_detokenize_joins_clitics_and_punctuation(sentence):
+    tokenizer = Tokenizer("word")
+    expected = {"i do n't like it .": "i don't like it.", "it 's good , not great !": "it's good, not great!",
+                "a ( quiet ) film costs $ 5 .": "a (quiet) film costs $5."}[sentence]
+    assert tokenizer.detokenize(sentence.split()) == expected
+    assert tokenizer(tokenizer.detokenize(tokenizer(expected))) == tokenizer(expected)
+
+
+def test_char_round_trip_is_exact():
+    tokenizer = Tokenizer("char", lowercase=False)
+    sentence = "Hello,  w\u00f6rld!\n\U0001f600"
+    assert tokenizer.detokenize(tokenizer(sentence)) == sentence
+
+
+def test_tokenizer_config_round_trip_and_errors():
+    tokenizer = Tokenizer("char", lowercase=False)
+    config = json.loads(json.dumps(tokenizer.get_config()))
+    assert Tokenizer.from_config(config) == tokenizer
+    assert hash(Tokenizer.from_config(config)) == hash(tokenizer)
+    assert Tokenizer() != tokenizer
+    with pytest.raises(ValueError, match="kind must be one of"):
+        Tokenizer("bpe")
+    with pytest.raises(TypeError, match="lowercase must be a bool"):
+        Tokenizer("word", lowercase="yes")
+
+
+# --------------------------------------------------------------------------------- vocabulary
+
+
+def test_special_ids_come_first():
+    vocab = Vocabulary(["x"])
+    assert vocab.tokens[: len(SPECIAL_TOKENS)] == list(SPECIAL_TOKENS)
+    assert (vocab.pad_id, vocab.unk_id, vocab.cls_id, vocab.bos_id, vocab.eos_id) == (0, 1, 2, 3, 4)
+    assert vocab.index["x"] == 5 and len(vocab) == 6 and "x" in vocab and "y" not in vocab
+
+
+def test_build_orders_by_count_then_first_seen():
+    docs = [["b", "a", "c"], ["a", "c"], ["c", "d"]]
+    assert Vocabulary.build(docs).tokens[5:] == ["c", "a", "b", "d"]
+
+
+def test_min_df_counts_documents_not_occurrences():
+    docs = [["a", "a", "a"], ["b"], ["b"]]
+    assert Vocabulary.build(docs, min_df=2).tokens[5:] == ["b"]
+    assert Vocabulary.build(docs, min_df=0.5).tokens[5:] == ["b"]  # ceil(0.5 * 3) = 2 documents
+    assert Vocabulary.build(docs, min_df=1.0).tokens[5:] == []
+
+
+def test_max_features_keeps_the_most_frequent():
+    docs = [["a", "b", "b", "c", "c", "c"]]
+    assert Vocabulary.build(docs, max_features=2).tokens[5:] == ["c", "b"]
+
+
+def test_build_drops_special_tokens_seen_in_text():
+    assert Vocabulary.build([["<pad>", "<unk>", "x"]]).tokens[5:] == ["x"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"min_df": 0}, ValueError, "min_df must be >= 1"),
+        ({"min_df": 1.5}, ValueError, r"min_df must be in \(0, 1\]"),
+        ({"min_df": "2"}, TypeError, "min_df must be an int or a float"),
+        ({"min_df": True}, TypeError, "min_df must be an int or a float"),
+        ({"max_features": 0}, ValueError, "max_features must be >= 1"),
+        ({"max_features": 2.0}, TypeError, "max_features must be an int or None"),
+    ],
+)
+def test_build_rejects_bad_cutoffs(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        Vocabulary.build([["a"]], **kwargs)
+
+
+def test_duplicate_tokens_are_refused():
+    with pytest.raises(ValueError, match="tokens must be unique"):
+        Vocabulary(["a", "a"])
+    with pytest.raises(ValueError, match="'<eos>'"):
+        Vocabulary(["<eos>"])
+
+
+def test_encode_unknown_prefix_suffix_truncation():
+    vocab = Vocabulary(["good", "film"])
+    assert vocab.encode(["good", "bad", "film"]) == [5, 1, 6]
+    assert vocab.encode(["good", "bad", "film"], prefix=[vocab.bos_id], suffix=[vocab.eos_id], max_len=2) == [
+        3, 5, 1, 4]
+    assert vocab.encode([]) == []
+
+
+def test_decode_skips_specials_and_stops_at_eos():
+    vocab = Vocabulary(["good", "film"])
+    assert vocab.decode([3, 5, 1, 6, 4, 5, 0]) == ["good", "<unk>", "film"]
+    assert vocab.decode([3, 5, 4, 6], skip_special=False) == ["<bos>", "good", "<eos>", "film"]
+    assert vocab.decode(np.array([5, 6])) == ["good", "film"]
+    with pytest.raises(ValueError, match=r"ids must be in \[0, 7\)"):
+        vocab.decode([7])
+    with pytest.raises(ValueError, match="got -1"):
+        vocab.decode([-1])
+
+
+def test_vocabulary_config_is_json_and_round_trips():
+    vocab = Vocabulary(["b", "a", "n't"])
+    restored = Vocabulary.from_config(json.loads(json.dumps(vocab.get_config())))
+    assert restored == vocab and hash(restored) == hash(vocab) and restored.index == vocab.index
+    ints = Vocabulary([17, 3])  # token-id input: the ids themselves are the tokens
+    assert Vocabulary.from_config(json.loads(json.dumps(ints.get_config()))).encode([3, 9]) == [6, 1]
+    assert "Vocabulary(7 tokens" in repr(ints)
+
+
+def test_char_vocabulary_round_trip_through_text():
+    tokenizer = Tokenizer("char", lowercase=False)
+    texts = ["Hello", "world!"]
+    vocab = Vocabulary.build(tokenizer(t) for t in texts)
+    ids = vocab.encode(tokenizer("Hello world!"), prefix=[vocab.bos_id], suffix=[vocab.eos_id])
+    assert tokenizer.detokenize(vocab.decode(ids)) == "Hello<unk>world!"
+
+
+# ------------------------------------------------------------------------------------ padding
+
+
+def test_pad_sequences():
+    ids, lengths = pad_sequences([[5, 6, 7], [], [8]], pad_id=0)
+    assert ids.tolist() == [[5, 6, 7], [0, 0, 0], [8, 0, 0]]
+    assert lengths.tolist() == [3, 0, 1] and lengths.dtype == np.int64 and ids.dtype == np.int64
+
+
+def test_pad_sequences_truncates_and_keeps_one_column():
+    ids, lengths = pad_sequences([[5, 6, 7], [8]], max_len=2, pad_id=-1, dtype=np.int32)
+    assert ids.tolist() == [[5, 6], [8, -1]] and lengths.tolist() == [2, 1] and ids.dtype == np.int32
+    ids, lengths = pad_sequences([[], []])
+    assert ids.shape == (2, 1) and lengths.tolist() == [0, 0]
+    ids, lengths = pad_sequences([])
+    assert ids.shape == (0, 1) and lengths.shape == (0,)
+
+
+# --------------------------------------------------------------------------------- check_texts
+
+
+@pytest.mark.parametrize(
+    "container",
+    [list, tuple, np.array, lambda t: np.array(t, dtype=object), lambda t: np.array(t).reshape(-1, 1)],
+    ids=["list", "tuple", "str-array", "object-array", "column"],
+)
+def test_check_texts_accepts_collections_of_strings(container):
+    assert check_texts(container(["a b", "", "c"])) == ["a b", "", "c"]
+
+
+def test_check_texts_accepts_iterables_and_pandas():
+    assert check_texts(iter(["x", "y"])) == ["x", "y"]
+    pd = pytest.importorskip("pandas")
+    assert check_texts(pd.Series(["x", "y"])) == ["x", "y"]
+    assert check_texts(pd.DataFrame({"text": ["x", "y"]})) == ["x", "y"]
+
+
+@pytest.mark.parametrize(
+    ("X", "error", "match"),
+    [
+        ("a sentence", TypeError, "X must be a sequence of strings .* got a single str"),
+        (b"bytes", TypeError, "got a single bytes"),
+        (3, TypeError, "X must be a sequence of strings, got int"),
+        ({"a": 1}, TypeError, "got dict"),
+        (["ok", None], ValueError, r"X has a missing value \(None\) at position 1"),
+        (["ok", float("nan")], ValueError, r"missing value \(nan\) at position 1"),
+        (np.array(["ok", np.nan], dtype=object), ValueError, "missing value"),
+        (["ok", 3], TypeError, "X must contain only strings; item 1 is int"),
+        (["ok", b"x"], TypeError, "item 1 is bytes"),
+        ([["nested"]], TypeError, "item 0 is list"),
+        (np.array([["a", "b"]]), ValueError, r"got an array of shape \(1, 2\)"),
+    ],
+)
+def test_check_texts_rejects_bad_input(X, error, match):
+    with pytest.raises(error, match=match):
+        check_texts(X)
+
+
+def test_check_texts_names_the_argument():
+    with pytest.raises(TypeError, match="^y must"):
+        check_texts("text", name="y")

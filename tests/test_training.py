@@ -1,0 +1,323 @@
+"""attnkit._training: batching, splits, and the training loop the estimators share."""
+
+import math
+import re
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from attnkit import nn
+from attnkit._training import History, TrainingOptions, make_batches, train, train_validation_split
+
+# ---------------------------------------------------------------------------------- batching
+
+
+@pytest.mark.parametrize("bucket", [False, True])
+def test_batches_cover_every_sample_once(bucket):
+    lengths = np.random.default_rng(0).integers(1, 50, size=1003)
+    batches = make_batches(lengths, 32, np.random.default_rng(1), bucket=bucket)
+    assert np.array_equal(np.sort(np.concatenate(batches)), np.arange(1003))
+    assert sorted(len(b) for b in batches)[1:] == [32] * (len(batches) - 1)
+
+
+def test_bucketing_cuts_padding_and_still_shuffles():
+    lengths = np.random.default_rng(0).integers(1, 60, size=4000)
+
+    def padding(batches):
+        return sum(int(lengths[b].max()) * len(b) - int(lengths[b].sum()) for b in batches)
+
+    plain = make_batches(lengths, 32, np.random.default_rng(1), bucket=False)
+    bucketed = make_batches(lengths, 32, np.random.default_rng(1), bucket=True)
+    assert padding(bucketed) < 0.2 * padding(plain)
+    again = make_batches(lengths, 32, np.random.default_rng(2), bucket=True)
+    assert not all(np.array_equal(a, b) for a, b in zip(bucketed, again))
+
+
+def test_batches_are_reproducible():
+    lengths = np.arange(100)
+    first = make_batches(lengths, 8, np.random.default_rng(5))
+    second = make_batches(lengths, 8, np.random.default_rng(5))
+    assert all(np.array_equal(a, b) for a, b in zip(first, second))
+
+
+def test_train_validation_split_stratifies():
+    y = np.array([0] * 80 + [1] * 20)
+    train_idx, val_idx = train_validation_split(100, 0.1, np.random.default_rng(0), stratify=y)
+    assert np.bincount(y[val_idx]).tolist() == [8, 2]
+    assert np.array_equal(np.sort(np.concatenate([train_idx, val_idx])), np.arange(100))
+
+
+def test_train_validation_split_keeps_every_class_on_both_sides():
+    y = np.array([0] * 50 + [1] * 2)
+    train_idx, val_idx = train_validation_split(52, 0.1, np.random.default_rng(0), stratify=y)
+    assert set(y[val_idx]) == {0, 1} and set(y[train_idx]) == {0, 1}
+
+
+def test_train_validation_split_refuses_an_empty_side():
+    with pytest.raises(ValueError, match="leaves no samples to validate on"):
+        train_validation_split(1, 0.1, np.random.default_rng(0))
+    train_idx, val_idx = train_validation_split(2, 0.01, np.random.default_rng(0))
+    assert len(train_idx) == len(val_idx) == 1
+
+
+# --------------------------------------------------------------------------- the loop, on a toy
+
+N_FEATURES, N_CLASSES = 6, 3
+
+
+def _task(n=240, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, N_FEATURES)).astype(np.float32)
+    y = (X @ rng.standard_normal((N_FEATURES, N_CLASSES))).argmax(axis=1)
+    return X, y
+
+
+class _Toy:
+    """A linear softmax classifier with the callbacks an estimator would give the loop."""
+
+    def __init__(self, seed=0):
+        self.X, self.y = _task()
+        self.model = nn.Linear(N_FEATURES, N_CLASSES, rng=seed)
+        self.loss = nn.CrossEntropyLoss()
+        self.calls = 0
+
+    def batch_loss(self, indices):
+        self.calls += 1
+        logits, cache = self.model.forward(self.X[indices], training=True)
+        loss, grad = self.loss.forward(logits, self.y[indices], training=True)
+        self.model.backward(self.loss.backward(1.0, grad), cache)
+        return float(loss), 2 * len(indices)
+
+    def validate(self):
+        logits, _ = self.model.forward(self.X[:60])
+        loss, _ = self.loss.forward(logits, self.y[:60])
+        return float(loss), float(np.mean(logits.argmax(axis=1) == self.y[:60]))
+
+    def lengths(self):
+        return np.full(len(self.y), 2)
+
+
+def _options(**kw):
+    return TrainingOptions(**{"max_epochs": 8, "batch_size": 32, "learning_rate": 0.05, **kw})
+
+
+def test_training_lowers_the_loss_and_records_curves():
+    toy = _Toy()
+    history = train(toy.model, toy.batch_loss, toy.lengths(), _options(), rng=np.random.default_rng(0),
+                    validate=toy.validate)
+    assert history.n_epochs == 8 and len(history.loss_curve) == 8
+    assert len(history.validation_loss_curve) == len(history.validation_scores) == 8
+    assert history.loss_curve[-1] < 0.5 * history.loss_curve[0]
+    assert history.validation_scores[-1] > 0.9
+    assert toy.calls == 8 * math.ceil(240 / 32)
+    assert int(history.optimizer_state["step"]) == toy.calls
+
+
+def test_training_is_reproducible():
+    runs = []
+    for _ in range(2):
+        toy = _Toy()
+        train(toy.model, toy.batch_loss, toy.lengths(), _options(max_epochs=2), rng=np.random.default_rng(3))
+        runs.append(toy.model.state_dict())
+    assert all(np.array_equal(runs[0][k], runs[1][k]) for k in runs[0])
+
+
+def test_learning_rate_warms_up_then_decays_to_zero():
+    toy = _Toy()
+    rates = []
+    original = nn.AdamW.step
+
+    def spy(self):
+        original(self)
+        rates.append(self.last_lr)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(nn.optim.AdamW, "step", spy)
+        train(toy.model, toy.batch_loss, toy.lengths(), _options(max_epochs=5, warmup_fraction=0.2),
+              rng=np.random.default_rng(0))
+    total = 5 * 8
+    assert rates[0] == pytest.approx(0.05 / 8) and rates[7] == pytest.approx(0.05)  # warm-up: 8 updates
+    assert rates[-1] == pytest.approx(0.0) and len(rates) == total
+    assert all(a >= b for a, b in zip(rates[7:], rates[8:]))
+
+
+def test_early_stopping_restores_the_best_weights():
+    toy = _Toy()
+    snapshots, losses = [], iter([0.9, 0.5, 0.6, 0.7, 0.8, 0.2])
+
+    def validate():
+        snapshots.append(toy.model.state_dict())
+        return next(losses), 0.0
+
+    history = train(toy.model, toy.batch_loss, toy.lengths(), _options(early_stopping=True, n_iter_no_change=3),
+                    rng=np.random.default_rng(0), validate=validate)
+    assert history.stopped_early and history.n_epochs == 5 and history.best_epoch == 2
+    assert history.best_value == 0.5
+    assert all(np.array_equal(toy.model.params[k], snapshots[1][k]) for k in toy.model.params)
+
+
+def test_early_stopping_on_the_score_maximises_it():
+    toy = _Toy()
+    scores = iter([0.5, 0.7, 0.7, 0.69, 0.95])
+    history = train(toy.model, toy.batch_loss, toy.lengths(),
+                    _options(early_stopping=True, n_iter_no_change=2, monitor="score"),
+                    rng=np.random.default_rng(0), validate=lambda: (1.0, next(scores)))
+    assert history.n_epochs == 4 and history.best_epoch == 2 and history.best_value == 0.7
+
+
+def test_tol_decides_what_counts_as_better():
+    toy = _Toy()
+    losses = iter([1.0, 0.99, 0.98, 0.97])
+    history = train(toy.model, toy.batch_loss, toy.lengths(),
+                    _options(early_stopping=True, n_iter_no_change=2, tol=0.05),
+                    rng=np.random.default_rng(0), validate=lambda: (next(losses), 0.0))
+    assert history.n_epochs == 3 and history.best_epoch == 1
+
+
+def test_without_early_stopping_the_last_weights_are_kept():
+    toy = _Toy()
+    losses = iter([0.1, 0.5, 0.6])
+    train(toy.model, toy.batch_loss, toy.lengths(), _options(max_epochs=3), rng=np.random.default_rng(0),
+          validate=lambda: (next(losses), 0.0))
+    last = toy.model.state_dict()
+    toy2 = _Toy()
+    train(toy2.model, toy2.batch_loss, toy2.lengths(), _options(max_epochs=3), rng=np.random.default_rng(0))
+    assert all(np.array_equal(last[k], toy2.model.params[k]) for k in last)
+
+
+def test_training_loss_plateau_stops_without_validation():
+    toy = _Toy()
+    history = train(toy.model, toy.batch_loss, toy.lengths(),
+                    _options(max_epochs=50, n_iter_no_change=2, tol=10.0), rng=np.random.default_rng(0))
+    assert history.stopped_early and history.n_epochs == 3
+
+
+def test_early_stopping_needs_validation():
+    toy = _Toy()
+    with pytest.raises(ValueError, match="early_stopping needs a validate callback"):
+        train(toy.model, toy.batch_loss, toy.lengths(), _options(early_stopping=True), rng=np.random.default_rng(0))
+
+
+def test_keyboard_interrupt_keeps_the_best_weights_and_warns():
+    toy = _Toy()
+    snapshots, epoch = [], [0]
+    losses = [0.5, 0.3, 0.4]
+
+    def validate():
+        snapshots.append(toy.model.state_dict())
+        epoch[0] += 1
+        return losses[epoch[0] - 1], 0.0
+
+    def batch_loss(indices):
+        if epoch[0] == 3 and toy.calls == 3 * 8 + 2:  # mid-way through epoch 4
+            raise KeyboardInterrupt
+        return toy.batch_loss(indices)
+
+    with pytest.warns(UserWarning, match=r"interrupted \(KeyboardInterrupt\) during epoch 4; the weights of epoch 2"):
+        history = train(toy.model, batch_loss, toy.lengths(), _options(), rng=np.random.default_rng(0),
+                        validate=validate)
+    assert history.interrupted and history.n_epochs == 3 and history.best_epoch == 2
+    assert all(np.array_equal(toy.model.params[k], snapshots[1][k]) for k in toy.model.params)
+
+
+def test_keyboard_interrupt_in_the_first_epoch_keeps_the_current_weights():
+    toy = _Toy()
+
+    def batch_loss(indices):
+        if toy.calls == 2:
+            raise KeyboardInterrupt
+        return toy.batch_loss(indices)
+
+    with pytest.warns(UserWarning, match="no epoch was completed"):
+        history = train(toy.model, batch_loss, toy.lengths(), _options(), rng=np.random.default_rng(0))
+    assert history.interrupted and history.n_epochs == 0 and history.loss_curve == []
+    assert all(np.isfinite(v).all() for v in toy.model.params.values())
+
+
+@pytest.mark.parametrize("where", ["loss", "gradient"])
+def test_non_finite_values_stop_with_a_clear_error(where):
+    toy = _Toy()
+
+    def batch_loss(indices):
+        loss, tokens = toy.batch_loss(indices)
+        if toy.calls == 3:
+            if where == "loss":
+                return float("nan"), tokens
+            toy.model.grads["weight"][0, 0] = np.inf
+        return loss, tokens
+
+    with pytest.raises(ValueError, match=r"epoch 1, update 3.*lower learning_rate"):
+        train(toy.model, batch_loss, toy.lengths(), _options(), rng=np.random.default_rng(0))
+
+
+def test_histories_continue_across_calls():
+    toy = _Toy()
+    history = train(toy.model, toy.batch_loss, toy.lengths(), _options(max_epochs=2), rng=np.random.default_rng(0))
+    history = train(toy.model, toy.batch_loss, toy.lengths(), _options(max_epochs=3), rng=np.random.default_rng(1),
+                    history=history)
+    assert history.n_epochs == 5 and len(history.loss_curve) == 5
+    # a fit plans a new schedule and a new optimiser: its step count restarts
+    assert int(history.optimizer_state["step"]) == 3 * 8
+
+
+def test_constant_schedule_resumes_the_optimiser():
+    toy = _Toy()
+    options = _options(max_epochs=1, decay="constant", warmup_fraction=0.5)
+    history = train(toy.model, toy.batch_loss, toy.lengths(), options, rng=np.random.default_rng(0))
+    assert history.warmup_steps == 4
+    history = train(toy.model, toy.batch_loss, toy.lengths(), options, rng=np.random.default_rng(1),
+                    history=history)
+    assert int(history.optimizer_state["step"]) == 16 and history.warmup_steps == 4 and history.n_epochs == 2
+
+
+def test_verbose_prints_one_line_per_epoch(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # no bar, whatever is installed
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    toy = _Toy()
+    train(toy.model, toy.batch_loss, toy.lengths(), _options(max_epochs=3, verbose=1, score_name="accuracy"),
+          rng=np.random.default_rng(0), validate=toy.validate)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 3
+    pattern = (r"epoch +\d/3  loss \d\.\d{4}  val loss \d\.\d{4}  val accuracy \d\.\d{4}  [\d,]+ tokens/s  "
+               r"elapsed \d+\.\d s( \*)?")
+    assert all(re.fullmatch(pattern, line) for line in lines), lines
+    assert lines[0].endswith("*")
+
+
+def test_verbose_reports_the_stop(capsys):
+    toy = _Toy()
+    train(toy.model, toy.batch_loss, toy.lengths(), _options(max_epochs=9, n_iter_no_change=1, tol=10.0, verbose=1),
+          rng=np.random.default_rng(0))
+    out = capsys.readouterr().out
+    assert "stopping: the training loss did not improve by more than tol=10.0 for 1 epochs" in out
+
+
+def test_progress_bar_when_tqdm_is_installed(monkeypatch, capsys):
+    bars = []
+
+    class FakeBar:
+        def __init__(self, iterable, **kwargs):
+            self.iterable, self.kwargs, self.postfix = iterable, kwargs, []
+            bars.append(self)
+
+        def __iter__(self):
+            return iter(self.iterable)
+
+        def set_postfix(self, **kwargs):
+            self.postfix.append(kwargs)
+
+    fake = types.ModuleType("tqdm.auto")
+    fake.tqdm = FakeBar
+    monkeypatch.setitem(sys.modules, "tqdm.auto", fake)
+    toy = _Toy()
+    train(toy.model, toy.batch_loss, toy.lengths(), _options(max_epochs=2, verbose=1), rng=np.random.default_rng(0))
+    assert [bar.kwargs["desc"] for bar in bars] == ["epoch 1", "epoch 2"]
+    assert all(len(bar.postfix) == 8 and "loss" in bar.postfix[0] for bar in bars)
+    assert all(bar.kwargs["leave"] is False for bar in bars)
+
+
+def test_history_defaults():
+    history = History()
+    assert history.n_epochs == 0 and history.loss_curve == [] and history.optimizer_state is None
