@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from attnkit import ops
 from attnkit.nn.attention import MultiHeadAttention
 from attnkit.nn.module import Module
+from attnkit.nn.positional import RelativePositionBias
 from attnkit.testing.gradcheck import check_grad
 
 
@@ -120,3 +121,45 @@ def test_errors():
     layer = MultiHeadAttention(8, 2, rng, attention="linear")
     with pytest.raises(ValueError, match="return_weights needs attention='softmax'"):
         layer.forward(np.ones((1, 3, 8)), return_weights=True)
+
+
+@pytest.mark.parametrize(("kind", "relative"), [("softmax", False), ("softmax", True), ("linear", False),
+                                              ("performer", False)])
+def test_cached_steps_equal_the_causal_forward(kind, relative):
+    rng = np.random.default_rng(7)
+    bias = RelativePositionBias(3, 2, rng) if relative else None
+    layer = MultiHeadAttention(9, 3, rng, attention=kind, causal=True, position_bias=bias,
+                               n_features=16).astype(np.float64)
+    x = rng.standard_normal((2, 11, 9))
+    full = layer.forward(x)[0]
+    cache = layer.start_self(2, capacity=3)  # grows twice on the way
+    steps = np.concatenate([layer.step(x[:, t : t + 1], cache)[0] for t in range(11)], axis=1)
+    np.testing.assert_allclose(steps, full, rtol=1e-12, atol=1e-13)
+    assert cache.length == 11
+
+
+@pytest.mark.parametrize("kind", ["softmax", "linear", "performer"])
+def test_cached_cross_attention_equals_the_forward(kind):
+    rng = np.random.default_rng(8)
+    layer = MultiHeadAttention(8, 2, rng, d_context=5, attention=kind, n_features=16).astype(np.float64)
+    x, context = rng.standard_normal((3, 4, 8)), rng.standard_normal((3, 6, 5))
+    lengths = np.array([6, 2, 4])
+    full = layer.forward(x, context=context, key_lengths=lengths)[0]
+    cache = layer.start_cross(context, key_lengths=lengths)
+    steps = np.concatenate([layer.step(x[:, t : t + 1], cache)[0] for t in range(4)], axis=1)
+    np.testing.assert_allclose(steps, full, rtol=1e-12, atol=1e-13)
+
+
+def test_step_errors():
+    rng = np.random.default_rng(0)
+    causal, cross = MultiHeadAttention(8, 2, rng, causal=True), MultiHeadAttention(8, 2, rng)
+    with pytest.raises(ValueError, match="start_self needs causal self-attention"):
+        cross.start_self(2)
+    with pytest.raises(ValueError, match="start_cross needs causal=False"):
+        causal.start_cross(np.ones((2, 3, 8)))
+    with pytest.raises(ValueError, match=r"context must have shape \(B, M, d_context=8\)"):
+        cross.start_cross(np.ones((2, 3, 4)))
+    with pytest.raises(ValueError, match=r"x must have shape \(batch_size=2, 1, d_model=8\)"):
+        causal.step(np.ones((2, 2, 8)), causal.start_self(2))
+    with pytest.raises(TypeError, match="cache must come from start_self or start_cross"):
+        causal.step(np.ones((2, 1, 8)), None)

@@ -163,3 +163,57 @@ def test_errors():
         nn.Encoder(0, 8, 2, 16, rng)
     with pytest.raises(ValueError, match="position_bias needs attention='softmax'"):
         nn.EncoderLayer(8, 2, 16, rng, attention="linear", relative_positions=2)
+
+
+@pytest.mark.parametrize(("kind", "relative"), [("softmax", None), ("softmax", 2), ("linear", None),
+                                                ("performer", None)])
+def test_cached_decoding_equals_the_full_forward(kind, relative):
+    rng = np.random.default_rng(11)
+    decoder = nn.Decoder(2, 8, 2, 16, rng, d_memory=6, attention=kind, relative_positions=relative,
+                         n_features=16).astype(np.float64)
+    x, memory = rng.standard_normal((3, 10, 8)), rng.standard_normal((3, 7, 6))
+    lengths = np.array([7, 3, 5])  # padded memory
+    full = decoder.forward(x, memory=memory, memory_lengths=lengths)[0]
+    cache = decoder.start(memory, lengths, capacity=4)
+    steps = []
+    for t in range(10):
+        assert cache.length == t
+        out, cache = decoder.step(x[:, t : t + 1], cache)
+        steps.append(out)
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("kind", ["softmax", "linear"])
+def test_reordered_cache_continues_the_selected_rows(kind):
+    rng = np.random.default_rng(12)
+    decoder = nn.Decoder(2, 8, 2, 16, rng, attention=kind, relative_positions=2 if kind == "softmax" else None)
+    decoder.astype(np.float64)
+    x, memory = rng.standard_normal((3, 9, 8)), rng.standard_normal((3, 5, 8))
+    lengths = np.array([5, 2, 4])
+    cache = decoder.start(memory, lengths)
+    for t in range(4):
+        decoder.step(x[:, t : t + 1], cache)
+    for indices in (np.array([2, 0, 0, 1, 2]), np.array([1, 1])):  # repeat and permute, then drop rows
+        before = cache
+        cache = decoder.reorder(cache, indices)
+        x, memory, lengths = x[indices], memory[indices], lengths[indices]
+        assert cache.batch_size == indices.size and cache.length == before.length
+    full = decoder.forward(x, memory=memory, memory_lengths=lengths)[0]
+    steps = [decoder.step(x[:, t : t + 1], cache)[0] for t in range(4, 9)]
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full[:, 4:], rtol=1e-12, atol=1e-13)
+
+
+def test_reorder_keeps_the_old_cache_valid_and_checks_indices():
+    rng = np.random.default_rng(13)
+    decoder = nn.Decoder(1, 8, 2, 16, rng).astype(np.float64)
+    x, memory = rng.standard_normal((2, 3, 8)), rng.standard_normal((2, 4, 8))
+    cache = decoder.start(memory)
+    decoder.step(x[:, :1], cache)
+    swapped = decoder.reorder(cache, np.array([1, 0]))
+    decoder.step(x[::-1, 1:2], swapped)  # stepping the new cache leaves the old one alone
+    out = decoder.step(x[:, 1:2], cache)[0]
+    np.testing.assert_allclose(out, decoder.forward(x[:, :2], memory=memory)[0][:, 1:], rtol=1e-12)
+    with pytest.raises(ValueError, match=r"indices must lie in \[0, 2\)"):
+        decoder.reorder(cache, np.array([0, 2]))
+    with pytest.raises(ValueError, match="indices must be a 1-D integer array"):
+        decoder.reorder(cache, np.array([0.0]))

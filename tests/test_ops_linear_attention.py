@@ -111,6 +111,21 @@ def test_recurrent_steps_equal_the_causal_op(isa, fm, dtype):
     np.testing.assert_allclose(np.concatenate([head, tail], axis=-2), full, **TOL[dtype])
 
 
+@pytest.mark.parametrize("fm", ["elu", PositiveRandomFeatureMap(24, random_state=2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_state_from_keys_attends_like_the_non_causal_op(isa, fm, dtype):
+    q, k, v = _qkv(9, (3, 2), 7, 11, 8, 5, dtype)
+    lengths = np.array([11, 4, 0])
+    full = linear_attention(q, k, v, feature_map=fm, key_lengths=lengths)
+    state = LinearAttentionState.from_keys(k, v, feature_map=fm, key_lengths=lengths)
+    rows = np.stack([state.attend(q[..., i, :]) for i in range(7)], axis=-2)
+    assert rows.dtype == dtype
+    np.testing.assert_allclose(rows, full, **TOL[dtype])
+    np.testing.assert_array_equal(rows[2], 0)  # no key to see: zeros
+    # attend adds nothing: asking twice gives the same answer
+    np.testing.assert_array_equal(state.attend(q[..., 0, :]), rows[..., 0, :])
+
+
 def test_long_causal_float32_does_not_drift(isa):
     n = 65536
     q, k, v = _qkv(4, (1,), n, n, 16, 8, np.float32, scale=1.0)
@@ -164,3 +179,11 @@ def test_errors():
     state.step(q[:, 0], k[:, 0], v[:, 0])
     with pytest.raises(ValueError, match="batch shape or widths changed"):
         state.step(q[0, 0], k[0, 0], v[0, 0])
+    with pytest.raises(ValueError, match=r"q must have shape \(..., d\) with batch dims \(2,\)"):
+        state.attend(q[0, 0])
+    with pytest.raises(ValueError, match="holds no keys yet"):
+        LinearAttentionState().attend(q[:, 0])
+    with pytest.raises(TypeError, match="k must be a float32 or float64"):
+        LinearAttentionState.from_keys(k.astype(int), v)
+    with pytest.raises(ValueError, match="key_lengths must lie in"):
+        LinearAttentionState.from_keys(k, v, key_lengths=np.array([7, 1]))

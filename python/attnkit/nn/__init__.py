@@ -2,6 +2,7 @@
 
 from attnkit.nn import serialize
 from attnkit.nn.attention import MultiHeadAttention
+from attnkit.nn.cache import CrossAttentionCache, DecoderCache, SelfAttentionCache
 from attnkit.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear
 from attnkit.nn.losses import CrossEntropyLoss
 from attnkit.nn.module import Module
@@ -11,8 +12,10 @@ from attnkit.nn.transformer import Decoder, DecoderLayer, Encoder, EncoderLayer
 
 __all__ = [
     "AdamW",
+    "CrossAttentionCache",
     "CrossEntropyLoss",
     "Decoder",
+    "DecoderCache",
     "DecoderLayer",
     "Dropout",
     "Embedding",
@@ -25,6 +28,7 @@ __all__ = [
     "Module",
     "MultiHeadAttention",
     "RelativePositionBias",
+    "SelfAttentionCache",
     "SinusoidalPositions",
     "WarmupSchedule",
     "clip_grad_norm",

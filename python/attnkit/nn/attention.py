@@ -8,6 +8,8 @@ import numpy as np
 from attnkit import ops
 from attnkit._validation import check_int
 from attnkit.feature_maps import EluFeatureMap, PositiveRandomFeatureMap
+from attnkit.masking import check_key_lengths
+from attnkit.nn.cache import CrossAttentionCache, SelfAttentionCache
 from attnkit.nn.module import Module
 
 __all__ = ["MultiHeadAttention"]
@@ -43,7 +45,8 @@ class MultiHeadAttention(Module):
     position_bias : Module, optional
         A module whose ``forward(nq, nk)`` returns an additive (n_heads, nq, nk) logit bias and whose
         ``backward(dbias, cache)`` accumulates its parameters' gradients (relative positions,
-        :class:`attnkit.nn.positional.RelativePositionBias`). Softmax attention only.
+        :class:`attnkit.nn.positional.RelativePositionBias`); :meth:`step` calls
+        ``forward(1, nk, offset=nk - 1)``, the bias of one query at position nk - 1. Softmax attention only.
     n_features : int, default=128
         Random features of Performer attention.
     """
@@ -150,6 +153,98 @@ class MultiHeadAttention(Module):
         dx = self._project_back(x, dq, "wq", "bq")
         dc = self._project_back(c, dk, "wk", "bk") + self._project_back(c, dv, "wv", "bv")
         return (dx, dc) if cross else dx + dc
+
+    # -- incremental decoding (inference only) ------------------------------------------------------------
+    def start_self(self, batch_size, *, capacity=16):
+        """An empty cache for decoding causal self-attention one position at a time with :meth:`step`.
+
+        Parameters
+        ----------
+        batch_size : int
+            Rows of the batch to decode.
+        capacity : int, default=16
+            Positions the key/value buffers hold before they first double (softmax attention; give the
+            maximum length to avoid any regrowth).
+
+        Returns
+        -------
+        SelfAttentionCache
+        """
+        if not self.causal:
+            raise ValueError("start_self needs causal self-attention (causal=True): without the causal mask an "
+                             "earlier position would see later ones, which step-by-step decoding cannot give")
+        batch_size = check_int(batch_size, "batch_size", minimum=1)
+        capacity = check_int(capacity, "capacity", minimum=1)
+        state = None if self.feature_map is None else ops.LinearAttentionState(self.feature_map)
+        return SelfAttentionCache(batch_size, capacity, state)
+
+    def start_cross(self, context, *, key_lengths=None):
+        """A cache of the keys and values of ``context`` (B, M, d_context), projected once, for :meth:`step`.
+
+        Parameters
+        ----------
+        context : ndarray of shape (B, M, d_context)
+            What the queries attend over (an encoder's output).
+        key_lengths : array of int (B,), optional
+            Real length of each context row; padded positions are skipped.
+
+        Returns
+        -------
+        CrossAttentionCache
+        """
+        if self.causal:
+            raise ValueError("start_cross needs causal=False (cross-attention sees the whole context)")
+        context = np.asarray(context)
+        if context.ndim != 3 or context.shape[-1] != self.d_context:
+            raise ValueError(f"context must have shape (B, M, d_context={self.d_context}), got {context.shape}")
+        k, v = self._heads(context, "wk", "bk"), self._heads(context, "wv", "bv")
+        if key_lengths is not None:
+            key_lengths = check_key_lengths(key_lengths, context.shape[:1], context.shape[1])
+        if self.feature_map is None:
+            return CrossAttentionCache(k, v, key_lengths)
+        return CrossAttentionCache(state=ops.LinearAttentionState.from_keys(
+            k, v, feature_map=self.feature_map, key_lengths=key_lengths))
+
+    def step(self, x, cache):
+        """Attention output for one new position ``x`` (B, 1, d_model), given the cache of the earlier ones.
+
+        Self-attention (a :class:`SelfAttentionCache`): the position's key and value join the cache, updated
+        in place, and the query attends over every position so far: row t of the causal :meth:`forward`,
+        relative-position bias included. Cross-attention (a :class:`CrossAttentionCache`): the query attends
+        over the cached context, as :meth:`forward` with ``context``. Inference only (no backward).
+
+        Returns
+        -------
+        out : ndarray of shape (B, 1, d_model)
+        cache : the same cache
+        """
+        if not isinstance(cache, (SelfAttentionCache, CrossAttentionCache)):
+            raise TypeError(f"cache must come from start_self or start_cross, got {type(cache).__name__}")
+        x = np.asarray(x)
+        if x.ndim != 3 or x.shape[1] != 1 or x.shape[2] != self.d_model or x.shape[0] != cache.batch_size:
+            raise ValueError(f"x must have shape (batch_size={cache.batch_size}, 1, d_model={self.d_model}), "
+                             f"got {x.shape}")
+        q = self._heads(x, "wq", "bq")
+        if isinstance(cache, CrossAttentionCache):
+            if cache.state is not None:
+                heads = cache.state.attend(q[:, :, 0])[:, :, None]
+            else:
+                heads = ops.scaled_dot_product_attention(q, cache.keys, cache.values, key_lengths=cache.key_lengths)
+        else:
+            k, v = self._heads(x, "wk", "bk"), self._heads(x, "wv", "bv")
+            if cache.state is not None:
+                heads = cache.state.step(q[:, :, 0], k[:, :, 0], v[:, :, 0])[:, :, None]
+                cache.advance()
+            else:
+                cache.append(k, v)
+                keys, values = cache.keys_values()
+                bias = (None if self.position_bias is None
+                        else self.position_bias.forward(1, cache.length, offset=cache.length - 1)[0])
+                # One query after every cached key: nothing to mask, so no causal flag.
+                heads = ops.scaled_dot_product_attention(q, keys, values, bias=bias)
+        merged = heads.reshape(x.shape[0], self.n_heads * self.d_head)
+        out = merged @ self.params["wo"] + self.params["bo"]
+        return out[:, None, :], cache
 
     def _project_back(self, inp, dheads, w, b):
         dy = dheads.swapaxes(-2, -3).reshape(inp.shape[:-1] + (self.n_heads * self.d_head,))

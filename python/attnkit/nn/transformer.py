@@ -4,9 +4,11 @@ Pre-LN (``x + Dropout(Sublayer(LayerNorm(x)))``, then a final LayerNorm) trains 
 careful warm-up post-LN needs (Xiong et al., 2020), which matters for short CPU training runs.
 """
 
+import numpy as np
 
 from attnkit._validation import check_int
 from attnkit.nn.attention import MultiHeadAttention
+from attnkit.nn.cache import DecoderCache
 from attnkit.nn.layers import Dropout, FeedForward, LayerNorm
 from attnkit.nn.module import Module
 from attnkit.nn.positional import RelativePositionBias
@@ -36,6 +38,13 @@ class _Residual(Module):
         y, c_sub = self.children["sublayer"].forward(h, training, **kwargs)
         y, c_drop = self.children["dropout"].forward(y, training)
         return x + y, (c_norm, c_sub, c_drop)
+
+    def step(self, x, cache=None):
+        """Inference on one position: ``sublayer.step(h, cache)`` for attention, ``forward`` otherwise."""
+        h, _ = self.children["norm"].forward(x)
+        sublayer = self.children["sublayer"]
+        y = sublayer.forward(h)[0] if cache is None else sublayer.step(h, cache)[0]
+        return x + y
 
     def backward(self, grad, cache):
         """Returns dx, or (dx, dcontext) when the sublayer is a cross-attention."""
@@ -113,6 +122,26 @@ class DecoderLayer(Module):
         x, c_ff = self.children["feed_forward"].forward(x, training)
         return x, (c_self, c_cross, c_ff)
 
+    def start(self, memory, memory_lengths=None, *, capacity=16):
+        """Caches for decoding one position at a time: an empty self-attention cache and ``memory``'s
+        keys and values, projected once. See :meth:`Decoder.start`."""
+        memory = np.asarray(memory)
+        self_attention = self.children["self_attention"].children["sublayer"]
+        cross_attention = self.children["cross_attention"].children["sublayer"]
+        return (self_attention.start_self(memory.shape[0], capacity=capacity),
+                cross_attention.start_cross(memory, key_lengths=memory_lengths))
+
+    def step(self, x, cache):
+        """The layer's output for one new position ``x`` (B, 1, d_model); ``cache`` is updated in place.
+
+        Equals row t of :meth:`forward` (inference mode) when x is position t and the cache holds
+        positions 0..t-1. Returns ``(out, cache)``.
+        """
+        self_cache, cross_cache = cache
+        x = self.children["self_attention"].step(x, self_cache)
+        x = self.children["cross_attention"].step(x, cross_cache)
+        return self.children["feed_forward"].step(x), cache
+
     def backward(self, grad, cache):
         """Returns (dx, dmemory)."""
         c_self, c_cross, c_ff = cache
@@ -177,3 +206,46 @@ class Decoder(_Stack):
         """Returns (dx, dmemory), dmemory summed over the layers."""
         dx, dmemories = self._backward_layers(grad, cache)
         return dx, sum(dmemories[1:], dmemories[0])
+
+    # -- incremental decoding (inference only) ------------------------------------------------------------
+    def start(self, memory, memory_lengths=None, *, capacity=16):
+        """Start decoding one position at a time over ``memory``.
+
+        Every layer projects ``memory`` to its cross-attention keys and values once (linear attention:
+        their sums) and gets an empty self-attention cache; :meth:`step` then costs O(t) per position
+        with softmax attention (the new query against t cached keys) and O(1) with linear attention,
+        instead of a forward over the whole prefix.
+
+        Parameters
+        ----------
+        memory : ndarray of shape (B, M, d_memory)
+            The encoder's output.
+        memory_lengths : array of int (B,), optional
+            Real length of each memory row, as in :meth:`forward`.
+        capacity : int, default=16
+            Positions the key/value buffers hold before they first double; the maximum decoding length
+            avoids any regrowth.
+
+        Returns
+        -------
+        DecoderCache
+            ``cache.length`` is the position of the next input (the ``offset`` of positional encodings).
+        """
+        return DecoderCache(self.children[f"layer{i}"].start(memory, memory_lengths, capacity=capacity)
+                            for i in range(self.n_layers))
+
+    def step(self, x, cache):
+        """Decode one position: ``x`` (B, 1, d_model) is the embedded input at position ``cache.length``.
+
+        Returns ``(out, cache)``: out (B, 1, d_model) equals row ``cache.length`` of :meth:`forward` over
+        the whole prefix (inference mode, same memory); the cache is updated in place and returned.
+        """
+        for i in range(self.n_layers):
+            x, _ = self.children[f"layer{i}"].step(x, cache.layers[i])
+        return self.children["norm"].forward(x)[0], cache
+
+    @staticmethod
+    def reorder(cache, indices):
+        """A new cache whose batch row i is row ``indices[i]`` of ``cache`` (repeat, permute or drop rows,
+        as beam search and finished sequences need); ``cache`` stays valid."""
+        return cache.reorder(indices)

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from attnkit import _core
-from attnkit._validation import check_real, float_array
+from attnkit._validation import check_ndim, check_real, float_array
 from attnkit.feature_maps import resolve_feature_map
 from attnkit.masking import check_key_lengths, check_mask
 from attnkit.ops._layout import batch_shape, check_qkv, unbroadcast
@@ -184,11 +184,13 @@ def _causal_linear_backward(p, dout):
 
 
 class LinearAttentionState:
-    """The running sums of causal linear attention, for decoding one position at a time.
+    """The running sums of linear attention, for decoding one position at a time.
 
     ``step(q_t, k_t, v_t)`` adds ``phi(k_t) v_t^T`` to ``S`` and ``phi(k_t)`` to ``Z`` (in float64) and
     returns ``phi(q_t)^T S / (phi(q_t)^T Z)``: row t of ``linear_attention(..., causal=True)`` with the
-    same feature map. O(D * dv) per step, whatever the length so far.
+    same feature map. :meth:`from_keys` holds the sums over a fixed set of keys instead (a decoder's
+    cross-attention over its encoder's output) and :meth:`attend` queries them without adding a key.
+    O(D * dv) per query, whatever the number of keys.
 
     Parameters
     ----------
@@ -208,6 +210,43 @@ class LinearAttentionState:
         self.s = None if s is None else np.array(s, dtype=np.float64)
         self.z = None if z is None else np.array(z, dtype=np.float64)
 
+    @classmethod
+    def from_keys(cls, k, v, *, feature_map="elu", key_lengths=None, eps=1e-6):
+        """The sums over every key of ``k`` (..., Nk, d) and ``v`` (..., Nk, dv), padded keys left out.
+
+        :meth:`attend` then gives, for each new query, the row of the non-causal
+        ``linear_attention(q, k, v, key_lengths=key_lengths)``; the keys' features are computed once.
+
+        Parameters
+        ----------
+        k, v : array-like of shape (..., Nk, d) and (..., Nk, dv)
+            Keys and values (leading dims broadcast).
+        feature_map, eps :
+            As in :func:`linear_attention`.
+        key_lengths : array-like of int, optional
+            Keys ``j >= length`` are padding (shape: a leading prefix of the batch dims).
+
+        Returns
+        -------
+        LinearAttentionState
+            With sums of shape (..., D, dv) and (..., D).
+        """
+        k, v = float_array(k, "k"), float_array(v, "v")
+        check_ndim(k, "k", 2, "(..., Nk, d)")
+        k, _, v, dtype = check_qkv(k, k, v)
+        state = cls(feature_map, eps=eps)
+        batch, nk = batch_shape(k=k, v=v), k.shape[-2]
+        phi_k = state.feature_map.keys(k.astype(dtype, copy=False)).astype(np.float64)
+        phi_k = np.broadcast_to(phi_k, batch + phi_k.shape[-2:])
+        v = np.broadcast_to(v.astype(np.float64), batch + v.shape[-2:])
+        if key_lengths is not None:  # where, not multiply: a NaN at a padded key must not leak as 0 * NaN
+            keep = np.arange(nk) < check_key_lengths(key_lengths, batch, nk).reshape(batch + (1,))
+            phi_k = np.where(keep[..., None], phi_k, 0)
+            v = np.where(keep[..., None], v, 0)
+        state.s = np.swapaxes(phi_k, -1, -2) @ v
+        state.z = phi_k.sum(axis=-2)
+        return state
+
     def step(self, q, k, v):
         """Attend with query ``q`` (..., d) over every position so far plus (``k`` (..., d), ``v`` (..., dv)).
 
@@ -215,7 +254,6 @@ class LinearAttentionState:
         """
         q, k, v, dtype = check_qkv(*(np.asarray(a)[..., None, :] for a in (q, k, v)))
         fm = self.feature_map
-        phi_q = fm.queries(q).astype(np.float64)[..., 0, :]
         phi_k = fm.keys(k).astype(np.float64)[..., 0, :]
         v = v.astype(np.float64)[..., 0, :]
         update = phi_k[..., :, None] * v[..., None, :]
@@ -226,6 +264,22 @@ class LinearAttentionState:
                              f"shape {update.shape} (batch shape or widths changed)")
         self.s += update
         self.z += phi_k
+        return self._attend(q[..., 0, :], dtype)
+
+    def attend(self, q):
+        """Attend with query ``q`` (..., d) over the positions so far, adding none.
+
+        Returns an array of shape (..., dv) in the dtype of ``q``.
+        """
+        q = float_array(q, "q")
+        if self.s is None:
+            raise ValueError("this state holds no keys yet: call step() or build it with from_keys()")
+        if q.ndim < 1 or q.shape[:-1] != self.z.shape[:-1]:
+            raise ValueError(f"q must have shape (..., d) with batch dims {self.z.shape[:-1]}, got {q.shape}")
+        return self._attend(q, q.dtype)
+
+    def _attend(self, q, dtype):
+        phi_q = self.feature_map.queries(q[..., None, :]).astype(np.float64)[..., 0, :]
         num = np.einsum("...D,...Dv->...v", phi_q, self.s)
         den = np.einsum("...D,...D->...", phi_q, self.z)[..., None]
         return _normalise(num, den, self.eps).astype(dtype)

@@ -1,0 +1,164 @@
+"""The state of incremental (one position at a time) decoding: what attention keeps between steps.
+
+Generating T tokens with a decoder's full forward recomputes every earlier position at every step,
+O(T^2) work per layer; with these caches each step only computes the new position:
+
+- :class:`SelfAttentionCache`: causal self-attention's past. Softmax attention keeps the projected
+  keys and values of every position so far, in buffers of shape (B, H, capacity, d_head) that double
+  when full (amortised O(1) copying per step, never a concatenation per step); linear and Performer
+  attention keep only their running sums (a :class:`attnkit.ops.LinearAttentionState`), O(1) per step.
+- :class:`CrossAttentionCache`: cross-attention's keys and values, projected from the encoder's output
+  once (linear attention: their sums).
+- :class:`DecoderCache`: one pair of those per decoder layer.
+
+Caches are updated in place by the layers' ``step`` methods. ``reorder(indices)`` returns a new cache
+whose batch row ``i`` is row ``indices[i]`` of this one (beam search: keep, repeat or drop rows); the
+old cache stays valid.
+"""
+
+import numpy as np
+
+from attnkit.ops import LinearAttentionState
+
+__all__ = ["CrossAttentionCache", "DecoderCache", "SelfAttentionCache"]
+
+
+def _check_indices(indices, batch_size):
+    indices = np.asarray(indices)
+    if indices.ndim != 1 or indices.dtype.kind not in "iu":
+        raise ValueError(f"indices must be a 1-D integer array, got {indices.dtype} of shape {indices.shape}")
+    if indices.size and (indices.min() < 0 or indices.max() >= batch_size):
+        raise ValueError(f"indices must lie in [0, {batch_size}) (the cache's batch size), got values from "
+                         f"{indices.min()} to {indices.max()}")
+    return indices.astype(np.intp, copy=False)
+
+
+def _select_state(state, indices):
+    return LinearAttentionState(state.feature_map, eps=state.eps, s=state.s[indices], z=state.z[indices])
+
+
+class SelfAttentionCache:
+    """Keys and values (softmax) or running sums (linear attention) of the positions decoded so far.
+
+    Made by :meth:`attnkit.nn.MultiHeadAttention.start_self`; read and extended by its ``step``.
+
+    Parameters
+    ----------
+    batch_size : int
+        Rows of the batch being decoded.
+    capacity : int
+        Positions the key/value buffers hold before they first grow (softmax attention).
+    state : LinearAttentionState, optional
+        The running sums, for linear and Performer attention (then no buffers are kept).
+
+    Attributes
+    ----------
+    length : int
+        Positions decoded so far.
+    """
+
+    def __init__(self, batch_size, capacity, state=None):
+        self.batch_size, self.capacity, self.state = batch_size, max(int(capacity), 1), state
+        self.length = 0
+        self._keys = self._values = None
+
+    def append(self, k, v):
+        """Add one position's keys and values, each (B, H, 1, d_head); grow the buffers by doubling."""
+        if self._keys is None:
+            shape = k.shape[:2] + (self.capacity,)
+            self._keys = np.empty(shape + k.shape[3:], k.dtype)
+            self._values = np.empty(shape + v.shape[3:], v.dtype)
+        elif self.length == self._keys.shape[2]:
+            self._keys, self._values = (np.concatenate([a, np.empty_like(a)], axis=2)
+                                        for a in (self._keys, self._values))
+        self._keys[:, :, self.length] = k[:, :, 0]
+        self._values[:, :, self.length] = v[:, :, 0]
+        self.length += 1
+
+    def keys_values(self):
+        """Views (no copies) of the keys and values so far, each (B, H, length, d_head)."""
+        return self._keys[:, :, : self.length], self._values[:, :, : self.length]
+
+    def advance(self):
+        """Count one more position (linear attention, whose state the layer updates itself)."""
+        self.length += 1
+
+    def reorder(self, indices):
+        """A new cache whose row i is row ``indices[i]`` of this one (only the filled prefix is copied)."""
+        indices = _check_indices(indices, self.batch_size)
+        state = self.state
+        if state is not None:
+            state = (LinearAttentionState(state.feature_map, eps=state.eps) if state.s is None  # nothing yet
+                     else _select_state(state, indices))
+        new = SelfAttentionCache(indices.size, self.capacity if self._keys is None else self._keys.shape[2], state)
+        new.length = self.length
+        if self._keys is not None:
+            new._keys = np.empty((indices.size,) + self._keys.shape[1:], self._keys.dtype)
+            new._values = np.empty((indices.size,) + self._values.shape[1:], self._values.dtype)
+            new._keys[:, :, : self.length] = self._keys[indices, :, : self.length]
+            new._values[:, :, : self.length] = self._values[indices, :, : self.length]
+        return new
+
+
+class CrossAttentionCache:
+    """Cross-attention's keys and values (softmax) or their sums (linear attention), fixed while decoding.
+
+    Made by :meth:`attnkit.nn.MultiHeadAttention.start_cross`.
+
+    Parameters
+    ----------
+    keys, values : ndarray of shape (B, H, M, d_head), optional
+        The projected context (softmax attention).
+    key_lengths : ndarray of int (B,), optional
+        Real length of each context row.
+    state : LinearAttentionState, optional
+        The context's sums (linear and Performer attention).
+    """
+
+    def __init__(self, keys=None, values=None, key_lengths=None, state=None):
+        self.keys, self.values, self.key_lengths, self.state = keys, values, key_lengths, state
+        self.batch_size = (state.z if state is not None else keys).shape[0]
+        # Which context row each batch row holds: beam search's reorders keep each beam within its
+        # input, so when this map is unchanged no data needs to move.
+        self._rows = np.arange(self.batch_size)
+
+    def reorder(self, indices):
+        """A new cache whose row i is row ``indices[i]`` of this one (arrays shared when nothing moves)."""
+        indices = _check_indices(indices, self.batch_size)
+        rows = self._rows[indices]
+        if np.array_equal(rows, self._rows):
+            new = CrossAttentionCache(self.keys, self.values, self.key_lengths, self.state)
+        else:
+            new = CrossAttentionCache(
+                None if self.keys is None else self.keys[indices],
+                None if self.values is None else self.values[indices],
+                None if self.key_lengths is None else self.key_lengths[indices],
+                None if self.state is None else _select_state(self.state, indices))
+        new._rows = rows
+        return new
+
+
+class DecoderCache:
+    """Per-layer (self-attention, cross-attention) caches of a :class:`attnkit.nn.Decoder`.
+
+    Made by :meth:`attnkit.nn.Decoder.start`, advanced by :meth:`attnkit.nn.Decoder.step`.
+
+    Attributes
+    ----------
+    layers : list of (SelfAttentionCache, CrossAttentionCache)
+    batch_size : int
+    length : int
+        Positions decoded so far: the position (``offset``) of the next one, for positional encodings.
+    """
+
+    def __init__(self, layers):
+        self.layers = list(layers)
+        self.batch_size = self.layers[0][0].batch_size
+
+    @property
+    def length(self):
+        return self.layers[0][0].length
+
+    def reorder(self, indices):
+        """A new cache whose row i is row ``indices[i]`` of this one."""
+        return DecoderCache((s.reorder(indices), c.reorder(indices)) for s, c in self.layers)
