@@ -1,0 +1,273 @@
+"""Scores of generated text against references: BLEU, chrF, word error rate and edit distance.
+
+:func:`bleu` and :func:`chrf` compute corpus-level scores the way sacreBLEU does with its defaults
+(the de-facto standard for reporting them, so attnkit's numbers can be compared with published
+ones) without depending on it. Every function takes the references first and the hypotheses second,
+like scikit-learn's ``metric(y_true, y_pred)`` (sacreBLEU's own functions take them the other way
+round).
+"""
+
+import math
+import re
+from collections import Counter
+
+__all__ = ["bleu", "chrf", "edit_distance", "word_error_rate"]
+
+TOKENIZERS = ("13a", "none")
+
+# mteval-v13a's tokenizer as sacreBLEU runs it: every ASCII punctuation mark except ' - . , is split
+# off; a period or comma is split off unless it sits between digits; a dash after a digit is.
+_13A_RULES = (
+    (re.compile(r"""([!"#$%&()*+/:;<=>?@\[\\\]^_`{|}~ ])"""), r" \1 "),
+    (re.compile(r"([^0-9])([.,])"), r"\1 \2 "),
+    (re.compile(r"([.,])([^0-9])"), r" \1 \2"),
+    (re.compile(r"([0-9])(-)"), r"\1 \2 "),
+)
+
+
+def _tokenize_13a(line):
+    line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
+    if "&" in line:
+        for entity, char in (("&quot;", '"'), ("&amp;", "&"), ("&lt;", "<"), ("&gt;", ">")):
+            line = line.replace(entity, char)
+    line = f" {line} "
+    for pattern, replacement in _13A_RULES:
+        line = pattern.sub(replacement, line)
+    return line.split()
+
+
+def _pairs(references, hypotheses):
+    """``[(list of reference strings, hypothesis string)]``, checking types and lengths."""
+    hypotheses, references = list(hypotheses), list(references)
+    if len(references) != len(hypotheses):
+        raise ValueError(f"references and hypotheses must have the same length, got {len(references)} and "
+                         f"{len(hypotheses)}")
+    if not hypotheses:
+        raise ValueError("hypotheses is empty: there is nothing to score")
+    pairs = []
+    for i, (refs, hyp) in enumerate(zip(references, hypotheses)):
+        refs = [refs] if isinstance(refs, str) else list(refs)
+        if not isinstance(hyp, str):
+            raise TypeError(f"hypotheses must be strings, got {type(hyp).__name__} at index {i}")
+        if not refs or not all(isinstance(r, str) for r in refs):
+            raise TypeError(f"references[{i}] must be a string or a non-empty sequence of strings, got {refs!r}")
+        pairs.append((refs, hyp))
+    return pairs
+
+
+def _ngrams(tokens, max_order):
+    return Counter(tuple(tokens[i : i + n]) for n in range(1, max_order + 1) for i in range(len(tokens) - n + 1))
+
+
+def bleu(references, hypotheses, *, tokenize="13a", lowercase=False):
+    """Corpus BLEU-4 (Papineni et al., 2002) as sacreBLEU computes it by default.
+
+    ``BLEU = BP * exp(mean_n log p_n)`` over n = 1..4, where ``p_n`` is the corpus's clipped n-gram
+    precision (each hypothesis n-gram counts at most as often as in one of its references) and
+    ``BP = min(1, exp(1 - r / c))`` the brevity penalty, c the hypotheses' total length and r the sum
+    of the reference lengths closest to each hypothesis's (the shorter on a tie). An order with no
+    match gets sacreBLEU's "exp" smoothing, ``p_n = 1 / (2^k * total_n)`` for the k-th such order;
+    no match at all scores 0.
+
+    Parameters
+    ----------
+    references : sequence of str, or sequence of sequences of str
+        One reference per hypothesis, or several.
+    hypotheses : sequence of str
+        The system's outputs.
+    tokenize : {"13a", "none"}, default="13a"
+        "13a" is mteval-v13a's tokenizer (sacreBLEU's default: punctuation split off); "none" splits on
+        whitespace only.
+    lowercase : bool, default=False
+        Compare case-insensitively.
+
+    Returns
+    -------
+    float
+        BLEU in [0, 100].
+
+    Examples
+    --------
+    >>> from attnkit.metrics import bleu
+    >>> bleu(["the cat sat on the mat."], ["the cat sat on the mat."])
+    100.0
+    """
+    if tokenize not in TOKENIZERS:
+        raise ValueError(f"tokenize must be one of {TOKENIZERS}, got {tokenize!r}")
+    split = _tokenize_13a if tokenize == "13a" else str.split
+    correct, total, hyp_length, ref_length = [0] * 4, [0] * 4, 0, 0
+    for refs, hyp in _pairs(references, hypotheses):
+        prepare = (lambda s: s.lower().rstrip()) if lowercase else str.rstrip
+        hyp_tokens = split(prepare(hyp))
+        ref_counts, lengths = Counter(), []
+        for ref in refs:
+            tokens = split(prepare(ref))
+            lengths.append(len(tokens))
+            ref_counts |= _ngrams(tokens, 4)  # | keeps each n-gram's largest count over the references
+        for gram, count in _ngrams(hyp_tokens, 4).items():
+            total[len(gram) - 1] += count
+            correct[len(gram) - 1] += min(count, ref_counts[gram])
+        hyp_length += len(hyp_tokens)
+        ref_length += min(lengths, key=lambda n: (abs(n - len(hyp_tokens)), n))
+    if not any(correct):
+        return 0.0
+    log_precisions, halvings = [], 1
+    for n in range(4):
+        if total[n] == 0:  # hypotheses too short for this order: the score is 0 (log 0)
+            return 0.0
+        if correct[n] == 0:
+            halvings *= 2
+            log_precisions.append(math.log(1.0 / (halvings * total[n])))
+        else:
+            log_precisions.append(math.log(correct[n] / total[n]))
+    brevity = 1.0 if hyp_length >= ref_length else math.exp(1 - ref_length / hyp_length)
+    return 100.0 * brevity * math.exp(sum(log_precisions) / 4)
+
+
+def _char_ngrams(text, order, whitespace):
+    if not whitespace:
+        text = "".join(text.split())
+    return [Counter(text[i : i + n] for i in range(len(text) - n + 1)) for n in range(1, order + 1)]
+
+
+def _chrf_from_stats(stats, beta):
+    """chrF from per-order [hypothesis, reference, matching] n-gram counts: precision and recall are
+    averaged over the orders present on both sides, then combined into F-beta (sacreBLEU >= 2.0)."""
+    present = [(match / hyp, match / ref) for hyp, ref, match in stats if hyp > 0 and ref > 0]
+    if not present:
+        return 0.0
+    precision = sum(p for p, _ in present) / len(present)
+    recall = sum(r for _, r in present) / len(present)
+    if precision + recall == 0:
+        return 0.0
+    factor = beta**2
+    return 100.0 * (1 + factor) * precision * recall / (factor * precision + recall)
+
+
+def chrf(references, hypotheses, *, char_order=6, beta=2.0, lowercase=False, whitespace=False):
+    """Corpus chrF (Popović, 2015): an F-score of character n-grams, as sacreBLEU computes it by default.
+
+    For each sentence and order n = 1..char_order, the hypothesis's and the reference's character
+    n-grams (whitespace removed) are counted and matched (clipped); with several references, the one
+    whose sentence chrF is highest counts. The counts are summed over the corpus; precision and
+    recall are averaged over the orders that occur, and ``chrF = (1 + beta^2) P R / (beta^2 P + R)``.
+    ``beta = 2`` weighs recall twice as much as precision.
+
+    Parameters
+    ----------
+    references : sequence of str, or sequence of sequences of str
+        One reference per hypothesis, or several.
+    hypotheses : sequence of str
+        The system's outputs.
+    char_order : int, default=6
+        Longest character n-gram.
+    beta : float, default=2.0
+        Recall's weight.
+    lowercase : bool, default=False
+        Compare case-insensitively.
+    whitespace : bool, default=False
+        Keep whitespace inside the n-grams.
+
+    Returns
+    -------
+    float
+        chrF in [0, 100].
+
+    Examples
+    --------
+    >>> from attnkit.metrics import chrf
+    >>> chrf(["le chat"], ["le chat"]), chrf(["abc"], ["xyz"])
+    (100.0, 0.0)
+    """
+    if isinstance(char_order, bool) or not isinstance(char_order, int) or char_order < 1:
+        raise ValueError(f"char_order must be an int >= 1, got {char_order!r}")
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not beta > 0 or not math.isfinite(beta):
+        raise ValueError(f"beta must be a finite number > 0, got {beta!r}")
+    totals = [[0, 0, 0] for _ in range(char_order)]
+    for refs, hyp in _pairs(references, hypotheses):
+        prepare = str.lower if lowercase else str
+        hyp_grams = _char_ngrams(prepare(hyp), char_order, whitespace)
+        best, best_score = None, -1.0
+        for ref in refs:
+            stats = []
+            for h, r in zip(hyp_grams, _char_ngrams(prepare(ref), char_order, whitespace)):
+                # An order the reference is too short for counts no hypothesis n-grams either.
+                stats.append([sum(h.values()) if r else 0, sum(r.values()), sum((h & r).values())])
+            score = _chrf_from_stats(stats, beta)
+            if score > best_score:
+                best, best_score = stats, score
+        for total, counts in zip(totals, best):
+            for j in range(3):
+                total[j] += counts[j]
+    return _chrf_from_stats(totals, beta)
+
+
+def _tokens(x, name):
+    if isinstance(x, str):
+        return x.split()
+    try:
+        return list(x)
+    except TypeError:
+        raise TypeError(f"{name} must be a string or a sequence of tokens, got {type(x).__name__}") from None
+
+
+def edit_distance(reference, hypothesis):
+    """Levenshtein distance between two token sequences: the fewest insertions, deletions and
+    substitutions of tokens that turn one into the other.
+
+    Parameters
+    ----------
+    reference, hypothesis : str or sequence
+        A string is split on whitespace; to compare characters, pass ``list(text)``.
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> from attnkit.metrics import edit_distance
+    >>> edit_distance("K AE1 T", "K AH0 T S")
+    2
+    """
+    a, b = _tokens(reference, "reference"), _tokens(hypothesis, "hypothesis")
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, start=1):
+        current = [i]
+        for j, y in enumerate(b, start=1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        previous = current
+    return previous[-1]
+
+
+def word_error_rate(references, hypotheses):
+    """Corpus word error rate: total edit distance over total reference length, in tokens.
+
+    ``WER = sum_i edit_distance(ref_i, hyp_i) / sum_i len(ref_i)``; it can exceed 1 (many insertions).
+    For grapheme-to-phoneme with space-separated phonemes this is the *phoneme* error rate; that
+    field's "word error rate" (the share of words with any error) is ``1 - exact-match accuracy``.
+
+    Parameters
+    ----------
+    references, hypotheses : sequences of str or of token sequences
+        Strings are split on whitespace.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from attnkit.metrics import word_error_rate
+    >>> word_error_rate(["the cat sat", "hello"], ["the cat sat down", "hello"])
+    0.25
+    """
+    references, hypotheses = list(references), list(hypotheses)
+    if len(references) != len(hypotheses):
+        raise ValueError(f"references and hypotheses must have the same length, got {len(references)} and "
+                         f"{len(hypotheses)}")
+    errors = sum(edit_distance(r, h) for r, h in zip(references, hypotheses))
+    length = sum(len(_tokens(r, "references")) for r in references)
+    if length == 0:
+        raise ValueError("references hold no tokens: the error rate is undefined")
+    return errors / length

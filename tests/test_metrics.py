@@ -1,0 +1,130 @@
+"""metrics: BLEU and chrF against numbers computed by sacreBLEU, hand-computable cases, edit distance and WER."""
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from attnkit.metrics import bleu, chrf, edit_distance, word_error_rate
+
+# The expected scores below were computed with sacrebleu 2.6.0 (corpus_bleu and corpus_chrf with their
+# defaults), which attnkit does not depend on. sacreBLEU takes (hypotheses, reference streams); these
+# cases hold one list of references per hypothesis, as attnkit's functions take them.
+SACREBLEU_CASES = {
+    "two references, punctuation, contractions": (
+        ["The cat is on the mat.", "I am a student, and you are 3.5 years old!",
+         "He's reading a book in the garden.", "We are going to the market tomorrow."],
+        [["The cat sat on the mat.", "There is a cat on the mat."],
+         ["I'm a student and you're 3.5 years old!", "I am a student; you are 3.5 years old."],
+         ["He is reading a book in the garden.", "He's reading a book in the yard."],
+         ["Tomorrow we go to the market.", "We're going to the market tomorrow."]],
+        71.86442164245365, 83.75683644155716),
+    "shorter than the references": (
+        ["yes", "no it is not", "ok"], [["yes indeed"], ["no, it is not"], ["okay"]],
+        43.742343691381734, 41.462832213665465),
+    "brevity penalty": (
+        ["the quick brown fox", "jumps over"],
+        [["the quick brown fox jumps over the lazy dog"], ["jumps over the dog, quickly"]],
+        22.31301601484299, 42.83140683849143),
+    "13a tokenizer: entities, numbers, dashes": (
+        ['She said "hello" & left (quickly) - at 10-12.', "Prices rose 1,000.5 %", "e-mail: a@b.org"],
+        [['She said "hello" &amp; left (quickly) - at 10-12 .'], ["Prices rose 1,000.5%"], ["email: a@b.org"]],
+        95.45052552180775, 89.14860756672654),
+    "smoothing of orders with no match": (
+        ["the cat and a dog sat on a mat"], [["the cat sat on the mat"]],
+        14.25876976452075, 42.494196959271996),
+}
+
+
+@pytest.mark.parametrize("case", list(SACREBLEU_CASES))
+def test_bleu_and_chrf_equal_sacrebleu(case):
+    hypotheses, references, expected_bleu, expected_chrf = SACREBLEU_CASES[case]
+    assert bleu(references, hypotheses) == pytest.approx(expected_bleu, rel=1e-12)
+    assert chrf(references, hypotheses) == pytest.approx(expected_chrf, rel=1e-12)
+
+
+def test_identical_scores_100_and_disjoint_scores_0():
+    sentences = ["a b c d e", "the cat sat on the mat ."]
+    assert bleu(sentences, sentences) == 100.0
+    assert chrf(sentences, sentences) == 100.0
+    assert bleu(["a b c d"], ["e f g h"]) == 0.0
+    assert chrf(["abcd"], ["efgh"]) == 0.0
+
+
+def test_bleu_by_hand():
+    # 4 of 4 unigrams, 3/3 bigrams, 2/2 trigrams, 1/1 4-gram match; 4 tokens against a reference of 8:
+    # BP = exp(1 - 8/4).
+    assert bleu(["a b c d e f g h"], ["a b c d"]) == pytest.approx(100 * 2.718281828459045 ** (1 - 2))
+    # Clipping: "the" counts at most twice (the reference's count): 1-gram precision 2/7. No 2-, 3- or
+    # 4-gram matches: the k-th such order gets 1 / (2^k * total) (6, 5 and 4 n-grams).
+    precisions = [2 / 7, 1 / (2 * 6), 1 / (4 * 5), 1 / (8 * 4)]
+    expected = 100 * math.prod(precisions) ** 0.25
+    assert bleu(["the cat the"], ["the the the the the the the"]) == pytest.approx(expected, rel=1e-12)
+    # Whitespace tokenisation keeps the period on the word; 13a splits it off.
+    assert bleu(["a b c d."], ["a b c d ."], tokenize="none") < 100 == bleu(["a b c d."], ["a b c d ."])
+    assert bleu(["A B C D"], ["a b c d"], lowercase=True) == 100.0
+
+
+def test_chrf_by_hand():
+    # Hypothesis "ab", reference "abc": orders 1 and 2 present on both sides; order 3 only in the
+    # reference (does not count). P = (1 + 1) / 2 = 1, R = (2/3 + 1/2) / 2 = 7/12, beta = 2.
+    p, r = 1.0, 7 / 12
+    assert chrf(["abc"], ["ab"]) == pytest.approx(100 * 5 * p * r / (4 * p + r))
+    assert chrf(["a b c"], ["abc"]) == 100.0  # whitespace is removed
+    assert chrf(["a b c"], ["abc"], whitespace=True) < 100.0
+    # with several references, the best one counts
+    assert chrf([["xyz", "abc"]], ["abc"]) == 100.0
+
+
+def test_more_references_never_lower_the_score():
+    hyps = ["the cat is on the mat", "a dog barks"]
+    one = [["the cat sat on the mat"], ["the dog barks"]]
+    two = [["the cat sat on the mat", "the cat is on a mat"], ["the dog barks", "a dog is barking"]]
+    assert bleu(two, hyps) >= bleu(one, hyps)
+    assert chrf(two, hyps) >= chrf(one, hyps)
+
+
+def test_edit_distance():
+    assert edit_distance("K AE1 T", "K AE1 T") == 0
+    assert edit_distance("K AE1 T", "K AH0 T S") == 2  # one substitution, one insertion
+    assert edit_distance([], ["a", "b"]) == 2
+    assert edit_distance(list("kitten"), list("sitting")) == 3
+
+
+@given(st.lists(st.sampled_from("abc"), max_size=8), st.lists(st.sampled_from("abc"), max_size=8),
+       st.lists(st.sampled_from("abc"), max_size=8))
+def test_edit_distance_is_a_metric(a, b, c):
+    d = edit_distance
+    assert d(a, b) == d(b, a)
+    assert (d(a, b) == 0) == (a == b)
+    assert d(a, c) <= d(a, b) + d(b, c)
+    assert abs(len(a) - len(b)) <= d(a, b) <= max(len(a), len(b))
+
+
+def test_word_error_rate():
+    assert word_error_rate(["the cat sat", "hello"], ["the cat sat down", "hello"]) == 0.25
+    assert word_error_rate(["a b"], ["a b"]) == 0.0
+    assert word_error_rate(["a"], ["b c d"]) == 3.0  # insertions can push it above 1
+    assert word_error_rate([["K", "AE1", "T"]], [["K", "AH0", "T"]]) == pytest.approx(1 / 3)
+
+
+def test_errors():
+    with pytest.raises(ValueError, match="same length"):
+        bleu(["a", "b"], ["a"])
+    with pytest.raises(ValueError, match="hypotheses is empty"):
+        chrf([], [])
+    with pytest.raises(TypeError, match="hypotheses must be strings"):
+        bleu(["a"], [3])
+    with pytest.raises(TypeError, match=r"references\[0\]"):
+        chrf([[]], ["a"])
+    with pytest.raises(ValueError, match="tokenize"):
+        bleu(["a"], ["a"], tokenize="intl")
+    with pytest.raises(ValueError, match="char_order"):
+        chrf(["a"], ["a"], char_order=0)
+    with pytest.raises(ValueError, match="beta"):
+        chrf(["a"], ["a"], beta=0)
+    with pytest.raises(ValueError, match="same length"):
+        word_error_rate(["a"], [])
+    with pytest.raises(ValueError, match="no tokens"):
+        word_error_rate([""], ["a"])
