@@ -25,10 +25,12 @@ from attnkit.ops import (
     softmax,
 )
 from attnkit.random_features import RandomFourierFeatures
+from attnkit.seq2seq import Seq2SeqTransformer
 
 __all__ = [
     "LinearAttentionState",
     "RandomFourierFeatures",
+    "Seq2SeqTransformer",
     "__version__",
     "feature_maps",
     "get_num_threads",

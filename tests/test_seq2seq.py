@@ -1,0 +1,172 @@
+"""Seq2SeqTransformer: learning, decoding options, sklearn conventions and bad input."""
+
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+
+from attnkit import Seq2SeqTransformer, seq2seq
+
+WORDS = ["cat", "dog", "bird", "fish", "cow", "hen", "owl", "bee", "ant", "elk"]
+PAIRS = [f"{a} {b}" for a in WORDS for b in WORDS]
+TINY = dict(d_model=32, n_heads=2, encoder_layers=1, decoder_layers=1, d_ff=64, dropout=0.0, label_smoothing=0.0,
+            learning_rate=3e-3, batch_size=16, early_stopping=False, random_state=0)
+
+
+def _upper_task():
+    return PAIRS, [text.upper() for text in PAIRS]
+
+
+@pytest.fixture(scope="module")
+def upper():
+    """A model that learnt to upper-case two-word phrases (fits in a few seconds)."""
+    X, y = _upper_task()
+    return Seq2SeqTransformer(max_iter=40, **TINY).fit(X, y)
+
+
+def test_learns_a_rewriting_task(upper):
+    X, y = _upper_task()
+    assert upper.score(X, y) >= 0.95
+    assert list(upper.predict(["owl cat", "bee ant"])) == ["OWL CAT", "BEE ANT"]
+    assert upper.n_iter_ == 40 and len(upper.loss_curve_) == 40
+    assert upper.loss_curve_[-1] < 0.2 * upper.loss_curve_[0]
+
+
+def test_predict_returns_an_array_of_str_and_lists_for_several_sequences(upper):
+    out = upper.predict(["cat dog", "hen owl", ""])
+    assert isinstance(out, np.ndarray) and out.dtype == object and out.shape == (3,)
+    assert all(isinstance(t, str) for t in out)
+    beams = upper.predict(["cat dog", "hen owl"], strategy="beam", num_beams=3, num_return_sequences=2)
+    assert len(beams) == 2 and all(len(b) == 2 and all(isinstance(t, str) for t in b) for b in beams)
+    assert beams[0][0] == "CAT DOG"
+    assert len(upper.predict([])) == 0
+
+
+def test_greedy_equals_beam_of_width_one_and_temperature_zero(upper):
+    X = PAIRS[::7]
+    greedy = upper.predict(X)
+    np.testing.assert_array_equal(upper.predict(X, strategy="beam", num_beams=1), greedy)
+    np.testing.assert_array_equal(upper.predict(X, strategy="sample", temperature=0, random_state=3), greedy)
+    np.testing.assert_array_equal(upper.predict(X, strategy="sample", top_k=1, random_state=3), greedy)
+
+
+def test_sampling_is_reproducible_and_independent_of_the_batching(upper, monkeypatch):
+    X = PAIRS[:20]
+    kw = dict(strategy="sample", temperature=1.5, num_return_sequences=2, random_state=11)
+    first = upper.predict(X, **kw)
+    assert upper.predict(X, **kw) == first
+    monkeypatch.setattr(seq2seq, "BATCH_TOKENS", 8)  # one or two inputs per batch instead of all of them
+    assert upper.predict(X, **kw) == first
+    assert upper.predict(X, **{**kw, "random_state": 12}) != first
+
+
+def test_max_and_min_length(upper):
+    short = upper.predict(["cat dog"], max_length=3)[0]
+    assert len(short) <= 3
+    longer = upper.predict(["cat dog"], min_length=12)[0]
+    assert len(longer) >= 11  # 12 tokens before the end token may be generated, none of them the end
+
+
+def test_predict_log_proba(upper):
+    X, y = _upper_task()
+    logp = upper.predict_log_proba(X[:10], y[:10])
+    assert logp.shape == (10,) and np.all(logp <= 0)
+    wrong = upper.predict_log_proba(X[:10], [t.lower() for t in y[:10]])
+    assert np.all(wrong < logp)
+    # The sum over the tokens of the greedy path: log-probabilities of a one-token target.
+    one = upper.predict_log_proba(["cat dog"], ["C"])
+    assert one.shape == (1,) and one[0] < 0
+
+
+@pytest.mark.parametrize("options", [
+    dict(attention="linear"),
+    dict(attention="performer"),
+    dict(positional="relative"),
+    dict(positional="learned"),
+    dict(positional=None),
+    dict(encoder_d_model=24, decoder_d_model=40),
+    dict(tokenizer="word"),
+])
+def test_model_variants_fit_and_generate(options):
+    X, y = _upper_task()
+    model = Seq2SeqTransformer(max_iter=2, **{**TINY, **options}).fit(X[:40], y[:40])
+    out = model.predict(X[:5])
+    beams = model.predict(X[:5], strategy="beam", num_beams=2)
+    assert out.shape == (5,) and beams.shape == (5,)
+    assert np.all(np.isfinite(model.predict_log_proba(X[:5], y[:5])))
+
+
+def test_fit_is_reproducible_and_warm_start_continues():
+    X, y = _upper_task()
+    a = Seq2SeqTransformer(max_iter=2, **TINY).fit(X, y)
+    b = Seq2SeqTransformer(max_iter=2, **TINY).fit(X, y)
+    assert a.loss_curve_ == b.loss_curve_
+    np.testing.assert_array_equal(a.predict(X[:10]), b.predict(X[:10]))
+    b.set_params(warm_start=True, max_iter=1).fit(X, y)
+    assert b.n_iter_ == 3 and len(b.loss_curve_) == 3 and b.loss_curve_[:2] == a.loss_curve_
+
+
+def test_early_stopping_records_validation_curves():
+    X, y = _upper_task()
+    model = Seq2SeqTransformer(max_iter=3, **{**TINY, "early_stopping": True, "validation_fraction": 0.2}).fit(X, y)
+    assert len(model.validation_loss_curve_) == model.n_iter_ == len(model.validation_scores_)
+    assert 0 <= model.best_validation_score_ <= 1
+
+
+def test_clone_pickle_and_params(upper):
+    assert clone(upper).get_params() == upper.get_params()
+    assert not hasattr(clone(upper), "model_")
+    restored = pickle.loads(pickle.dumps(upper))
+    np.testing.assert_array_equal(restored.predict(PAIRS[:10]), upper.predict(PAIRS[:10]))
+
+
+def test_unknown_characters():
+    X, y = _upper_task()
+    model = Seq2SeqTransformer(max_iter=1, **TINY).fit(X[:20], y[:20])
+    assert model.predict(["cat zzq"]).shape == (1,)  # unknown characters become <unk>
+    model.set_params(handle_unknown="error")
+    with pytest.raises(ValueError, match=r"X\[1\] has tokens that are not in the source vocabulary: \['q', 'z'\]"):
+        model.predict(["cat", "zzq"])
+
+
+@pytest.mark.parametrize("X, y, error, match", [
+    (["a", 3], ["A", "B"], TypeError, r"X must contain only strings; item 1 is int"),
+    (["a", None], ["A", "B"], ValueError, r"X has a missing value"),
+    (["a", "b"], ["A"], ValueError, r"X and y must have the same length, got 2 and 1"),
+    ([], [], ValueError, r"X and y are empty"),
+    ("abc", ["A"], TypeError, r"X must be a sequence of strings"),
+    (["a", "b"], ["A", np.nan], ValueError, r"y has a missing value"),
+])
+def test_bad_training_input(X, y, error, match):
+    with pytest.raises(error, match=match):
+        Seq2SeqTransformer(max_iter=1, **TINY).fit(X, y)
+
+
+@pytest.mark.parametrize("param, value", [
+    ("tokenizer", "bpe"), ("d_model", 0), ("dropout", 1.0), ("attention", "sparse"), ("positional", "rotary"),
+    ("label_smoothing", -0.1), ("max_source_len", 1), ("validation_fraction", 0.0), ("handle_unknown", "ignore"),
+])
+def test_bad_parameters(param, value):
+    with pytest.raises(ValueError, match=f"'{param}' parameter of Seq2SeqTransformer"):
+        Seq2SeqTransformer(**{**TINY, param: value}).fit(["a"], ["A"])
+
+
+@pytest.mark.parametrize("options, match", [
+    (dict(strategy="sample", top_p=0.0), "top_p"),
+    (dict(strategy="sample", top_p=1.5), "top_p"),
+    (dict(strategy="beam", num_beams=0), "num_beams"),
+    (dict(strategy="sample", temperature=-1.0), "temperature"),
+    (dict(strategy="nucleus"), "strategy"),
+    (dict(strategy="beam", num_beams=2, num_return_sequences=3), "num_return_sequences"),
+    (dict(max_length=0), "max_length"),
+])
+def test_bad_decoding_parameters(upper, options, match):
+    with pytest.raises(ValueError, match=match):
+        upper.predict(["cat dog"], **options)
+
+
+def test_predict_before_fit():
+    with pytest.raises(NotFittedError):
+        Seq2SeqTransformer().predict(["a"])
