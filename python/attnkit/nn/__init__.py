@@ -6,7 +6,10 @@ from attnkit.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear
 from attnkit.nn.losses import CrossEntropyLoss
 from attnkit.nn.module import Module
 from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm, default_decay
+from attnkit.nn.pooling import SequencePooling
 from attnkit.nn.positional import LearnedPositions, RelativePositionBias, SinusoidalPositions
+from attnkit.nn.sequence_classifier import SequenceClassifier
+from attnkit.nn.token_embedding import TokenEmbedding
 from attnkit.nn.transformer import Decoder, DecoderLayer, Encoder, EncoderLayer
 
 __all__ = [
@@ -25,7 +28,10 @@ __all__ = [
     "Module",
     "MultiHeadAttention",
     "RelativePositionBias",
+    "SequenceClassifier",
+    "SequencePooling",
     "SinusoidalPositions",
+    "TokenEmbedding",
     "WarmupSchedule",
     "clip_grad_norm",
     "default_decay",
