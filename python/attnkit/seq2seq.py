@@ -8,6 +8,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from attnkit import decoding, ops
+from attnkit._config import single_threaded_blas
 from attnkit._training import History, TrainingOptions, train, train_validation_split
 from attnkit._validation import Interval, Options, generator, validate_params
 from attnkit.nn import CrossEntropyLoss
@@ -156,10 +157,10 @@ class Seq2SeqTransformer(BaseEstimator):
     }
 
     def __init__(self, *, tokenizer="char", lowercase=False, max_source_features=None, max_target_features=None,
-                 min_df=1, handle_unknown="unk", max_source_len=128, max_target_len=128, d_model=128,
+                 min_df=1, handle_unknown="unk", max_source_len=128, max_target_len=128, d_model=64,
                  encoder_d_model=None, decoder_d_model=None, n_heads=4, encoder_layers=2, decoder_layers=2,
                  d_ff=None, dropout=0.1, attention="softmax", positional="sinusoidal", label_smoothing=0.1,
-                 batch_size=64, learning_rate=2e-3, weight_decay=0.01, max_iter=40, early_stopping=True,
+                 batch_size=32, learning_rate=3e-3, weight_decay=0.01, max_iter=50, early_stopping=True,
                  validation_fraction=0.1, n_iter_no_change=5, tol=1e-4, warm_start=False, random_state=None,
                  verbose=0):
         self.tokenizer = tokenizer
@@ -233,9 +234,10 @@ class Seq2SeqTransformer(BaseEstimator):
             tol=self.tol, monitor="loss", score_name="token accuracy", verbose=self.verbose,
         )
         lengths = np.array([len(src[i]) + len(tgt[i]) for i in train_idx], dtype=np.int64)
-        history = train(self.model_, batch_loss, lengths, options, rng=rng,
-                        validate=validate if self.early_stopping else None,
-                        history=self._history if self.warm_start and hasattr(self, "_history") else None)
+        with single_threaded_blas():
+            history = train(self.model_, batch_loss, lengths, options, rng=rng,
+                            validate=validate if self.early_stopping else None,
+                            history=self._history if self.warm_start and hasattr(self, "_history") else None)
         self._history = history
         self._publish(history)
         return self
@@ -338,24 +340,28 @@ class Seq2SeqTransformer(BaseEstimator):
     def _generate(self, X, *, max_length, random_state, **params):
         check_is_fitted(self, "model_")
         sources = self._encode_sources(check_texts(X, "X"))
-        max_length = self.max_target_len if max_length is None else max_length
-        params.update(max_length=max_length)
+        params.update(max_length=self.max_target_len if max_length is None else max_length)
         decoding._check_params(params, "predict")
-        per_input = decoding.input_generators(random_state, max(len(sources), 1)) \
-            if params["strategy"] == "sample" else None
+        per_input = None
+        if params["strategy"] == "sample":
+            per_input = decoding.input_generators(random_state, max(len(sources), 1))
         out = [None] * len(sources)
-        model, vocab = self.model_, self.target_vocabulary_
-        for rows in _length_batches([len(s) for s in sources]):
-            source, lengths = pad_sequences([sources[i] for i in rows])
-            memory, _ = model.encode(source, lengths)
-            decoder_model = decoding.DecoderModel(model.children["decoder"], memory, lengths, embed=model.embed_target,
-                                                  project=model.project, capacity=max_length)
-            rngs = None if per_input is None else [per_input[i] for i in rows]
-            found = decoding.generate(decoder_model, len(rows), bos_id=vocab.bos_id, eos_id=vocab.eos_id,
-                                      random_state=rngs, **params)
-            for i, hyps in zip(rows, found):
-                out[i] = hyps
+        with single_threaded_blas():
+            for rows in _length_batches([len(s) for s in sources]):
+                rngs = None if per_input is None else [per_input[i] for i in rows]
+                for i, hyps in zip(rows, self._generate_batch([sources[i] for i in rows], rngs, params)):
+                    out[i] = hyps
         return out
+
+    def _generate_batch(self, sources, rngs, params):
+        """Hypotheses of a batch of encoded sources (see :func:`attnkit.decoding.generate`)."""
+        model, vocab = self.model_, self.target_vocabulary_
+        source, lengths = pad_sequences(sources)
+        memory, _ = model.encode(source, lengths)
+        decoder_model = decoding.DecoderModel(model.children["decoder"], memory, lengths, embed=model.embed_target,
+                                              project=model.project, capacity=params["max_length"])
+        return decoding.generate(decoder_model, len(sources), bos_id=vocab.bos_id, eos_id=vocab.eos_id,
+                                 random_state=rngs, **params)
 
     def _detokenize(self, ids):
         return self.tokenizer_.detokenize(self.target_vocabulary_.decode(ids))
@@ -372,11 +378,12 @@ class Seq2SeqTransformer(BaseEstimator):
         src = self._encode_sources(sources)
         tgt = [self.target_vocabulary_.encode(self.tokenizer_(t), max_len=self.max_target_len - 1) for t in targets]
         out = np.zeros(len(src))
-        for rows in _length_batches([len(s) + len(t) for s, t in zip(src, tgt)]):
-            source, lengths, target_in, target_out = self._batch([src[i] for i in rows], [tgt[i] for i in rows])
-            logits, _ = self.model_.forward(source, lengths, target_in)
-            picked = np.take_along_axis(_log_softmax(logits), target_out[..., None], axis=-1)[..., 0]
-            out[rows] = np.sum(np.where(target_out != 0, picked, 0.0), axis=1)
+        with single_threaded_blas():
+            for rows in _length_batches([len(s) + len(t) for s, t in zip(src, tgt)]):
+                source, lengths, target_in, target_out = self._batch([src[i] for i in rows], [tgt[i] for i in rows])
+                logits, _ = self.model_.forward(source, lengths, target_in)
+                picked = np.take_along_axis(_log_softmax(logits), target_out[..., None], axis=-1)[..., 0]
+                out[rows] = np.sum(np.where(target_out != 0, picked, 0.0), axis=1)
         return out
 
     def score(self, X, y):
