@@ -1,13 +1,15 @@
 """decoding: greedy, beam search and sampling on tiny models with known scores; the logit processors'
 properties; per-input stopping and seeding; cached generation equals uncached."""
 
+import doctest
+
 import numpy as np
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attnkit import nn
+from attnkit import decoding, nn
 from attnkit.decoding import (
     DecoderModel,
     apply_temperature,
@@ -435,3 +437,8 @@ def test_a_model_with_the_wrong_output_is_named():
 
     with pytest.raises(ValueError, match=r"model.step must return float scores of shape \(rows=1, V\)"):
         generate(Bad(1), 1, **GOOD)
+
+
+def test_docstring_examples_run():
+    result = doctest.testmod(decoding)
+    assert result.attempted > 0 and result.failed == 0

@@ -1,11 +1,13 @@
 """metrics: BLEU and chrF against numbers computed by sacreBLEU, hand-computable cases, edit distance and WER."""
 
+import doctest
 import math
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from attnkit import metrics
 from attnkit.metrics import bleu, chrf, edit_distance, word_error_rate
 
 # The expected scores below were computed with sacrebleu 2.6.0 (corpus_bleu and corpus_chrf with their
@@ -128,3 +130,8 @@ def test_errors():
         word_error_rate(["a"], [])
     with pytest.raises(ValueError, match="no tokens"):
         word_error_rate([""], ["a"])
+
+
+def test_docstring_examples_run():
+    result = doctest.testmod(metrics)
+    assert result.attempted > 0 and result.failed == 0

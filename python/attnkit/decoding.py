@@ -205,6 +205,12 @@ def top_k_filter(logits, k):
     Returns
     -------
     ndarray of float64, the shape of ``logits``
+
+    Examples
+    --------
+    >>> from attnkit.decoding import top_k_filter
+    >>> top_k_filter([1.0, 3.0, 2.0, 3.0], 2).tolist()  # the two largest
+    [-inf, 3.0, -inf, 3.0]
     """
     logits = np.array(logits, dtype=np.float64)
     _check_params({"top_k": k}, "top_k_filter")
@@ -234,6 +240,13 @@ def top_p_filter(logits, p):
     Returns
     -------
     ndarray of float64, the shape of ``logits``
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit.decoding import top_p_filter
+    >>> top_p_filter(np.log([0.2, 0.5, 0.3]), 0.7).round(3).tolist()  # 0.5 + 0.3 >= 0.7
+    [-inf, -0.693, -1.204]
     """
     logits = np.array(logits, dtype=np.float64)
     _check_params({"top_p": p}, "top_p_filter")
