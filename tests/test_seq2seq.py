@@ -8,6 +8,7 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 from attnkit import Seq2SeqTransformer, seq2seq
+from attnkit.datasets import make_case_pairs
 from attnkit.nn.encoder_decoder import EncoderDecoder
 
 WORDS = ["cat", "dog", "bird", "fish", "cow", "hen", "owl", "bee", "ant", "elk"]
@@ -214,3 +215,12 @@ def test_ctrl_c_stops_cleanly_with_the_best_weights(monkeypatch):
     with pytest.warns(UserWarning, match="interrupt"):
         model.fit(X, y)
     assert model.n_iter_ >= 1 and model.predict(X[:2]).shape == (2,)
+
+
+def test_the_course_case_task_reaches_99_percent_exact_match_on_new_sentences():
+    # "<U> I am a student" -> "I AM A STUDENT", "<L> ..." -> lower case; a short fit (~20 s on 2 cores).
+    X, y = make_case_pairs(2000, random_state=0, max_words=4)
+    X_test, y_test = make_case_pairs(500, random_state=1, max_words=4)
+    model = Seq2SeqTransformer(encoder_layers=1, decoder_layers=1, max_iter=35, learning_rate=5e-3,
+                               label_smoothing=0.0, early_stopping=False, random_state=0).fit(X, y)
+    assert model.score(X_test, y_test) >= 0.99
