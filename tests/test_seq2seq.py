@@ -7,6 +7,7 @@ import pytest
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
+import attnkit
 from attnkit import Seq2SeqTransformer, seq2seq
 from attnkit.datasets import make_case_pairs
 from attnkit.nn.encoder_decoder import EncoderDecoder
@@ -169,6 +170,11 @@ def test_bad_decoding_parameters(upper, options, match):
         upper.predict(["cat dog"], **options)
 
 
+def test_relative_positions_need_softmax_attention():
+    with pytest.raises(ValueError, match="positional='relative' needs attention='softmax'"):
+        Seq2SeqTransformer(**{**TINY, "positional": "relative", "attention": "linear"}).fit(["a"], ["A"])
+
+
 def test_predict_before_fit():
     with pytest.raises(NotFittedError):
         Seq2SeqTransformer().predict(["a"])
@@ -224,3 +230,26 @@ def test_the_course_case_task_reaches_99_percent_exact_match_on_new_sentences():
     model = Seq2SeqTransformer(encoder_layers=1, decoder_layers=1, max_iter=35, learning_rate=5e-3,
                                label_smoothing=0.0, early_stopping=False, random_state=0).fit(X, y)
     assert model.score(X_test, y_test) >= 0.99
+
+
+def test_save_and_load_round_trip_bit_exactly(upper, tmp_path):
+    path = tmp_path / "upper.npz"
+    upper.save(path)
+    restored = attnkit.load(path)
+    assert isinstance(restored, Seq2SeqTransformer) and restored.get_params() == upper.get_params()
+    X = PAIRS[:20]
+    np.testing.assert_array_equal(restored.predict(X), upper.predict(X))
+    np.testing.assert_array_equal(restored.predict_log_proba(X, upper.predict(X)),
+                                  upper.predict_log_proba(X, upper.predict(X)))
+    assert restored.loss_curve_ == upper.loss_curve_ and restored.n_iter_ == upper.n_iter_
+    restored.set_params(warm_start=True, max_iter=1).fit(*_upper_task())  # the optimiser state came back too
+    assert restored.n_iter_ == upper.n_iter_ + 1
+
+
+def test_save_and_load_performer_and_relative_models(tmp_path):
+    X, y = _upper_task()
+    for options in (dict(attention="performer"), dict(attention="linear"), dict(positional="relative")):
+        model = Seq2SeqTransformer(max_iter=1, **{**TINY, **options}).fit(X[:30], y[:30])
+        model.save(tmp_path / "m.npz")
+        restored = attnkit.load(tmp_path / "m.npz")
+        np.testing.assert_array_equal(restored.predict_log_proba(X[:5], y[:5]), model.predict_log_proba(X[:5], y[:5]))

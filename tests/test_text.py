@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from attnkit import text
-from attnkit.text import SPECIAL_TOKENS, Tokenizer, Vocabulary, check_texts, pad_sequences
+from attnkit.text import SPECIAL_TOKENS, Tokenizer, Vocabulary, check_texts, length_sorted_batches, pad_sequences
 
 
 def test_docstring_examples_run():
@@ -181,6 +181,16 @@ def test_pad_sequences_truncates_and_keeps_one_column():
     assert ids.shape == (2, 1) and lengths.tolist() == [0, 0]
     ids, lengths = pad_sequences([])
     assert ids.shape == (0, 1) and lengths.shape == (0,)
+
+
+def test_length_sorted_batches_cover_every_item_with_little_padding():
+    sequences = [[1] * n for n in (5, 1, 3, 1, 4, 2, 0)]
+    batches = list(length_sorted_batches(sequences, 3))
+    assert sorted(int(r) for rows, _, _ in batches for r in rows) == list(range(7))
+    for rows, ids, lengths in batches:
+        assert lengths.tolist() == [len(sequences[r]) for r in rows]
+        assert ids.shape == (len(rows), max(1, max(lengths)))
+    assert [lengths.tolist() for _, _, lengths in batches] == [[0, 1, 1], [2, 3, 4], [5]]
 
 
 # --------------------------------------------------------------------------------- check_texts

@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 
 from attnkit import nn
-from attnkit._training import History, TrainingOptions, make_batches, train, train_validation_split
+from attnkit._training import (
+    History,
+    TrainingOptions,
+    make_batches,
+    reseed_dropout,
+    train,
+    train_validation_split,
+    training_generator,
+)
 
 # ---------------------------------------------------------------------------------- batching
 
@@ -321,3 +329,25 @@ def test_progress_bar_when_tqdm_is_installed(monkeypatch, capsys):
 def test_history_defaults():
     history = History()
     assert history.n_epochs == 0 and history.loss_curve == [] and history.optimizer_state is None
+
+
+def test_reseeding_dropout_makes_masks_depend_on_the_seed_only():
+    def masks(model, seed):
+        reseed_dropout(model, np.random.default_rng(seed))
+        return [model.forward(np.ones((4, 8)), training=True)[0] for _ in range(2)]
+
+    used = nn.FeedForward(8, 16, rng=0, dropout=0.5)
+    used.forward(np.ones((4, 8)), training=True)  # advance its generator
+    fresh = nn.FeedForward(8, 16, rng=0, dropout=0.5)
+    assert all(np.array_equal(a, b) for a, b in zip(masks(used, 7), masks(fresh, 7)))
+    assert not np.array_equal(masks(fresh, 7)[0], masks(fresh, 8)[0])
+
+
+def test_training_generator_streams():
+    def draw(random_state, epochs):
+        return training_generator(random_state, epochs).integers(2**32, size=3).tolist()
+
+    assert draw(3, 0) == draw(3, 0) and draw(3, 0) != draw(3, 1) and draw(3, 0) != draw(4, 0)
+    assert draw(np.random.RandomState(0), 5) == draw(np.random.RandomState(0), 5)  # a seed from the RandomState
+    generator = np.random.default_rng(0)
+    assert training_generator(generator, 2) is not None and draw(None, 0) != draw(None, 0)

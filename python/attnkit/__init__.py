@@ -12,9 +12,11 @@ import os
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
-from attnkit import feature_maps, ops, reference  # noqa: E402
+from attnkit import feature_maps, ops, reference, text  # noqa: E402
 from attnkit._config import get_num_threads, set_num_threads, show_config
 from attnkit._core import __version__
+from attnkit.classifier import TransformerClassifier
+from attnkit.io import load
 from attnkit.ops import (
     LinearAttentionState,
     linear_attention,
@@ -31,10 +33,12 @@ __all__ = [
     "LinearAttentionState",
     "RandomFourierFeatures",
     "Seq2SeqTransformer",
+    "TransformerClassifier",
     "__version__",
     "feature_maps",
     "get_num_threads",
     "linear_attention",
+    "load",
     "log_softmax",
     "ops",
     "random_fourier_features",
@@ -44,4 +48,5 @@ __all__ = [
     "show_config",
     "sinusoidal_positions",
     "softmax",
+    "text",
 ]

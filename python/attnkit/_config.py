@@ -1,5 +1,6 @@
 """Runtime configuration: which kernels run, and on how many threads."""
 
+import functools
 import os
 import platform
 import sys
@@ -39,6 +40,17 @@ def single_threaded_blas():
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=1, user_api="blas")
+
+
+def with_single_threaded_blas(function):
+    """Decorator: run ``function`` inside :func:`single_threaded_blas`."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        with single_threaded_blas():
+            return function(*args, **kwargs)
+
+    return wrapper
 
 
 def config():

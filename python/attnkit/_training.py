@@ -15,15 +15,26 @@ it between ``partial_fit`` calls and still pickle, clone and save as plain data.
 
 import dataclasses
 import math
+import numbers
 import sys
 import time
 import warnings
 
 import numpy as np
 
+from attnkit._config import with_single_threaded_blas
+from attnkit.nn.layers import Dropout
 from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm
 
-__all__ = ["History", "TrainingOptions", "make_batches", "train", "train_validation_split"]
+__all__ = [
+    "History",
+    "TrainingOptions",
+    "make_batches",
+    "reseed_dropout",
+    "train",
+    "train_validation_split",
+    "training_generator",
+]
 
 # Batches are cut from pools of this many batches' worth of samples sorted by length: the samples
 # of a batch have similar lengths (little padding) while the pools keep the order random.
@@ -105,6 +116,8 @@ class History:
         Epoch (1-based, over all calls) of the best monitored value of the latest call.
     best_value : float or None
         That value (validation loss or score with validation, training loss without).
+    best_validation : (float, float) or None
+        Validation loss and score of that epoch (None without validation).
     optimizer_state : dict of str to ndarray or None
         AdamW's moments and step count, to resume (``partial_fit``).
     warmup_steps : int
@@ -119,10 +132,23 @@ class History:
     validation_scores: list = dataclasses.field(default_factory=list)
     best_epoch: int | None = None
     best_value: float | None = None
+    best_validation: tuple | None = None
     optimizer_state: dict | None = None
     warmup_steps: int = 0
     stopped_early: bool = False
     interrupted: bool = False
+
+    def to_dict(self):
+        """The history as a dict of Python values, the optimiser state (a dict of arrays) included;
+        :meth:`from_dict` undoes it. Estimators keep this form, so their fitted state stays plain."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, state):
+        state = dict(state)
+        if state.get("best_validation") is not None:
+            state["best_validation"] = tuple(state["best_validation"])
+        return cls(**state)
 
 
 def train_validation_split(n_samples, fraction, rng, *, stratify=None):
@@ -161,6 +187,34 @@ def train_validation_split(n_samples, fraction, rng, *, stratify=None):
                          "turn early_stopping off")
     train = np.setdiff1d(np.arange(n_samples), validation, assume_unique=True)
     return train, validation
+
+
+def training_generator(random_state, epochs_done):
+    """The Generator of a fit or partial_fit call that starts after ``epochs_done`` epochs.
+
+    An int seed gives one stream per (seed, epochs_done): a fit is reproducible, consecutive
+    partial_fit calls shuffle differently, and a model loaded from a file continues exactly as the
+    saved one would have. A Generator is used as it is (it advances); a legacy RandomState gives a
+    seed; None, fresh entropy.
+    """
+    if isinstance(random_state, np.random.RandomState):
+        random_state = random_state.randint(np.iinfo(np.int64).max, dtype=np.int64)
+    if isinstance(random_state, numbers.Integral):
+        return np.random.default_rng([int(random_state), epochs_done])
+    return np.random.default_rng(random_state)
+
+
+def reseed_dropout(model, rng):
+    """Give every Dropout layer of ``model`` a generator drawn from ``rng``.
+
+    Called at the start of each training call, so that the masks depend only on the call's seed,
+    not on how many masks the model drew before: a model loaded from a file (whose layers start
+    with fresh generators) then trains exactly as the one that was saved.
+    """
+    if isinstance(model, Dropout):
+        model.rng = np.random.default_rng(rng.integers(2**63))
+    for child in model.children.values():
+        reseed_dropout(child, rng)
 
 
 def make_batches(lengths, batch_size, rng, *, bucket=True):
@@ -218,6 +272,7 @@ def _epoch_line(history, options, epoch, total, tokens_per_second, elapsed, impr
     return "  ".join(parts)
 
 
+@with_single_threaded_blas
 def train(model, batch_loss, lengths, options, *, rng, validate=None, history=None):
     """Train ``model`` in place for up to ``options.max_epochs`` epochs.
 
@@ -277,7 +332,7 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
 
     with_validation = validate is not None
     higher_is_better = with_validation and options.monitor == "score"
-    history.best_epoch = history.best_value = None
+    history.best_epoch = history.best_value = history.best_validation = None
     history.stopped_early = history.interrupted = False
     best_weights, no_improvement = None, 0
     start = time.perf_counter()
@@ -290,7 +345,9 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
                                      options, epoch)
             for indices in batches:
                 model.zero_grad()
-                loss, tokens = batch_loss(indices)
+                # A diverging run overflows on its way to a non-finite loss; the check below reports it.
+                with np.errstate(over="ignore", invalid="ignore"):
+                    loss, tokens = batch_loss(indices)
                 if not math.isfinite(loss):
                     raise ValueError(f"the training loss became {loss} at epoch {epoch}, update "
                                      f"{optimizer.step_count + 1}; try a lower learning_rate")
@@ -308,16 +365,19 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
             train_seconds = time.perf_counter() - epoch_start
             history.loss_curve.append(loss_sum / n_seen)
             history.n_epochs = epoch
+            validation = None
             if with_validation:
-                val_loss, val_score = validate()
-                history.validation_loss_curve.append(float(val_loss))
-                history.validation_scores.append(float(val_score))
-                value = val_score if options.monitor == "score" else val_loss
+                with np.errstate(over="ignore", invalid="ignore"):
+                    validation = tuple(float(v) for v in validate())
+                history.validation_loss_curve.append(validation[0])
+                history.validation_scores.append(validation[1])
+                value = validation[1] if options.monitor == "score" else validation[0]
             else:
                 value = history.loss_curve[-1]
             improved = _improved(value, history.best_value, options, higher_is_better)
             if improved:
                 history.best_value, history.best_epoch, no_improvement = float(value), epoch, 0
+                history.best_validation = validation
                 best_weights = model.state_dict()
             else:
                 no_improvement += 1

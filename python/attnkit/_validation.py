@@ -45,6 +45,21 @@ def float_array(x, name):
     return arr
 
 
+def check_sample_weight(sample_weight, n_samples):
+    """``sample_weight`` as a float64 array of shape (n_samples,): None gives ones, a scalar is
+    repeated; negative, NaN or infinite weights are refused."""
+    if sample_weight is None:
+        return np.ones(n_samples)
+    weights = np.asarray(sample_weight, dtype=np.float64)
+    if weights.ndim == 0:
+        weights = np.full(n_samples, float(weights))
+    if weights.shape != (n_samples,):
+        raise ValueError(f"sample_weight must have shape ({n_samples},), got {weights.shape}")
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        raise ValueError("sample_weight must be finite and non-negative")
+    return weights
+
+
 def check_ndim(arr, name, minimum, what):
     if arr.ndim < minimum:
         raise ValueError(f"{name} must have at least {minimum} dimensions {what}, got shape {arr.shape}")

@@ -204,6 +204,10 @@ class Seq2SeqTransformer(BaseEstimator):
         self
         """
         validate_params(self.get_params(deep=False), self._parameter_constraints, caller=type(self).__name__)
+        if self.positional == "relative" and self.attention != "softmax":
+            raise ValueError(f"positional='relative' needs attention='softmax' (relative positions are a bias on the "
+                             f"attention logits, which {self.attention!r} attention never forms); got "
+                             f"attention={self.attention!r}")
         sources, targets = _check_pairs(X, y)
         rng = generator(self.random_state)
         if not (self.warm_start and hasattr(self, "model_")):
@@ -235,10 +239,9 @@ class Seq2SeqTransformer(BaseEstimator):
             tol=self.tol, monitor="loss", score_name="token accuracy", verbose=self.verbose,
         )
         lengths = np.array([len(src[i]) + len(tgt[i]) for i in train_idx], dtype=np.int64)
-        with single_threaded_blas():
-            history = train(self.model_, batch_loss, lengths, options, rng=rng,
-                            validate=validate if self.early_stopping else None,
-                            history=self._history if self.warm_start and hasattr(self, "_history") else None)
+        history = train(self.model_, batch_loss, lengths, options, rng=rng,
+                        validate=validate if self.early_stopping else None,
+                        history=self._history if self.warm_start and hasattr(self, "_history") else None)
         self._history = history
         self._publish(history)
         return self

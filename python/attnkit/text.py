@@ -41,6 +41,7 @@ __all__ = [
     "Tokenizer",
     "Vocabulary",
     "check_texts",
+    "length_sorted_batches",
     "pad_sequences",
 ]
 
@@ -323,6 +324,28 @@ def pad_sequences(sequences, *, pad_id=0, max_len=None, dtype=np.int64):
     for row, seq in zip(ids, sequences):
         row[: len(seq)] = seq
     return ids, lengths
+
+
+def length_sorted_batches(sequences, batch_size, *, pad_id=0):
+    """Padded batches of sequences of similar lengths, for inference: little padding, any order.
+
+    Parameters
+    ----------
+    sequences : sequence of sequences of int
+    batch_size : int
+    pad_id : int, default=0
+
+    Yields
+    ------
+    rows : ndarray of int
+        Positions in ``sequences`` of the batch's items.
+    ids, lengths : ndarray
+        As :func:`pad_sequences` gives them for those items.
+    """
+    order = np.argsort([len(seq) for seq in sequences], kind="stable")
+    for start in range(0, len(order), batch_size):
+        rows = order[start : start + batch_size]
+        yield (rows, *pad_sequences([sequences[i] for i in rows], pad_id=pad_id))
 
 
 def check_texts(X, name="X"):

@@ -1,0 +1,67 @@
+"""The two input routes of the text estimators: raw strings, or a 2-D array of token ids.
+
+Strings go through :func:`attnkit.text.check_texts` and a tokenizer; an integer array is read as
+rows of token ids, each id a token of its own (so the same vocabulary, cut-offs and ``<unk>``
+handling apply), with ``padding_id`` entries removed. Which route ``X`` takes is decided by its
+type alone, before any conversion.
+"""
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["TEXT", "IDS", "input_kind", "id_rows_to_tokens"]
+
+TEXT, IDS = "text", "ids"
+
+
+def input_kind(X):
+    """``IDS`` for a numeric array-like (or a sparse matrix, which the ids route refuses with
+    scikit-learn's message), ``TEXT`` for anything else.
+
+    Numeric means: a NumPy array (or anything with a ``dtype``) of bools, integers, floats or
+    complex numbers, a 2-D object array whose first entry is not a string, or a list of lists
+    whose first entry is a number. A 1-D numeric array is the ids route too, so that it gets
+    scikit-learn's "Reshape your data" error rather than a complaint about strings.
+    """
+    if sp.issparse(X):
+        return IDS
+    dtype = getattr(X, "dtype", None)
+    if dtype is not None and not isinstance(X, (str, bytes)):
+        dtype = np.dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
+        if dtype.kind in "biufc":
+            return IDS
+        if dtype.kind == "O" and getattr(X, "ndim", 1) == 2:
+            arr = np.asarray(X)
+            return TEXT if arr.size and isinstance(arr.flat[0], str) else IDS
+        return TEXT
+    if isinstance(X, (list, tuple)) and X and isinstance(X[0], (list, tuple, np.ndarray)):
+        first = X[0]
+        if len(first) and isinstance(first[0], numbers.Number) and not isinstance(first[0], bool):
+            return IDS
+    if hasattr(X, "__array__") and not isinstance(X, (str, bytes)):
+        return input_kind(np.asarray(X))
+    return TEXT
+
+
+def id_rows_to_tokens(X, padding_id):
+    """Token lists (Python ints) of a validated 2-D numeric array, ``padding_id`` entries removed.
+
+    Raises
+    ------
+    ValueError
+        For a value that is not a whole number (token ids are integers; a float array is taken
+        when every value is integral).
+    """
+    X = np.asarray(X)
+    if X.dtype.kind == "f":
+        fractional = X != np.round(X)
+        if fractional.any():
+            row, col = np.argwhere(fractional)[0]
+            raise ValueError(f"X must hold integer token ids; got {X[row, col].item()!r} at [{row}, {col}]")
+        if X.size and np.abs(X).max() >= 2**62:
+            raise ValueError(f"X must hold integer token ids below 2**62 in magnitude; got {np.abs(X).max()!r}")
+    X = X.astype(np.int64)
+    keep = X != padding_id
+    return [row[mask].tolist() for row, mask in zip(X, keep)]

@@ -1,0 +1,644 @@
+"""TransformerClassifier: a transformer encoder trained on raw text (or token ids), as a scikit-learn
+classifier."""
+
+import numbers
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+
+from attnkit import ops
+from attnkit._network_state import NetworkStateMixin
+from attnkit._token_input import IDS, id_rows_to_tokens, input_kind
+from attnkit._training import (
+    History,
+    TrainingOptions,
+    reseed_dropout,
+    train,
+    train_validation_split,
+    training_generator,
+)
+from attnkit._validation import Interval, Options, check_sample_weight, validate_params
+from attnkit.io import from_json, to_json
+from attnkit.nn import CrossEntropyLoss, SequenceClassifier
+from attnkit.text import SPECIAL_TOKENS, Tokenizer, Vocabulary, check_texts, length_sorted_batches, pad_sequences
+
+__all__ = ["TransformerClassifier"]
+
+PREDICT_BATCH = 256  # sequences per inference batch (sorted by length, so padding stays small)
+WARMUP_FRACTION = 0.1  # share of the planned updates spent warming the learning rate up
+MAX_GRAD_NORM = 1.0
+RELATIVE_DISTANCE = 16  # clipping distance of positional="relative"
+
+
+class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClassifierMixin, NetworkStateMixin,
+                            BaseEstimator):
+    """Text classifier: a transformer encoder over word or character tokens, trained from scratch.
+
+    Texts are split into tokens (:class:`attnkit.text.Tokenizer`), mapped to ids through a
+    vocabulary learnt in ``fit``, prefixed with a ``<cls>`` token, embedded with positions, run
+    through a pre-LayerNorm transformer encoder, pooled into one vector and classified by a linear
+    layer; all of it is trained with AdamW on the cross-entropy (see :mod:`attnkit.nn`). Unlike a
+    bag-of-words model it sees word order, so "not good" and "good, not bad" differ.
+
+    Parameters
+    ----------
+    tokenizer : {"word", "char"}, default="word"
+        ``"word"``: words, numbers and punctuation marks, with contractions split
+        (``"don't"`` -> ``"do"``, ``"n't"``). ``"char"``: characters.
+
+    lowercase : bool, default=True
+        Lowercase the texts before tokenizing.
+
+    max_features : int, default=None
+        Keep only the most frequent tokens of the training texts; the others become ``<unk>``.
+        None keeps every token that passes ``min_df``.
+
+    min_df : int or float, default=1
+        Ignore tokens that occur in fewer training texts than this (an int, a count; a float in
+        (0, 1], a fraction of the texts).
+
+    max_len : int, default=128
+        Texts longer than this many tokens are truncated to their first ``max_len`` tokens (the
+        ``<cls>`` token is not counted).
+
+    padding_id : int, default=0
+        For token-id input only: the id that marks padding; these entries are removed from each
+        row.
+
+    d_model : int, default=128
+        Width of the token vectors and the encoder.
+
+    n_heads : int, default=4
+        Attention heads per layer; must divide ``d_model``.
+
+    n_layers : int, default=2
+        Encoder layers.
+
+    d_ff : int, default=256
+        Hidden width of each layer's feed-forward block.
+
+    dropout : float, default=0.1
+        Dropout on embeddings, residual branches, feed-forward blocks and the pooled vector.
+
+    attention : {"softmax", "linear", "performer"}, default="softmax"
+        Exact attention, linear attention (elu + 1 features) or Performer's FAVOR+ random
+        features. Only softmax attention has weights for :meth:`attention_maps`.
+
+    positional : {"sinusoidal", "learned", "relative"} or None, default="sinusoidal"
+        Sinusoidal or learned absolute positions added to the token vectors, or learned
+        relative-position biases in every attention layer (distances clipped to +-16). None uses
+        no positions (the model then sees a bag of words).
+
+    pooling : {"cls", "mean"}, default="cls"
+        The sentence vector: the encoder's output at the ``<cls>`` token, or the mean over the
+        tokens.
+
+    batch_size : int, default=32
+        Texts per update.
+
+    learning_rate : float, default=1e-3
+        Peak learning rate of AdamW; it rises linearly over the first 10% of the planned updates
+        and decays linearly to 0 at the end of ``max_iter`` epochs.
+
+    weight_decay : float, default=0.01
+        AdamW's decoupled weight decay (on matrices and tables, not on biases and norms).
+
+    max_iter : int, default=10
+        Maximum number of epochs (passes over the training texts).
+
+    early_stopping : bool, default=True
+        Hold out ``validation_fraction`` of the training data (stratified), stop when the
+        validation loss (or score, see ``early_stopping_metric``) has not improved by ``tol`` for
+        ``n_iter_no_change`` epochs, and keep the weights of the best epoch. Without it, training
+        stops when the training loss has not improved by ``tol`` for ``n_iter_no_change`` epochs
+        (and otherwise after ``max_iter`` epochs, without a ConvergenceWarning: the learning-rate
+        schedule is planned to end there).
+
+    early_stopping_metric : {"loss", "score"}, default="loss"
+        What early stopping follows: the validation cross-entropy, or the validation accuracy.
+
+    validation_fraction : float, default=0.1
+        Share of the training data held out for early stopping, in (0, 1).
+
+    n_iter_no_change : int, default=3
+        Patience of early stopping, in epochs.
+
+    tol : float, default=1e-4
+        Smallest change of the monitored value that counts as an improvement.
+
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes in the loss (``{label: weight}``); "balanced" uses
+        ``n_samples / (n_classes * np.bincount(y))``.
+
+    warm_start : bool, default=False
+        Continue from the previous fit's weights (its vocabulary and classes are kept; new labels
+        are refused).
+
+    random_state : int, RandomState instance, Generator or None, default=None
+        Seeds weight initialisation, dropout, shuffling and the validation split. Pass an int for
+        reproducible fits.
+
+    verbose : int, default=0
+        1 or more: one line per epoch (epoch, training loss, validation loss and accuracy,
+        tokens/s, elapsed time) and, when tqdm is installed, a progress bar within each epoch.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels.
+
+    vocabulary_ : dict
+        Token -> id (ids 0-4 are ``<pad>``, ``<unk>``, ``<cls>``, ``<bos>``, ``<eos>``); for
+        token-id input the tokens are the input ids.
+
+    n_iter_ : int
+        Epochs run (over all ``warm_start`` fits and ``partial_fit`` calls).
+
+    loss_curve_ : list of float
+        Mean training loss of each epoch.
+
+    validation_loss_curve_ : list of float
+        Validation loss after each epoch (empty without validation).
+
+    validation_scores_ : list of float
+        Validation accuracy after each epoch (empty without validation).
+
+    best_validation_score_ : float or None
+        Validation accuracy of the epoch whose weights were kept by early stopping; None without
+        early stopping.
+
+    n_features_in_ : int
+        Number of columns of token-id input seen in ``fit``. Not defined for text input, which
+        has no columns (as for scikit-learn's text vectorizers).
+
+    See Also
+    --------
+    attnkit.text.Tokenizer : The tokenizers.
+    attnkit.nn.SequenceClassifier : The network.
+    attnkit.plotting.plot_attention : Draw an attention map from :meth:`attention_maps`.
+
+    Notes
+    -----
+    Training takes shuffled minibatches of texts of similar length (little padding); gradients
+    are clipped to norm 1. ``fit`` can also take ``validation_data=(X_val, y_val)``, a held-out set
+    used instead of a split of the training data. Ctrl-C during ``fit`` stops training, keeps the
+    best weights seen so far and warns; the classifier is then usable. Fitted state is NumPy
+    arrays and plain Python values: pickle and joblib work, and :meth:`save` /
+    :func:`attnkit.load` write and read it without pickle.
+
+    Examples
+    --------
+    >>> from attnkit import TransformerClassifier
+    >>> texts = ["good", "not good", "bad", "not bad", "very good", "not very good"] * 20
+    >>> labels = [1, 0, 0, 1, 1, 0] * 20
+    >>> clf = TransformerClassifier(d_model=32, n_heads=2, d_ff=64, max_iter=15, early_stopping=False,
+    ...                             random_state=0)
+    >>> clf.fit(texts, labels).predict(["not good", "not bad"]).tolist()
+    [0, 1]
+    """
+
+    _network_class = SequenceClassifier
+    _parameter_constraints = {
+        "tokenizer": [Options(str, set(Tokenizer.KINDS))],
+        "lowercase": ["boolean"],
+        "max_features": [None, Interval(numbers.Integral, 1, None, closed="left")],
+        "min_df": [Interval(numbers.Integral, 1, None, closed="left"), Interval(numbers.Real, 0, 1, closed="right")],
+        "max_len": [Interval(numbers.Integral, 1, None, closed="left")],
+        "padding_id": [Interval(numbers.Integral, None, None, closed="neither")],
+        "d_model": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_heads": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_layers": [Interval(numbers.Integral, 1, None, closed="left")],
+        "d_ff": [Interval(numbers.Integral, 1, None, closed="left")],
+        "dropout": [Interval(numbers.Real, 0, 1, closed="left")],
+        "attention": [Options(str, {"softmax", "linear", "performer"})],
+        "positional": [None, Options(str, {"sinusoidal", "learned", "relative"})],
+        "pooling": [Options(str, {"cls", "mean"})],
+        "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
+        "learning_rate": [Interval(numbers.Real, 0, None, closed="neither")],
+        "weight_decay": [Interval(numbers.Real, 0, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "early_stopping": ["boolean"],
+        "early_stopping_metric": [Options(str, {"loss", "score"})],
+        "validation_fraction": [Interval(numbers.Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(numbers.Integral, 1, None, closed="left")],
+        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "class_weight": [None, dict, Options(str, {"balanced"})],
+        "warm_start": ["boolean"],
+        "random_state": ["random_state"],
+        "verbose": [Interval(numbers.Integral, 0, None, closed="left"), "boolean"],
+    }
+
+    def __init__(self, *, tokenizer="word", lowercase=True, max_features=None, min_df=1, max_len=128, padding_id=0,
+                 d_model=128, n_heads=4, n_layers=2, d_ff=256, dropout=0.1, attention="softmax",
+                 positional="sinusoidal", pooling="cls", batch_size=32, learning_rate=1e-3, weight_decay=0.01,
+                 max_iter=10, early_stopping=True, early_stopping_metric="loss", validation_fraction=0.1,
+                 n_iter_no_change=3, tol=1e-4, class_weight=None, warm_start=False, random_state=None, verbose=0):
+        self.tokenizer = tokenizer
+        self.lowercase = lowercase
+        self.max_features = max_features
+        self.min_df = min_df
+        self.max_len = max_len
+        self.padding_id = padding_id
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.n_layers = n_layers
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.attention = attention
+        self.positional = positional
+        self.pooling = pooling
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.weight_decay = weight_decay
+        self.max_iter = max_iter
+        self.early_stopping = early_stopping
+        self.early_stopping_metric = early_stopping_metric
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.class_weight = class_weight
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # ----------------------------------------------------------------------------- public API
+    def fit(self, X, y, sample_weight=None, *, validation_data=None):
+        """Learn the vocabulary and train the network.
+
+        Parameters
+        ----------
+        X : sequence of str, or array-like of int of shape (n_samples, n_columns)
+            Texts (list, tuple, 1-D array, pandas Series, or one column), or token ids (rows
+            padded with ``padding_id``).
+
+        y : array-like of shape (n_samples,)
+            Class labels (two or more classes; strings or numbers).
+
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weight of each sample in the loss (and in the validation loss and accuracy).
+
+        validation_data : tuple (X_val, y_val), default=None
+            A held-out set to monitor (and to early-stop on, with ``early_stopping``), instead of
+            holding out ``validation_fraction`` of the training data.
+
+        Returns
+        -------
+        self : object
+            The fitted classifier.
+        """
+        return self._fit(X, y, sample_weight, validation_data=validation_data, classes=None, incremental=False)
+
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """Train for one epoch on (X, y), continuing from the current weights.
+
+        The first call builds the vocabulary from its X (later calls map unseen tokens to
+        ``<unk>``) and needs ``classes``. Early stopping does not apply: every sample trains.
+        The learning rate warms up over the first call and then stays constant.
+
+        Parameters
+        ----------
+        X, y, sample_weight
+            As for :meth:`fit`.
+
+        classes : array-like of shape (n_classes,), default=None
+            Every class of the problem; required on the first call, ignored afterwards.
+
+        Returns
+        -------
+        self : object
+        """
+        return self._fit(X, y, sample_weight, validation_data=None, classes=classes, incremental=True)
+
+    def predict(self, X):
+        """Class label of each text.
+
+        Parameters
+        ----------
+        X : sequence of str or array-like of int
+            Texts or token ids, as given to :meth:`fit`.
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,)
+        """
+        logits = self._logits(X)
+        return self.classes_[np.argmax(logits, axis=1)]
+
+    def predict_proba(self, X):
+        """Probability of each class.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            Rows sum to 1, columns follow ``classes_``.
+        """
+        return ops.softmax(self._logits(X).astype(np.float64), axis=-1)
+
+    def predict_log_proba(self, X):
+        """Log-probability of each class, shape (n_samples, n_classes)."""
+        return ops.log_softmax(self._logits(X).astype(np.float64), axis=-1)
+
+    def decision_function(self, X):
+        """Unnormalised class scores (logits).
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) for two classes (the score of ``classes_[1]``
+            minus that of ``classes_[0]``), else (n_samples, n_classes)
+        """
+        logits = self._logits(X).astype(np.float64)
+        return logits[:, 1] - logits[:, 0] if logits.shape[1] == 2 else logits
+
+    def transform(self, X):
+        """Pooled sentence vectors, e.g. as features for another estimator in a Pipeline.
+
+        Returns
+        -------
+        embeddings : ndarray of shape (n_samples, d_model), float32
+            The pooled encoder output (before the classification head).
+        """
+        check_is_fitted(self)
+        docs = self._encode(X)
+        network = self._network()
+        return self._batched(docs, lambda ids, lengths: network.features(ids, lengths=lengths)[0], self._n_features_out)
+
+    def attention_maps(self, X):
+        """Every layer's and head's self-attention weights for each text, with its tokens.
+
+        Parameters
+        ----------
+        X : sequence of str or array-like of int
+
+        Returns
+        -------
+        maps : list of dict, one per sample
+            ``"tokens"``: the tokens the model saw (``"<cls>"`` first with cls pooling,
+            ``"<unk>"`` for tokens outside the vocabulary, truncated to ``max_len``);
+            ``"weights"``: ndarray of shape (n_layers, n_heads, n, n), row i the weights of token
+            i over the tokens (each row sums to 1).
+
+        Raises
+        ------
+        ValueError
+            If ``attention`` is not "softmax" (linear attention never forms these weights).
+        """
+        check_is_fitted(self)
+        if self._network_config["attention"] != "softmax":
+            raise ValueError(f"attention_maps needs attention='softmax'; this classifier was fitted with "
+                             f"attention={self._network_config['attention']!r}, which never forms the weights")
+        docs = self._encode(X)
+        network, vocab = self._network(), self._vocabulary()
+        maps = [None] * len(docs)
+        for rows, ids, lengths in length_sorted_batches(docs, PREDICT_BATCH):
+            layers = np.stack(network.attention_weights(ids, lengths=lengths), axis=1)  # (B, L, H, N, N)
+            for row, weights, n in zip(rows, layers, lengths):
+                maps[row] = {"tokens": [vocab.tokens[i] for i in docs[row]], "weights": weights[:, :, :n, :n].copy()}
+        return maps
+
+    def save(self, path):
+        """Write the fitted classifier to ``path`` (arrays + JSON, no pickle); see :func:`attnkit.load`."""
+        from attnkit.io import save
+
+        save(self, path)
+
+    # ------------------------------------------------------------------------------ training
+    def _fit(self, X, y, sample_weight, *, validation_data, classes, incremental):
+        validate_params(self.get_params(deep=False), self._parameter_constraints, caller=type(self).__name__)
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+        continuing = (incremental or self.warm_start) and hasattr(self, "_weights")
+        if incremental and not continuing and classes is None:
+            raise ValueError("classes must be given on the first call to partial_fit (every label of the problem)")
+        tokens = self._tokens(X, reset=not continuing)
+        if not tokens:
+            raise ValueError("X is empty: fit needs at least one sample")
+        y = _check_y(y, len(tokens))
+        sample_weight = check_sample_weight(sample_weight, len(tokens))
+        rng = training_generator(self.random_state, self._training_state["n_epochs"] if continuing else 0)
+        if continuing:
+            unseen = np.setdiff1d(np.unique(y), self.classes_)
+            if unseen.size:
+                raise ValueError(f"y has labels not seen in the first fit: {unseen[:5].tolist()}; classes_ is "
+                                 f"{self.classes_.tolist()} (refit without warm_start to change the classes)")
+        else:
+            self._initialise(tokens, y, classes, rng)
+        codes = np.searchsorted(self.classes_, y)
+        weights = sample_weight * self._class_weights(y)[codes]
+        if not np.any(weights > 0):
+            raise ValueError("the sample weights are all zero (sample_weight times class_weight); some must be "
+                             "positive")
+        if not incremental and np.unique(codes[weights > 0]).size < 2:
+            raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes with a positive weight; "
+                             f"only class {self.classes_[codes[weights > 0]][:1].tolist()[0]!r} has any")
+        docs = self._encode_tokens(tokens)
+        validation, train_idx = None, np.arange(len(docs))
+        if validation_data is not None:
+            validation = self._validation_set(validation_data)
+        elif self.early_stopping and not incremental:
+            train_idx, val_idx = train_validation_split(len(docs), self.validation_fraction, rng, stratify=codes)
+            validation = ([docs[i] for i in val_idx], codes[val_idx], weights[val_idx])
+        history = self._train([docs[i] for i in train_idx], codes[train_idx], weights[train_idx], validation, rng,
+                              incremental)
+        self._record(history, incremental)
+        return self
+
+    def _initialise(self, tokens, y, classes, rng):
+        """A first fit: classes, vocabulary and a freshly initialised network."""
+        self.classes_ = np.unique(y) if classes is None else np.unique(column_or_1d(classes))
+        if len(self.classes_) < 2:
+            raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in the data, got only "
+                             f"one class: {self.classes_.tolist()}")
+        unknown = np.setdiff1d(np.unique(y), self.classes_)
+        if unknown.size:
+            raise ValueError(f"y has labels not in classes: {unknown[:5].tolist()}")
+        vocab = Vocabulary.build(tokens, max_features=self.max_features, min_df=self.min_df)
+        self.vocabulary_ = dict(vocab.index)
+        self._cache = {"vocabulary": vocab}
+        self._start_network({
+            "vocab_size": len(vocab), "n_classes": len(self.classes_), "d_model": self.d_model,
+            "n_heads": self.n_heads, "n_layers": self.n_layers, "d_ff": self.d_ff, "dropout": float(self.dropout),
+            "attention": self.attention, "positional": self.positional, "pooling": self.pooling,
+            "max_len": self.max_len + 1, "relative_distance": RELATIVE_DISTANCE,
+        }, rng)
+
+    def _train(self, docs, codes, weights, validation, rng, incremental):
+        network = self._network()
+        reseed_dropout(network, rng)
+        loss_fn = CrossEntropyLoss(reduction="none")
+        # Weights are scaled to mean 1 over the training set, so a batch's loss is a weighted mean
+        # whose expectation is the weighted risk, and the learning rate means the same for any scale.
+        mean_weight = float(weights.mean())
+        lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
+
+        def batch_loss(indices):
+            ids, batch_lengths = pad_sequences([docs[i] for i in indices])
+            logits, cache = network.forward(ids, training=True, lengths=batch_lengths)
+            losses, dlogits = loss_fn.forward(logits, codes[indices], training=True)
+            scale = (weights[indices] / (mean_weight * len(indices))).astype(logits.dtype)
+            network.backward(loss_fn.backward(scale, dlogits), cache)
+            return float(np.dot(losses, scale)), int(batch_lengths.sum())
+
+        validate = None
+        if validation is not None:
+            val_docs, val_codes, val_weights = validation
+            total = float(val_weights.sum())
+
+            def validate():
+                logits = self._batched(val_docs, lambda ids, lens: network.forward(ids, lengths=lens)[0],
+                                       len(self.classes_))
+                losses, _ = loss_fn.forward(logits, val_codes)
+                correct = (np.argmax(logits, axis=1) == val_codes).astype(np.float64)
+                return float(np.dot(losses, val_weights)) / total, float(np.dot(correct, val_weights)) / total
+
+        options = TrainingOptions(
+            max_epochs=1 if incremental else self.max_iter, batch_size=self.batch_size,
+            learning_rate=float(self.learning_rate), weight_decay=float(self.weight_decay),
+            warmup_fraction=WARMUP_FRACTION, decay="constant" if incremental else "linear",
+            max_grad_norm=MAX_GRAD_NORM, early_stopping=self.early_stopping and validate is not None,
+            n_iter_no_change=self.n_iter_no_change, tol=float(self.tol), monitor=self.early_stopping_metric,
+            score_name="accuracy", verbose=int(self.verbose),
+        )
+        history = History.from_dict(self._training_state)
+        return train(network, batch_loss, lengths, options, rng=rng, validate=validate, history=history)
+
+    def _record(self, history, incremental):
+        if not incremental:
+            history.optimizer_state = None  # a fit plans its own schedule and optimiser; only partial_fit resumes
+        self._training_state = history.to_dict()
+        self._publish()
+
+    def _publish(self):
+        """The public fitted attributes, from the training state."""
+        state = self._training_state
+        self.n_iter_ = state["n_epochs"]
+        self.loss_curve_ = list(state["loss_curve"])
+        self.validation_loss_curve_ = list(state["validation_loss_curve"])
+        self.validation_scores_ = list(state["validation_scores"])
+        kept_best = self.early_stopping and state["best_validation"] is not None
+        self.best_validation_score_ = state["best_validation"][1] if kept_best else None
+
+    def _class_weights(self, y):
+        if self.class_weight is None:
+            return np.ones(len(self.classes_))
+        if isinstance(self.class_weight, dict):
+            unknown = [label for label in self.class_weight if label not in set(self.classes_.tolist())]
+            if unknown:
+                raise ValueError(f"class_weight has labels that are not classes: {unknown[:5]}; classes_ is "
+                                 f"{self.classes_.tolist()}")
+        present = np.isin(self.classes_, y)
+        weights = np.ones(len(self.classes_))
+        # compute_class_weight("balanced") needs every class in y; partial_fit batches may lack some.
+        weights[present] = compute_class_weight(self.class_weight, classes=self.classes_[present], y=y)
+        return weights
+
+    def _validation_set(self, validation_data):
+        if not (isinstance(validation_data, tuple) and len(validation_data) == 2):
+            raise TypeError(f"validation_data must be a tuple (X_val, y_val), got {type(validation_data).__name__}")
+        X_val, y_val = validation_data
+        docs = self._encode(X_val, name="X_val")
+        y_val = _check_y(y_val, len(docs), name="y_val")
+        unknown = np.setdiff1d(np.unique(y_val), self.classes_)
+        if unknown.size:
+            raise ValueError(f"y_val has labels that are not in the training labels: {unknown[:5].tolist()}")
+        codes = np.searchsorted(self.classes_, y_val)
+        return docs, codes, self._class_weights(self.classes_)[codes]
+
+    # ------------------------------------------------------------------------------- inputs
+    def _tokens(self, X, *, reset, name="X"):
+        """Token lists of X by its route. On ``reset`` (a first fit), records the route and the input
+        settings, which later calls read, so that set_params without a refit changes nothing."""
+        kind = input_kind(X)
+        if reset:
+            self._input = {"kind": kind, "tokenizer": self.tokenizer, "lowercase": bool(self.lowercase),
+                           "padding_id": int(self.padding_id), "max_len": int(self.max_len)}
+        elif kind != self._input["kind"]:
+            raise ValueError(f"{name} is {'a 2-D array of token ids' if kind == IDS else 'text'}, but this "
+                             f"classifier was fitted on {'token ids' if self._input['kind'] == IDS else 'text'}")
+        if kind == IDS:
+            # Token-id rows keep the width seen in fit (pad them to it), as scikit-learn requires.
+            X = validate_data(self, X, reset=reset, dtype="numeric")
+            return id_rows_to_tokens(X, self._input["padding_id"])
+        texts = check_texts(X, name=name)
+        if reset and hasattr(self, "n_features_in_"):
+            del self.n_features_in_  # text has no columns; a refit after token ids must not keep theirs
+        tokenizer = Tokenizer(self._input["tokenizer"], lowercase=self._input["lowercase"])
+        return [tokenizer(t) for t in texts]
+
+    def _encode_tokens(self, tokens):
+        """Id lists: truncated to max_len, after a <cls> id with cls pooling."""
+        vocab = self._vocabulary()
+        prefix = [vocab.cls_id] if self._network_config["pooling"] == "cls" else []
+        return [vocab.encode(doc, prefix=prefix, max_len=self._input["max_len"]) for doc in tokens]
+
+    def _encode(self, X, name="X"):
+        return self._encode_tokens(self._tokens(X, reset=False, name=name))
+
+    # ---------------------------------------------------------------------------- inference
+    def _vocabulary(self):
+        def rebuild():
+            tokens = sorted(self.vocabulary_, key=self.vocabulary_.__getitem__)
+            return Vocabulary(tokens[len(SPECIAL_TOKENS) :])
+
+        return self._cached("vocabulary", rebuild)
+
+    def _batched(self, docs, fn, width):
+        """``fn(ids, lengths)`` (rows of ``width`` floats) over ``docs``, in batches of similar lengths;
+        rows in input order."""
+        out = np.empty((len(docs), width), dtype=np.float32)
+        for rows, ids, lengths in length_sorted_batches(docs, PREDICT_BATCH):
+            out[rows] = fn(ids, lengths)
+        return out
+
+    def _logits(self, X):
+        check_is_fitted(self)
+        network = self._network()
+        return self._batched(self._encode(X), lambda ids, lengths: network.forward(ids, lengths=lengths)[0],
+                             len(self.classes_))
+
+    # ------------------------------------------------------------------------------ protocol
+    def _fitted_state(self):
+        """Arrays and JSON-able config of the fitted state, for :func:`attnkit.io.save`."""
+        groups, fitted = self._network_state()
+        fitted.update({
+            "classes": to_json(self.classes_), "vocabulary": self._vocabulary().get_config()["tokens"],
+            "input": self._input, "n_features_in": getattr(self, "n_features_in_", None),
+            "feature_names_in": to_json(getattr(self, "feature_names_in_", None)),
+        })
+        return groups, fitted
+
+    def _set_fitted_state(self, groups, fitted):
+        """Restore what :meth:`_fitted_state` gave (from :func:`attnkit.io.load`)."""
+        self.classes_ = from_json(fitted["classes"])
+        self._input = fitted["input"]
+        for name in ("n_features_in", "feature_names_in"):
+            if fitted[name] is not None:
+                setattr(self, name + "_", from_json(fitted[name]))
+        self._set_network_state(groups, fitted)
+        vocab = Vocabulary(fitted["vocabulary"])
+        self.vocabulary_ = dict(vocab.index)
+        self._cache["vocabulary"] = vocab
+        self._publish()
+
+    @property
+    def _n_features_out(self):
+        """Width of :meth:`transform`'s output (for get_feature_names_out)."""
+        return self._network_config["d_model"]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.string = True  # sequences of texts
+        tags.input_tags.two_d_array = True  # token ids
+        tags.input_tags.categorical = True  # token ids are categories, not quantities
+        tags.transformer_tags.preserves_dtype = []  # transform gives float32 whatever the ids' dtype
+        return tags
+
+
+def _check_y(y, n_samples, name="y"):
+    y = column_or_1d(y, warn=True)
+    check_classification_targets(y)
+    if len(y) != n_samples:
+        raise ValueError(f"X and {name} have inconsistent numbers of samples: {n_samples} and {len(y)}")
+    return y

@@ -1,0 +1,183 @@
+"""Save and load fitted estimators as arrays plus JSON (an ``.npz`` file), never pickle.
+
+:func:`save` writes an estimator's constructor parameters and fitted state with
+:mod:`attnkit.nn.serialize`: weights and optimiser moments as arrays, everything else (vocabulary,
+classes, curves, settings) as JSON. :func:`load` reads it with ``allow_pickle=False`` and rebuilds
+only classes it knows by name (:data:`ESTIMATORS`), so opening a file runs no code from it. Files
+are stamped with a format name and version; a file from a newer attnkit is refused with a clear
+error rather than misread. Writing is atomic: the file appears complete under its name, or not
+at all (a temporary file in the same folder is renamed over it).
+
+An estimator takes part by implementing ``_fitted_state() -> (groups, config)`` (groups: dict of
+dicts of arrays; config: JSON-able) and ``_set_fitted_state(groups, config)``.
+
+Examples
+--------
+>>> import os, tempfile
+>>> import attnkit
+>>> from attnkit import TransformerClassifier
+>>> clf = TransformerClassifier(d_model=16, n_heads=2, d_ff=32, max_iter=2, early_stopping=False, random_state=0)
+>>> clf = clf.fit(["good", "bad", "not good", "not bad"], [1, 0, 0, 1])
+>>> path = os.path.join(tempfile.mkdtemp(), "model.npz")
+>>> clf.save(path)
+>>> restored = attnkit.load(path)
+>>> bool((restored.predict_proba(["good"]) == clf.predict_proba(["good"])).all())
+True
+"""
+
+import importlib
+import os
+import tempfile
+
+import numpy as np
+
+from attnkit.nn import serialize
+
+__all__ = ["ESTIMATORS", "FORMAT", "FORMAT_VERSION", "load", "save"]
+
+FORMAT = "attnkit-estimator"
+FORMAT_VERSION = 1
+# The classes load may build, by name -> module. Nothing else is ever imported or called.
+ESTIMATORS = {"Seq2SeqTransformer": "attnkit.seq2seq", "TransformerClassifier": "attnkit.classifier"}
+
+
+def save(estimator, path, *, compress=False):
+    """Write a fitted estimator to ``path``, atomically.
+
+    Parameters
+    ----------
+    estimator : TransformerClassifier
+        A fitted attnkit estimator.
+    path : str or os.PathLike
+        The file to write, exactly (no suffix is added); an existing file is replaced only once
+        the new one is complete.
+    compress : bool, default=False
+        Compress the arrays (smaller file, slower save and load).
+
+    Notes
+    -----
+    ``random_state`` is saved when it is an int or None; a Generator or RandomState instance is
+    saved as None (it only seeds future fits).
+
+    Raises
+    ------
+    TypeError
+        If the estimator is not one :func:`load` can rebuild.
+    sklearn.exceptions.NotFittedError
+        If it is not fitted.
+    """
+    name = type(estimator).__name__
+    if ESTIMATORS.get(name) != type(estimator).__module__:
+        raise TypeError(f"save supports {sorted(ESTIMATORS)}, got {type(estimator).__module__}.{name}")
+    from sklearn.utils.validation import check_is_fitted
+
+    check_is_fitted(estimator)
+    groups, fitted = estimator._fitted_state()
+    config = {
+        "format": FORMAT, "version": FORMAT_VERSION, "estimator": name,
+        "attnkit_version": _attnkit_version(),
+        "params": to_json(_portable_params(estimator.get_params(deep=False))),
+        "fitted": fitted,
+    }
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(prefix=".attnkit-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            serialize.save(file, groups, config, compress=compress)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def load(path):
+    """Read an estimator written by :func:`save` (or the estimator's ``save`` method).
+
+    Parameters
+    ----------
+    path : str, os.PathLike or file-like
+
+    Returns
+    -------
+    estimator
+        Fitted, with the saved parameters; predictions are bit-identical to the saved one's.
+
+    Raises
+    ------
+    ValueError
+        If the file is not an attnkit estimator file, comes from a newer format version, names an
+        unknown estimator, or its arrays do not match its description.
+    """
+    groups, config = serialize.load(path)
+    if config.get("format") != FORMAT:
+        raise ValueError(f"{os.fspath(path) if isinstance(path, (str, os.PathLike)) else 'the file'} is not an "
+                         f"attnkit estimator file (format {config.get('format')!r}, expected {FORMAT!r})")
+    version = config.get("version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ValueError(f"estimator file format version {version!r} is newer than this attnkit reads "
+                         f"(<= {FORMAT_VERSION}); it was written by attnkit {config.get('attnkit_version')}: "
+                         "upgrade attnkit to load it")
+    name = config.get("estimator")
+    if name not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {name!r} in the file; this attnkit loads {sorted(ESTIMATORS)}")
+    cls = getattr(importlib.import_module(ESTIMATORS[name]), name)
+    estimator = cls(**from_json(config["params"]))
+    estimator._set_fitted_state(groups, config["fitted"])
+    return estimator
+
+
+def _attnkit_version():
+    from attnkit import __version__
+
+    return __version__
+
+
+def _portable_params(params):
+    out = dict(params)
+    if "random_state" in out and not (out["random_state"] is None or isinstance(out["random_state"], int)):
+        out["random_state"] = None
+    return out
+
+
+def to_json(value):
+    """``value`` in JSON-able form: dicts with non-string keys, tuples and NumPy scalars and arrays
+    are tagged so that :func:`from_json` restores them (``{"__items__": ...}``, ``{"__tuple__": ...}``,
+    ``{"__array__": ..., "dtype": ...}``)."""
+    if isinstance(value, dict):
+        if all(isinstance(k, str) and not k.startswith("__") for k in value):
+            return {k: to_json(v) for k, v in value.items()}
+        return {"__items__": [[to_json(k), to_json(v)] for k, v in value.items()]}
+    if isinstance(value, tuple):
+        return {"__tuple__": [to_json(v) for v in value]}
+    if isinstance(value, list):
+        return [to_json(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return {"__array__": [to_json(v) for v in value.tolist()], "dtype": value.dtype.str}
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def from_json(value):
+    """Undo :func:`to_json`."""
+    if isinstance(value, list):
+        return [from_json(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "__items__" in value:
+        return {_hashable(from_json(k)): from_json(v) for k, v in value["__items__"]}
+    if "__tuple__" in value:
+        return tuple(from_json(v) for v in value["__tuple__"])
+    if "__array__" in value:
+        dtype = np.dtype(value["dtype"])
+        if dtype.kind not in "biufUO":
+            raise ValueError(f"array dtype {dtype} is not allowed in an estimator file")
+        return np.array(from_json(value["__array__"]), dtype=dtype)
+    return {k: from_json(v) for k, v in value.items()}
+
+
+def _hashable(key):
+    return tuple(_hashable(k) for k in key) if isinstance(key, list) else key

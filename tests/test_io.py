@@ -1,0 +1,174 @@
+"""attnkit.io: save/load without pickle, bit-exact round trips, refusals, atomic writes."""
+
+import doctest
+import json
+import os
+
+import numpy as np
+import pytest
+from sklearn.exceptions import NotFittedError
+
+import attnkit
+from attnkit import TransformerClassifier, io
+from attnkit.io import from_json, to_json
+from attnkit.nn import serialize
+
+SMALL = dict(d_model=16, n_heads=2, d_ff=32, n_layers=1, max_iter=2, random_state=0)
+TEXTS = ["good film", "bad film", "not good", "not bad at all", "great", "awful"] * 10
+LABELS = ["pos", "neg", "neg", "pos", "pos", "neg"] * 10
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    return TransformerClassifier(**SMALL, class_weight={"pos": 2.0, "neg": 1.0}).fit(TEXTS, LABELS)
+
+
+def _same_fitted_state(a, b):
+    assert a.get_params() == b.get_params()
+    assert np.array_equal(a.classes_, b.classes_) and a.classes_.dtype == b.classes_.dtype
+    assert a.vocabulary_ == b.vocabulary_
+    for name in ("n_iter_", "loss_curve_", "validation_loss_curve_", "validation_scores_", "best_validation_score_"):
+        assert getattr(a, name) == getattr(b, name), name
+    assert a._weights.keys() == b._weights.keys()
+    for name in a._weights:
+        assert a._weights[name].dtype == b._weights[name].dtype
+        assert np.array_equal(a._weights[name], b._weights[name]), name
+
+
+def test_docstring_example_runs():
+    assert doctest.testmod(io).failed == 0
+
+
+def test_round_trip_is_bit_exact(fitted, tmp_path):
+    path = tmp_path / "model.npz"
+    fitted.save(path)
+    restored = attnkit.load(path)
+    _same_fitted_state(fitted, restored)
+    probe = ["a good film", "not good at all", "zzz", ""]
+    assert np.array_equal(restored.predict_proba(probe), fitted.predict_proba(probe))
+    assert np.array_equal(restored.transform(probe), fitted.transform(probe))
+    assert restored.class_weight == {"pos": 2.0, "neg": 1.0}
+    assert sorted(os.listdir(tmp_path)) == ["model.npz"]  # the exact name, no temporary left behind
+
+
+def test_round_trip_of_token_ids_with_int_labels_and_class_weight(tmp_path):
+    X = np.random.default_rng(0).integers(0, 9, size=(40, 6))
+    y = np.arange(40) % 3
+    clf = TransformerClassifier(**SMALL, class_weight={0: 1.0, 2: 3.0}, padding_id=0).fit(X, y)
+    io.save(clf, tmp_path / "ids.npz")
+    restored = io.load(tmp_path / "ids.npz")
+    _same_fitted_state(clf, restored)
+    assert restored.n_features_in_ == 6 and restored.class_weight == {0: 1.0, 2: 3.0}
+    assert np.array_equal(restored.predict_proba(X), clf.predict_proba(X))
+    with pytest.raises(ValueError, match="X has 5 features"):
+        restored.predict(X[:, :5])
+
+
+def test_partial_fit_resumes_identically_after_loading(tmp_path):
+    clf = TransformerClassifier(**SMALL).partial_fit(TEXTS, LABELS, classes=["neg", "pos"])
+    clf.save(tmp_path / "m.npz")
+    restored = attnkit.load(tmp_path / "m.npz")
+    clf.partial_fit(TEXTS, LABELS)
+    restored.partial_fit(TEXTS, LABELS)
+    _same_fitted_state(clf, restored)
+
+
+def test_random_state_objects_are_saved_as_none(tmp_path):
+    clf = TransformerClassifier(**{**SMALL, "random_state": np.random.default_rng(0)}).fit(TEXTS, LABELS)
+    clf.save(tmp_path / "m.npz")
+    assert attnkit.load(tmp_path / "m.npz").random_state is None
+
+
+def test_an_attention_map_survives_the_round_trip(fitted, tmp_path):
+    fitted.save(tmp_path / "m.npz")
+    before, after = fitted.attention_maps(["not good"]), attnkit.load(tmp_path / "m.npz").attention_maps(["not good"])
+    assert before[0]["tokens"] == after[0]["tokens"]
+    assert np.array_equal(before[0]["weights"], after[0]["weights"])
+
+
+def test_save_refuses_what_it_cannot_load(tmp_path):
+    with pytest.raises(NotFittedError):
+        io.save(TransformerClassifier(), tmp_path / "m.npz")
+    supported = r"\[.Seq2SeqTransformer., .TransformerClassifier.\]"
+    with pytest.raises(TypeError, match=rf"save supports {supported}, got .*RandomFourierFeatures"):
+        io.save(attnkit.RandomFourierFeatures().fit([[0.0]]), tmp_path / "m.npz")
+    assert not os.listdir(tmp_path)
+
+
+def _rewrite(path, change):
+    """Rewrite a saved file's config (and arrays) through serialize, as a tamperer could."""
+    states, config = serialize.load(path)
+    change(states, config)
+    serialize.save(path, states, config)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (lambda s, c: c.update(format="other"), "is not an attnkit estimator file"),
+        (lambda s, c: c.update(version=2), "format version 2 is newer than this attnkit reads"),
+        (lambda s, c: c.update(estimator="os.system"),
+         r"unknown estimator 'os.system'.*loads \['Seq2SeqTransformer', 'TransformerClassifier'\]"),
+        (lambda s, c: s["weights"].pop(next(iter(s["weights"]))), "state dict does not match the model: missing"),
+        (lambda s, c: s["weights"].update(extra=np.zeros(3)), "unexpected \\['extra'\\]"),
+        (lambda s, c: s["weights"].update({k: np.zeros((2, 2)) for k in list(s["weights"])[:1]}),
+         "expected a float array of shape"),
+    ],
+    ids=["format", "version", "estimator", "missing-array", "extra-array", "wrong-shape"],
+)
+def test_load_refuses_files_it_did_not_write(fitted, tmp_path, change, match):
+    path = tmp_path / "m.npz"
+    fitted.save(path)
+    _rewrite(path, change)
+    with pytest.raises(ValueError, match=match):
+        attnkit.load(path)
+
+
+def test_load_refuses_other_files_and_never_unpickles(tmp_path):
+    np.savez(tmp_path / "plain.npz", a=np.zeros(2))
+    with pytest.raises(ValueError, match="not an attnkit checkpoint"):
+        attnkit.load(tmp_path / "plain.npz")
+    np.savez(tmp_path / "objects.npz", **{serialize.META_KEY: np.array([{"a": 1}], dtype=object)})
+    with pytest.raises(ValueError, match="allow_pickle=False"):
+        attnkit.load(tmp_path / "objects.npz")
+
+
+def test_a_failed_save_leaves_the_old_file_intact(fitted, tmp_path, monkeypatch):
+    path = tmp_path / "m.npz"
+    fitted.save(path)
+    before = path.read_bytes()
+
+    def broken_save(file, *args, **kwargs):
+        file.write(b"half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(serialize, "save", broken_save)
+    with pytest.raises(OSError, match="disk full"):
+        fitted.save(path)
+    assert path.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["m.npz"]
+
+
+def test_load_reads_file_objects(fitted, tmp_path):
+    fitted.save(tmp_path / "m.npz")
+    with open(tmp_path / "m.npz", "rb") as file:
+        restored = attnkit.load(file)
+    assert np.array_equal(restored.predict_proba(["good"]), fitted.predict_proba(["good"]))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [{"a": 1, "b": [1, 2.5, None]}, {1: "x", (2, 3): "y"}, (1, "a"), np.array(["neg", "pos"]), np.array([3, 1]),
+     np.array([True, False]), np.array(["a", "b"], dtype=object), {"__tuple__": 1}, np.float32(1.5)],
+    ids=["plain", "int-keys", "tuple", "str-array", "int-array", "bool-array", "object-array", "dunder-key", "scalar"],
+)
+def test_json_encoding_round_trips(value):
+    back = from_json(json.loads(json.dumps(to_json(value))))
+    if isinstance(value, np.ndarray):
+        assert back.dtype == value.dtype and np.array_equal(back, value)
+    else:
+        assert back == value
+
+
+def test_json_decoding_refuses_odd_dtypes():
+    with pytest.raises(ValueError, match="array dtype .* is not allowed"):
+        from_json({"__array__": [1], "dtype": "<M8[s]"})
