@@ -4,6 +4,7 @@ import functools
 import os
 import platform
 import sys
+import warnings
 
 import numpy as np
 
@@ -18,9 +19,33 @@ def set_num_threads(n):
     ----------
     n : int
         Number of threads, at least 1. ``OMP_NUM_THREADS`` and ``threadpoolctl`` limits also apply:
-        the kernels use the smaller of this value and OpenMP's current maximum.
+        the kernels use the smaller of this value and OpenMP's current maximum. In a child made by
+        ``os.fork`` (multiprocessing's default start method on Linux, gunicorn) the kernels run on
+        one thread, and a larger ``n`` warns and stays 1: GNU OpenMP's threads do not survive fork.
     """
-    _core.set_num_threads(check_int(n, "n", minimum=1))
+    n = check_int(n, "n", minimum=1)
+    if _forked and n > 1:
+        warnings.warn("attnkit runs its kernels on one thread in a process made by fork (OpenMP's threads do not "
+                      "survive fork and would hang); use the 'spawn' or 'forkserver' start method for more",
+                      RuntimeWarning, stacklevel=2)
+        n = 1
+    _core.set_num_threads(n)
+
+
+_forked = False
+
+
+def _one_thread_after_fork():
+    # GNU OpenMP's thread pool does not survive fork: a child that opens a parallel region with the
+    # parent's pool hangs for good. A team of one never touches the pool, so the child runs the
+    # kernels on one thread (as PyTorch does), and set_num_threads there keeps it at one.
+    global _forked
+    _forked = True
+    _core.set_num_threads(1)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_one_thread_after_fork)
 
 
 def get_num_threads():
