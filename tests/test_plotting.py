@@ -70,9 +70,12 @@ def test_attention_maps_of_a_classifier_plot():
 
 @pytest.mark.parametrize(
     ("args", "kwargs", "match"),
-    [((np.ones((2, 3)),), {}, r"must have shape \(n, n\)"), ((np.ones(3),), {}, "must have shape"),
+    [((np.ones((2, 3)), ["a", "b"]), {}, r"a map of 2 x 3 needs \(row labels, column labels\)"),
+     ((np.ones(3),), {}, "must have shape"),
      ((_maps(),), {"layer": 2}, r"layer must be in \[-2, 2\)"), ((_maps(),), {"head": 3}, r"head must be in \[-3, 3\)"),
-     ((np.eye(2), ["a"]), {}, "tokens has 1 labels for 2 positions"), (({"tokens": []},), {}, "a dict with 'weights'")],
+     ((np.eye(2), ["a"]), {}, "tokens has 1 labels for 2 rows"), (({"tokens": []},), {}, "a dict with 'weights'"),
+     ((np.ones((2, 3)), (["a", "b"], ["c"])), {}, "tokens has 1 labels for 3 columns"),
+     (({"source_tokens": [], "target_tokens": [], "cross": []},), {"part": "both"}, "part must be one of")],
 )
 def test_errors(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -83,3 +86,25 @@ def test_missing_matplotlib_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
     with pytest.raises(ImportError, match=r'needs matplotlib.*pip install "attnkit\[plot\]"'):
         plot_attention(np.eye(2))
+
+
+def test_rectangular_maps_take_row_and_column_labels():
+    fig = plot_attention(np.full((2, 3), 1 / 3), (["x", "y"], ["a", "b", "c"]))
+    axis = fig.axes[0]
+    assert [t.get_text() for t in axis.get_yticklabels()] == ["x", "y"]
+    assert [t.get_text() for t in axis.get_xticklabels()] == ["a", "b", "c"]
+
+
+def test_seq2seq_attention_maps_plot_every_part():
+    from attnkit import Seq2SeqTransformer
+
+    X = ["ab", "ba", "abc", "cab"] * 5
+    model = Seq2SeqTransformer(d_model=8, n_heads=2, encoder_layers=1, decoder_layers=1, max_iter=1,
+                               early_stopping=False, random_state=0).fit(X, [x.upper() for x in X])
+    maps = model.attention_maps(["abc"], ["ABC"])[0]
+    cross = plot_attention(maps, head=0)  # rows: "A", "B", "C", "<eos>"; columns: "a", "b", "c", "<eos>"
+    assert [t.get_text() for t in cross.axes[0].get_yticklabels()] == ["A", "B", "C", "<eos>"]
+    assert [t.get_text() for t in cross.axes[0].get_xticklabels()] == ["a", "b", "c", "<eos>"]
+    assert len(plot_attention(maps, part="encoder").axes) == 3  # two heads and a colour bar
+    decoder = plot_attention(maps, part="decoder", head=1)
+    assert [t.get_text() for t in decoder.axes[0].get_xticklabels()] == ["A", "B", "C", "<eos>"]
