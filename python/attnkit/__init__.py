@@ -12,7 +12,7 @@ import os
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
-from attnkit import feature_maps, ops, reference, text  # noqa: E402
+from attnkit import feature_maps, metrics, ops, reference, text  # noqa: E402
 from attnkit._config import get_num_threads, set_num_threads, show_config
 from attnkit._core import __version__
 from attnkit.classifier import TransformerClassifier
@@ -40,6 +40,7 @@ __all__ = [
     "linear_attention",
     "load",
     "log_softmax",
+    "metrics",
     "ops",
     "random_fourier_features",
     "reference",
