@@ -131,7 +131,7 @@ def test_multiclass_string_labels():
 @pytest.mark.parametrize(
     "options",
     [{"attention": "linear"}, {"attention": "performer"}, {"positional": "relative"}, {"positional": "learned"},
-     {"pooling": "mean"}, {"tokenizer": "char"}],
+     {"pooling": "mean"}, {"pooling": "max"}, {"label_smoothing": 0.1}, {"mlm_epochs": 2}, {"tokenizer": "char"}],
     ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()),
 )
 def test_every_architecture_option_trains(options):
@@ -141,6 +141,7 @@ def test_every_architecture_option_trains(options):
     clf = TransformerClassifier(**options).fit(texts, labels)
     assert clf.score(texts, labels) == 1.0
     assert clf.loss_curve_[-1] < clf.loss_curve_[0]
+    assert len(clf.mlm_loss_curve_) == options.get("mlm_epochs", 0)
 
 
 # ---------------------------------------------------------------------------------- text input
@@ -300,8 +301,9 @@ def test_predict_with_bad_items_names_them(fitted):
     ("param", "value"),
     [("tokenizer", "bpe"), ("lowercase", 1), ("max_features", 0), ("min_df", 0), ("min_df", 1.5), ("max_len", 0),
      ("padding_id", 1.0), ("d_model", 0), ("n_heads", 0), ("dropout", 1.0), ("attention", "sparse"),
-     ("positional", "rotary"), ("pooling", "max"), ("batch_size", 0), ("learning_rate", 0.0),
-     ("weight_decay", -1.0), ("max_iter", 0), ("early_stopping", "yes"), ("early_stopping_metric", "accuracy"),
+     ("positional", "rotary"), ("pooling", "min"), ("label_smoothing", 1.0), ("mlm_epochs", -1), ("batch_size", 0),
+     ("learning_rate", 0.0), ("weight_decay", -1.0), ("max_iter", 0), ("early_stopping", "yes"),
+     ("early_stopping_metric", "accuracy"),
      ("validation_fraction", 1.0), ("n_iter_no_change", 0), ("tol", -1.0), ("class_weight", "auto"),
      ("warm_start", None), ("random_state", "seed"), ("verbose", -1)],
 )
@@ -458,10 +460,11 @@ def test_class_weight_shifts_predictions_towards_a_class():
 
 def test_warm_start_continues(negation):
     X, y, _, _ = negation
-    clf = TransformerClassifier(**{**SMALL, "warm_start": True}).fit(X[:200], y[:200])
+    clf = TransformerClassifier(**{**SMALL, "warm_start": True, "mlm_epochs": 1}).fit(X[:200], y[:200])
     vocabulary = dict(clf.vocabulary_)
     clf.fit(X[200:400], y[200:400])
     assert clf.n_iter_ == 6 and len(clf.loss_curve_) == 6 and clf.vocabulary_ == vocabulary
+    assert len(clf.mlm_loss_curve_) == 1  # pre-training runs only when a fit starts from scratch
     with pytest.raises(ValueError, match=r"y has labels not seen in the first fit: \[7\]"):
         clf.fit(X[:2], [0, 7])
 

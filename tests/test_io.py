@@ -20,14 +20,15 @@ LABELS = ["pos", "neg", "neg", "pos", "pos", "neg"] * 10
 
 @pytest.fixture(scope="module")
 def fitted():
-    return TransformerClassifier(**SMALL, class_weight={"pos": 2.0, "neg": 1.0}).fit(TEXTS, LABELS)
+    return TransformerClassifier(**SMALL, class_weight={"pos": 2.0, "neg": 1.0}, mlm_epochs=1).fit(TEXTS, LABELS)
 
 
 def _same_fitted_state(a, b):
     assert a.get_params() == b.get_params()
     assert np.array_equal(a.classes_, b.classes_) and a.classes_.dtype == b.classes_.dtype
     assert a.vocabulary_ == b.vocabulary_
-    for name in ("n_iter_", "loss_curve_", "validation_loss_curve_", "validation_scores_", "best_validation_score_"):
+    for name in ("n_iter_", "loss_curve_", "validation_loss_curve_", "validation_scores_", "best_validation_score_",
+                 "mlm_loss_curve_"):
         assert getattr(a, name) == getattr(b, name), name
     assert a._weights.keys() == b._weights.keys()
     for name in a._weights:

@@ -38,8 +38,8 @@ def test_docstring_example_runs():
 
 @pytest.mark.parametrize(
     "options",
-    [{}, {"pooling": "mean"}, {"positional": "learned"}, {"positional": "relative"}, {"positional": None},
-     {"attention": "linear"}, {"attention": "performer"}],
+    [{}, {"pooling": "mean"}, {"pooling": "max"}, {"positional": "learned"}, {"positional": "relative"},
+     {"positional": None}, {"attention": "linear"}, {"attention": "performer"}],
     ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()) or "default",
 )
 def test_gradients_of_every_parameter(options):
@@ -50,7 +50,7 @@ def test_gradients_of_every_parameter(options):
     check_module_grad(_WithLengths(network, lengths), ids, training=True, rtol=1e-5, atol=1e-8, max_entries=4, rng=1)
 
 
-@pytest.mark.parametrize("pooling", ["cls", "mean"])
+@pytest.mark.parametrize("pooling", ["cls", "mean", "max"])
 def test_padding_does_not_change_the_logits(pooling):
     rng = np.random.default_rng(1)
     network = nn.SequenceClassifier(11, 2, rng, d_model=8, n_heads=2, d_ff=12, pooling=pooling)

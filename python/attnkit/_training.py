@@ -80,6 +80,11 @@ class TrainingOptions:
         installed.
     bucket : bool
         Group samples of similar length into batches.
+    lazy : callable (name, param) -> bool or None
+        Parameters AdamW updates row by row, only where the batch gave a gradient (embedding
+        tables; see :class:`attnkit.nn.AdamW`).
+    label : str
+        What the verbose lines and the progress bar call an epoch (e.g. "pre-training epoch").
     """
 
     max_epochs: int
@@ -96,6 +101,8 @@ class TrainingOptions:
     score_name: str = "score"
     verbose: int = 0
     bucket: bool = True
+    lazy: object = None
+    label: str = "epoch"
 
 
 @dataclasses.dataclass
@@ -252,7 +259,7 @@ def _progress(batches, options, epoch):
         from tqdm.auto import tqdm
     except ImportError:
         return batches, None
-    bar = tqdm(batches, desc=f"epoch {epoch}", unit="batch", leave=False, file=sys.stdout)
+    bar = tqdm(batches, desc=f"{options.label} {epoch}", unit="batch", leave=False, file=sys.stdout)
     return bar, bar
 
 
@@ -263,7 +270,7 @@ def _improved(value, best, options, higher_is_better):
 
 
 def _epoch_line(history, options, epoch, total, tokens_per_second, elapsed, improved, with_validation):
-    parts = [f"epoch {epoch:>3}/{total}", f"loss {history.loss_curve[-1]:.4f}"]
+    parts = [f"{options.label} {epoch:>3}/{total}", f"loss {history.loss_curve[-1]:.4f}"]
     if with_validation:
         parts.append(f"val loss {history.validation_loss_curve[-1]:.4f}")
         parts.append(f"val {options.score_name} {history.validation_scores[-1]:.4f}")
@@ -326,7 +333,8 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
         total = steps_per_epoch * options.max_epochs
         history.warmup_steps = min(round(options.warmup_fraction * total), total - 1)
         schedule = WarmupSchedule(warmup_steps=history.warmup_steps, total_steps=total, decay=options.decay)
-    optimizer = AdamW(model, lr=options.learning_rate, weight_decay=options.weight_decay, schedule=schedule)
+    optimizer = AdamW(model, lr=options.learning_rate, weight_decay=options.weight_decay, schedule=schedule,
+                      lazy=options.lazy)
     if resume:
         optimizer.load_state_dict(history.optimizer_state)
 

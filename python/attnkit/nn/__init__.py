@@ -6,6 +6,7 @@ from attnkit.nn.cache import CrossAttentionCache, DecoderCache, SelfAttentionCac
 from attnkit.nn.encoder_decoder import EncoderDecoder
 from attnkit.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear
 from attnkit.nn.losses import CrossEntropyLoss
+from attnkit.nn.masked_lm import TiedOutput, mask_tokens
 from attnkit.nn.module import Module
 from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm, default_decay
 from attnkit.nn.pooling import SequencePooling
@@ -37,9 +38,11 @@ __all__ = [
     "SequenceClassifier",
     "SequencePooling",
     "SinusoidalPositions",
+    "TiedOutput",
     "TokenEmbedding",
     "WarmupSchedule",
     "clip_grad_norm",
     "default_decay",
+    "mask_tokens",
     "serialize",
 ]

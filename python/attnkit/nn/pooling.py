@@ -1,4 +1,5 @@
-"""One vector per sequence from a padded batch of token vectors: the first (<cls>) token, or the mean."""
+"""One vector per sequence from a padded batch of token vectors: the first (<cls>) token, the mean or
+the maximum."""
 
 import numpy as np
 
@@ -6,7 +7,7 @@ from attnkit.nn.module import Module
 
 __all__ = ["SequencePooling"]
 
-POOLING_KINDS = ("cls", "mean")
+POOLING_KINDS = ("cls", "mean", "max")
 
 
 class SequencePooling(Module):
@@ -14,10 +15,11 @@ class SequencePooling(Module):
 
     Parameters
     ----------
-    mode : {"cls", "mean"}, default="cls"
+    mode : {"cls", "mean", "max"}, default="cls"
         ``"cls"``: the vector at position 0, where a ``<cls>`` token was put (BERT); attention lets
         it gather the whole sequence. ``"mean"``: the average over the first ``lengths[b]``
-        positions; a sequence of length 0 gives a zero vector.
+        positions. ``"max"``: the largest value of each feature over those positions (as a CNN
+        text classifier pools its n-gram detectors). A sequence of length 0 gives a zero vector.
 
     Examples
     --------
@@ -44,7 +46,13 @@ class SequencePooling(Module):
         lengths = np.asarray(lengths)
         if lengths.shape != x.shape[:1]:
             raise ValueError(f"lengths must have shape ({x.shape[0]},), got {lengths.shape}")
-        weights = (np.arange(x.shape[1]) < lengths[:, None]) / np.maximum(lengths, 1)[:, None]
+        real = np.arange(x.shape[1]) < lengths[:, None]
+        if self.mode == "max":
+            # The arg-max position of each feature (0 for an empty sequence, whose output is 0).
+            where = np.argmax(np.where(real[:, :, None], x, -np.inf), axis=1)
+            pooled = np.take_along_axis(x, where[:, None, :], axis=1)[:, 0, :] * (lengths > 0)[:, None]
+            return pooled.astype(x.dtype, copy=False), (x.shape, where, lengths > 0)
+        weights = real / np.maximum(lengths, 1)[:, None]
         weights = weights.astype(x.dtype)
         return np.einsum("bn,bnd->bd", weights, x), (x.shape, weights)
 
@@ -54,6 +62,11 @@ class SequencePooling(Module):
             shape = cache
             dx = np.zeros(shape, dtype=grad.dtype)
             dx[:, 0, :] = grad
+            return dx
+        if self.mode == "max":
+            shape, where, nonempty = cache
+            dx = np.zeros(shape, dtype=grad.dtype)
+            np.put_along_axis(dx, where[:, None, :], (grad * nonempty[:, None])[:, None, :], axis=1)
             return dx
         _, weights = cache
         return weights[:, :, None] * grad[:, None, :]

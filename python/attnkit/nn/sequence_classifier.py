@@ -34,7 +34,7 @@ class SequenceClassifier(Module):
     positional : {"sinusoidal", "learned", "relative", None}, default="sinusoidal"
         Absolute positions added to the embeddings, or learned relative-position biases in every
         attention layer (clipped to +-``relative_distance``), or none.
-    pooling : {"cls", "mean"}, default="cls"
+    pooling : {"cls", "mean", "max"}, default="cls"
         ``"cls"`` reads position 0: the caller puts a ``<cls>`` token there.
     max_len : int, default=512
         Longest sequence (the learned position table's size).
@@ -68,12 +68,23 @@ class SequenceClassifier(Module):
         self.add_child("dropout", Dropout(dropout, rng))
         self.add_child("head", Linear(d_model, check_int(n_classes, "n_classes", minimum=1), rng))
 
-    def features(self, ids, training=False, *, lengths):
-        """Pooled sequence vectors (B, d_model) and the cache for :meth:`backward`."""
+    def encode(self, ids, training=False, *, lengths):
+        """The encoder's output for every token, (B, N, d_model), and the cache for
+        :meth:`backward_encode` (what masked-language-model pre-training trains)."""
         x, c_embed = self.children["embedding"].forward(ids, training)
         x, c_enc = self.children["encoder"].forward(x, training, key_lengths=lengths)
+        return x, (c_embed, c_enc)
+
+    def backward_encode(self, grad, cache):
+        """Accumulates the embedding and encoder gradients from d loss / d :meth:`encode`'s output."""
+        c_embed, c_enc = cache
+        return self.children["embedding"].backward(self.children["encoder"].backward(grad, c_enc), c_embed)
+
+    def features(self, ids, training=False, *, lengths):
+        """Pooled sequence vectors (B, d_model) and the cache for :meth:`backward`."""
+        x, c_encode = self.encode(ids, training, lengths=lengths)
         pooled, c_pool = self.children["pooling"].forward(x, training, lengths=lengths)
-        return pooled, (c_embed, c_enc, c_pool)
+        return pooled, (c_encode, c_pool)
 
     def forward(self, ids, training=False, *, lengths):
         """Logits (B, n_classes) for token ids (B, N) whose real lengths are ``lengths`` (B,)."""
@@ -84,12 +95,10 @@ class SequenceClassifier(Module):
 
     def backward(self, grad, cache):
         """Accumulates every parameter's gradient from d loss / d logits; returns None."""
-        (c_embed, c_enc, c_pool), c_drop, c_head = cache
+        (c_encode, c_pool), c_drop, c_head = cache
         grad = self.children["head"].backward(grad, c_head)
         grad = self.children["dropout"].backward(grad, c_drop)
-        grad = self.children["pooling"].backward(grad, c_pool)
-        grad = self.children["encoder"].backward(grad, c_enc)
-        return self.children["embedding"].backward(grad, c_embed)
+        return self.backward_encode(self.children["pooling"].backward(grad, c_pool), c_encode)
 
     def attention_weights(self, ids, *, lengths):
         """Each layer's self-attention weights, a list of (B, n_heads, N, N) arrays (inference mode)."""
