@@ -11,6 +11,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from attnkit import ops
+from attnkit._config import with_single_threaded_blas
 from attnkit._network_state import NetworkStateMixin
 from attnkit._pretraining import pretrain_masked_lm
 from attnkit._token_input import IDS, id_rows_to_tokens, input_kind
@@ -619,6 +620,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
         return self._cached("vocabulary", rebuild)
 
+    @with_single_threaded_blas
     def _batched(self, docs, fn, width):
         """``fn(ids, lengths)`` (rows of ``width`` floats) over ``docs``, in batches of similar lengths;
         rows in input order."""
