@@ -8,6 +8,7 @@ from attnkit import _core
 from attnkit._validation import check_real, float_array
 from attnkit.masking import check_key_lengths, check_mask, padding_lengths
 from attnkit.ops._layout import batch_shape, check_qkv, operand, unbroadcast
+from attnkit.ops._memory import checked_empty
 
 __all__ = ["scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 
@@ -70,12 +71,14 @@ def scaled_dot_product_attention(q, k, v, *, mask=None, key_lengths=None, causal
     [[1.0, 0.0], [0.33, 0.67]]
     """
     p = _Problem(q, k, v, mask, key_lengths, causal, bias, scale)
+    # Checked before any work: the weights are the one output that grows as Nq x Nk.
+    weights = checked_empty(p.batch + (p.nq, p.nk), p.dtype, "return_weights=True: the weights") \
+        if return_weights else None
     out = np.empty(p.batch + (p.nq, p.dv), dtype=p.dtype)
     lse = np.empty((p.flat, p.nq), dtype=p.dtype) if (return_weights or return_lse) else None
     _core.attention(v=p.v, out=out.reshape(p.flat, p.nq, p.dv), lse=lse, **p.operands)
     result = (out,)
     if return_weights:
-        weights = np.empty(p.batch + (p.nq, p.nk), dtype=p.dtype)
         _core.attention_weights(lse=lse, weights=weights.reshape(p.flat, p.nq, p.nk), **p.operands)
         result += (weights,)
     if return_lse:
@@ -122,7 +125,7 @@ def scaled_dot_product_attention_backward(dout, q, k, v, out, lse, *, mask=None,
     dq = np.empty((p.flat, p.nq, p.d), p.dtype)
     dk = np.empty((p.flat, p.nk, p.d), p.dtype)
     dv = np.empty((p.flat, p.nk, p.dv), p.dtype)
-    dbias = np.empty((p.flat, p.nq, p.nk), p.dtype) if bias_grad else None
+    dbias = checked_empty((p.flat, p.nq, p.nk), p.dtype, "bias_grad=True: dbias") if bias_grad else None
     _core.attention_backward(v=p.v, lse=lse, dout=dout, delta=delta, dq=dq, dk=dk, dv=dv, dbias=dbias, **p.operands)
     grads = [unbroadcast(g.reshape(p.batch + g.shape[1:]), shape)
              for g, shape in ((dq, p.shapes["q"]), (dk, p.shapes["k"]), (dv, p.shapes["v"]))]

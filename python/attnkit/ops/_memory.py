@@ -1,0 +1,36 @@
+"""Outputs that grow as Nq x Nk: refuse them before allocating when the machine cannot hold them."""
+
+import math
+import os
+
+import numpy as np
+
+__all__ = ["available_bytes", "checked_empty"]
+
+
+def available_bytes():
+    """Memory a new array may take without swapping: Linux's MemAvailable, else the physical memory,
+    else no limit."""
+    try:
+        with open("/proc/meminfo") as file:
+            for line in file:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return math.inf
+
+
+def checked_empty(shape, dtype, what):
+    """``np.empty(shape, dtype)``, or a MemoryError naming ``what`` when it exceeds :func:`available_bytes`
+    (an overcommitting kernel would otherwise hand out the address space and swap or kill later)."""
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    limit = available_bytes()
+    if nbytes > limit:
+        raise MemoryError(f"{what} of shape {tuple(shape)} ({np.dtype(dtype).name}) needs {nbytes / 2**30:,.1f} GiB, "
+                          f"more than the {limit / 2**30:,.1f} GiB of memory available; process fewer or shorter "
+                          "sequences at a time")
+    return np.empty(shape, dtype)
