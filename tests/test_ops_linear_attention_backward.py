@@ -3,13 +3,14 @@ causal or not, with padding), and float32 against float64, on every ISA."""
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from attnkit.feature_maps import (
     PolynomialFeatureMap,
     PositiveRandomFeatureMap,
     RandomFourierFeatureMap,
+    resolve_feature_map,
 )
 from attnkit.ops import linear_attention, linear_attention_backward
 from attnkit.testing.gradcheck import check_grad
@@ -35,6 +36,22 @@ def _problem(seed, n, d, dv, batch, padding):
     return q, k, v, w, kw
 
 
+def _relative_denominators(q, k, feature_map, causal, kw):
+    """den_i / (|phi(q_i)|.|Z_i|) of every row: the quantity the eps guard compares with eps."""
+    fm = resolve_feature_map(feature_map)
+    phi_q, phi_k = fm.queries(q), fm.keys(k)
+    n = k.shape[-2]
+    keep = np.ones(phi_k.shape[:-1], bool)
+    if "key_lengths" in kw:
+        keep = np.arange(n) < kw["key_lengths"].reshape(-1, *(1,) * (phi_k.ndim - 2))
+    if "mask" in kw:
+        keep = np.broadcast_to(kw["mask"][..., 0, :], phi_k.shape[:-1])
+    phi_k = np.where(keep[..., None], phi_k, 0)
+    z = np.cumsum(phi_k, axis=-2) if causal else phi_k.sum(axis=-2, keepdims=True)
+    den, mag = np.sum(phi_q * z, axis=-1), np.sum(np.abs(phi_q) * np.abs(z), axis=-1)
+    return np.where(mag > 0, den / np.where(mag > 0, mag, 1), 1.0)
+
+
 @settings(max_examples=30)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 140), d=st.integers(1, 6), dv=st.integers(1, 5),
        fm=st.sampled_from(sorted(MAPS)), causal=st.booleans(), padding=st.sampled_from(["none", "lengths", "mask"]))
@@ -43,6 +60,11 @@ def test_finite_differences(isa, seed, n, d, dv, fm, causal, padding):
         padding = "lengths"
     q, k, v, w, kw = _problem(seed, n, d, dv, (2, 2), padding)
     feature_map = MAPS[fm](seed)
+    # Maps with signed features (polynomial, sin/cos) can cancel a normaliser to just above the
+    # guard: out = num / den is then exact but ill-conditioned, and finite differences of it are noise
+    # (seen: a one-key row, whose exact gradient is 0, gave -3e-6 at step 1e-6 and -1e-4 at 1e-7).
+    ratios = _relative_denominators(q, k, feature_map, causal, kw)
+    assume(not np.any((ratios > 1e-8) & (ratios < 1e-3)))
 
     def loss(q, k, v):
         return float(np.sum(linear_attention(q, k, v, feature_map=feature_map, causal=causal, **kw) * w))
