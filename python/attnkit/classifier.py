@@ -491,7 +491,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             max_epochs=self.max_iter, batch_size=self.batch_size, learning_rate=float(self.learning_rate),
             weight_decay=float(self.weight_decay), warmup_fraction=WARMUP_FRACTION, decay="linear",
             max_grad_norm=MAX_GRAD_NORM, n_iter_no_change=self.n_iter_no_change, tol=float(self.tol),
-            monitor=self.early_stopping_metric, score_name="accuracy", verbose=int(self.verbose), lazy=_token_table,
+            monitor=self.early_stopping_metric, score_name="accuracy", verbose=int(self.verbose),
         )
         return dataclasses.replace(options, **changes)
 
@@ -670,12 +670,6 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         tags.input_tags.categorical = True  # token ids are categories, not quantities
         tags.transformer_tags.preserves_dtype = []  # transform gives float32 whatever the ids' dtype
         return tags
-
-
-def _token_table(name, param):
-    """The embedding table, updated lazily: a batch touches a few hundred of its rows, and a dense
-    AdamW step over all of them took a third of the training time on SST-2."""
-    return name == "embedding.tokens.weight"
 
 
 def _check_y(y, n_samples, name="y"):
