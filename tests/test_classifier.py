@@ -131,7 +131,8 @@ def test_multiclass_string_labels():
 @pytest.mark.parametrize(
     "options",
     [{"attention": "linear"}, {"attention": "performer"}, {"positional": "relative"}, {"positional": "learned"},
-     {"pooling": "mean"}, {"pooling": "max"}, {"label_smoothing": 0.1}, {"mlm_epochs": 2}, {"tokenizer": "char"}],
+     {"pooling": "mean"}, {"pooling": "max"}, {"label_smoothing": 0.1}, {"word_dropout": 0.2},
+     {"mlm_epochs": 2}, {"tokenizer": "char"}],
     ids=lambda o: "-".join(f"{k}={v}" for k, v in o.items()),
 )
 def test_every_architecture_option_trains(options):
@@ -300,7 +301,8 @@ def test_predict_with_bad_items_names_them(fitted):
 @pytest.mark.parametrize(
     ("param", "value"),
     [("tokenizer", "bpe"), ("lowercase", 1), ("max_features", 0), ("min_df", 0), ("min_df", 1.5), ("max_len", 0),
-     ("padding_id", 1.0), ("d_model", 0), ("n_heads", 0), ("dropout", 1.0), ("attention", "sparse"),
+     ("padding_id", 1.0), ("d_model", 0), ("n_heads", 0), ("dropout", 1.0), ("word_dropout", -0.1),
+     ("attention", "sparse"),
      ("positional", "rotary"), ("pooling", "min"), ("label_smoothing", 1.0), ("mlm_epochs", -1), ("batch_size", 0),
      ("learning_rate", 0.0), ("weight_decay", -1.0), ("max_iter", 0), ("early_stopping", "yes"),
      ("early_stopping_metric", "accuracy"),
@@ -399,6 +401,24 @@ def test_predictions_do_not_depend_on_later_set_params(fitted):
 
 
 # ---------------------------------------------------------------------------------- training
+
+
+def test_word_dropout_hides_words_only_in_training(monkeypatch):
+    seen = []
+    original = classifier.SequenceClassifier.forward
+
+    def spy(self, ids, training=False, *, lengths):
+        seen.append((training, ids.copy()))
+        return original(self, ids, training, lengths=lengths)
+
+    monkeypatch.setattr(classifier.SequenceClassifier, "forward", spy)
+    texts = ["a b c d e f g h"] * 64
+    clf = TransformerClassifier(**{**SMALL, "word_dropout": 0.5, "max_iter": 1}).fit(texts, [0, 1] * 32)
+    trained = np.concatenate([ids[:, 1:].ravel() for training, ids in seen if training])
+    assert 0.45 < np.mean(trained == 1) < 0.55 and np.all(np.concatenate([ids[:, 0] for _, ids in seen]) == 2)
+    seen.clear()
+    clf.predict(texts[:1])
+    assert not seen[0][0] and not np.any(seen[0][1] == 1)
 
 
 def test_fits_are_reproducible_and_seeds_matter(negation):

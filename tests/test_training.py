@@ -351,23 +351,3 @@ def test_training_generator_streams():
     assert draw(np.random.RandomState(0), 5) == draw(np.random.RandomState(0), 5)  # a seed from the RandomState
     generator = np.random.default_rng(0)
     assert training_generator(generator, 2) is not None and draw(None, 0) != draw(None, 0)
-
-
-def test_lazy_parameters_keep_untouched_rows():
-    toy = _Toy()
-    table = nn.Embedding(10, 2, rng=0)
-    model = nn.Module()
-    model.add_child("linear", toy.model)
-    model.add_child("table", table)
-    before = table.params["weight"].copy()
-
-    def batch_loss(indices):
-        out, cache = table.forward(np.array([1, 2]), training=True)
-        table.backward(np.ones_like(out), cache)
-        return toy.batch_loss(indices)
-
-    train(model, batch_loss, toy.lengths(), _options(max_epochs=1, weight_decay=0.5,
-                                                     lazy=lambda name, p: name == "table.weight"),
-          rng=np.random.default_rng(0))
-    assert np.array_equal(table.params["weight"][3:], before[3:])  # not even weight-decayed
-    assert not np.array_equal(table.params["weight"][1:3], before[1:3])

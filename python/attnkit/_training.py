@@ -80,9 +80,6 @@ class TrainingOptions:
         installed.
     bucket : bool
         Group samples of similar length into batches.
-    lazy : callable (name, param) -> bool or None
-        Parameters AdamW updates row by row, only where the batch gave a gradient (embedding
-        tables; see :class:`attnkit.nn.AdamW`).
     label : str
         What the verbose lines and the progress bar call an epoch (e.g. "pre-training epoch").
     """
@@ -101,7 +98,6 @@ class TrainingOptions:
     score_name: str = "score"
     verbose: int = 0
     bucket: bool = True
-    lazy: object = None
     label: str = "epoch"
 
 
@@ -333,8 +329,7 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
         total = steps_per_epoch * options.max_epochs
         history.warmup_steps = min(round(options.warmup_fraction * total), total - 1)
         schedule = WarmupSchedule(warmup_steps=history.warmup_steps, total_steps=total, decay=options.decay)
-    optimizer = AdamW(model, lr=options.learning_rate, weight_decay=options.weight_decay, schedule=schedule,
-                      lazy=options.lazy)
+    optimizer = AdamW(model, lr=options.learning_rate, weight_decay=options.weight_decay, schedule=schedule)
     if resume:
         optimizer.load_state_dict(history.optimizer_state)
 

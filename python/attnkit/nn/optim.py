@@ -193,13 +193,6 @@ class AdamW:
     schedule : callable step -> float, optional
         Learning-rate multiplier for update number ``step`` (1, 2, ...), e.g. a
         :class:`WarmupSchedule`; default a constant 1.
-    lazy : callable (name, param) -> bool, optional
-        Parameters updated row by row, lazily: only the rows (slices along the first axis) whose
-        gradient is not all zero take the step above, moments and decay included; the other rows
-        and their moments are left as they are (TensorFlow's LazyAdam, PyTorch's SparseAdam). For
-        embedding tables, where a batch touches a few rows: the update then costs those rows, not
-        the whole table (on SST-2, ~300 of 15,000 rows, and the dense update was a third of a
-        training step). Bias correction still uses the global step count. Default: none.
 
     Attributes
     ----------
@@ -209,8 +202,6 @@ class AdamW:
         Rate used by the latest update.
     decayed : frozenset of str
         Names of the parameters that receive weight decay.
-    lazy : frozenset of str
-        Names of the parameters updated lazily.
 
     Examples
     --------
@@ -224,7 +215,7 @@ class AdamW:
     """
 
     def __init__(self, params, lr=1e-3, *, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01, decay=None,
-                 schedule=None, lazy=None):
+                 schedule=None):
         self._module = params if isinstance(params, Module) else None
         triples = _named(params)
         self._triples = None if self._module is not None else triples
@@ -244,10 +235,6 @@ class AdamW:
         if len(set(names)) != len(names):
             raise ValueError(f"parameter names must be unique, got {names}")
         self.decayed = frozenset(name for name, param, _ in triples if decay(name, param))
-        self.lazy = frozenset(name for name, param, _ in triples if lazy is not None and lazy(name, param))
-        flat = sorted(name for name, param, _ in triples if name in self.lazy and param.ndim < 1)
-        if flat:
-            raise ValueError(f"lazy parameters need a first axis of rows; {flat} are scalars")
         self._exp_avg = {name: np.zeros_like(param) for name, param, _ in triples}
         self._exp_avg_sq = {name: np.zeros_like(param) for name, param, _ in triples}
 
@@ -276,33 +263,22 @@ class AdamW:
         shrink = 1.0 - lr * self.weight_decay
         for name, param, grad in self._parameters():
             m, v = self._exp_avg[name], self._exp_avg_sq[name]
-            if name in self.lazy:
-                rows = np.flatnonzero(grad.reshape(len(grad), -1).any(axis=1))
-                slices = (param[rows], grad[rows], m[rows], v[rows])
-                self._update(*slices, name, shrink, step_size, denom_scale)
-                param[rows], m[rows], v[rows] = slices[0], slices[2], slices[3]
-            else:
-                self._update(param, grad, m, v, name, shrink, step_size, denom_scale)
-
-    def _update(self, param, grad, m, v, name, shrink, step_size, denom_scale):
-        """The AdamW update of one parameter (or of some rows of it), in place."""
-        beta1, beta2 = self.betas
-        if self.weight_decay and name in self.decayed:
-            param *= shrink
-        # One scratch array per parameter, then in-place updates: no other temporaries.
-        scratch = np.multiply(grad, 1.0 - beta1)
-        m *= beta1
-        m += scratch
-        np.multiply(grad, grad, out=scratch)
-        scratch *= 1.0 - beta2
-        v *= beta2
-        v += scratch
-        np.sqrt(v, out=scratch)
-        scratch *= denom_scale
-        scratch += self.eps
-        np.divide(m, scratch, out=scratch)
-        scratch *= step_size
-        param -= scratch
+            if self.weight_decay and name in self.decayed:
+                param *= shrink
+            # One scratch array per parameter, then in-place updates: no other temporaries.
+            scratch = np.multiply(grad, 1.0 - beta1)
+            m *= beta1
+            m += scratch
+            np.multiply(grad, grad, out=scratch)
+            scratch *= 1.0 - beta2
+            v *= beta2
+            v += scratch
+            np.sqrt(v, out=scratch)
+            scratch *= denom_scale
+            scratch += self.eps
+            np.divide(m, scratch, out=scratch)
+            scratch *= step_size
+            param -= scratch
 
     def zero_grad(self):
         """Set every gradient to zero, in place."""
