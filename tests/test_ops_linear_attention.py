@@ -9,9 +9,11 @@ import attnkit
 from attnkit import reference
 from attnkit.feature_maps import (
     EluFeatureMap,
+    FeatureMap,
     PolynomialFeatureMap,
     PositiveRandomFeatureMap,
     RandomFourierFeatureMap,
+    resolve_feature_map,
 )
 from attnkit.ops import LinearAttentionState, linear_attention
 
@@ -22,6 +24,22 @@ def _qkv(seed, batch, nq, nk, d, dv, dtype, scale=0.5):
     rng = np.random.default_rng(seed)
     return tuple((scale * rng.standard_normal(batch + shape)).astype(dtype)
                  for shape in ((nq, d), (nk, d), (nk, dv)))
+
+
+class ScaledFeatureMap(FeatureMap):
+    """Another map's features times a constant factor, which the attention output must ignore."""
+
+    def __init__(self, inner, factor):
+        self.inner, self.factor = resolve_feature_map(inner), factor
+
+    def n_features_out(self, d):
+        return self.inner.n_features_out(d)
+
+    def queries(self, x):
+        return self.inner.queries(x) * self.factor
+
+    def keys(self, x):
+        return self.inner.keys(x) * self.factor
 
 
 problems = st.fixed_dictionaries(dict(
@@ -57,7 +75,8 @@ def test_linear_attention_matches_reference_for_every_feature_map(isa, p, causal
     out = linear_attention(q, k, v, feature_map=feature_map, causal=causal)
     expected = reference.linear_attention(q, k, v, feature_map=feature_map, causal=causal)
     assert np.all(np.isfinite(out))  # random-feature normalisers can go <= 0: guarded, never NaN
-    # rows whose normaliser sits right at eps may legitimately flip between the two; none do here
+    # rows whose normaliser sits right at the guard (eps |phi(q)|.|Z|) may legitimately flip between the
+    # two; none do here
     np.testing.assert_allclose(out, expected, **TOL[p["dtype"]])
 
 
@@ -95,11 +114,16 @@ def test_causal_output_ignores_the_future(isa, seed, n):
     np.testing.assert_allclose(linear_attention(q2, k2, v2, causal=True)[:, : t + 1], out[:, : t + 1], rtol=1e-12)
 
 
-@pytest.mark.parametrize("fm", ["elu", PositiveRandomFeatureMap(24, random_state=1)])
+@pytest.mark.parametrize("fm, key_scale", [
+    ("elu", 1), (PositiveRandomFeatureMap(24, random_state=1), 1),
+    (ScaledFeatureMap("elu", 1e-8), 1), (PositiveRandomFeatureMap(24, random_state=1), 8),  # tiny normalisers
+])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_recurrent_steps_equal_the_causal_op(isa, fm, dtype):
+def test_recurrent_steps_equal_the_causal_op(isa, fm, key_scale, dtype):
     q, k, v = _qkv(3, (2, 3), 150, 150, 8, 5, dtype)
+    k = k * dtype(key_scale)
     full = linear_attention(q, k, v, feature_map=fm, causal=True)
+    assert np.all(np.abs(full).max(axis=-1) > 0)
     state = LinearAttentionState(fm)
     steps = np.stack([state.step(q[..., t, :], k[..., t, :], v[..., t, :]) for t in range(150)], axis=-2)
     assert steps.dtype == dtype
@@ -111,7 +135,7 @@ def test_recurrent_steps_equal_the_causal_op(isa, fm, dtype):
     np.testing.assert_allclose(np.concatenate([head, tail], axis=-2), full, **TOL[dtype])
 
 
-@pytest.mark.parametrize("fm", ["elu", PositiveRandomFeatureMap(24, random_state=2)])
+@pytest.mark.parametrize("fm", ["elu", PositiveRandomFeatureMap(24, random_state=2), ScaledFeatureMap("elu", 1e-8)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_state_from_keys_attends_like_the_non_causal_op(isa, fm, dtype):
     q, k, v = _qkv(9, (3, 2), 7, 11, 8, 5, dtype)
@@ -124,6 +148,101 @@ def test_state_from_keys_attends_like_the_non_causal_op(isa, fm, dtype):
     np.testing.assert_array_equal(rows[2], 0)  # no key to see: zeros
     # attend adds nothing: asking twice gives the same answer
     np.testing.assert_array_equal(state.attend(q[..., 0, :]), rows[..., 0, :])
+
+
+def _by_sums(fm, q, k, v, causal):
+    """``(phi(q)^T S, phi(q)^T Z)`` in float64 NumPy, S and Z summed over the keys each query sees."""
+    phi_q, phi_k, v = fm.queries(q).astype(np.float64), fm.keys(k).astype(np.float64), v.astype(np.float64)
+    if causal:
+        s = np.cumsum(phi_k[..., :, :, None] * v[..., :, None, :], axis=-3)
+        z = np.cumsum(phi_k, axis=-2)
+        return np.einsum("...nD,...nDv->...nv", phi_q, s), np.einsum("...nD,...nD->...n", phi_q, z)[..., None]
+    return phi_q @ (np.swapaxes(phi_k, -1, -2) @ v), phi_q @ phi_k.sum(axis=-2)[..., None]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype, key_scale", [(np.float64, 6), (np.float32, 3.5)])
+def test_favor_keys_of_large_norm_are_normalised_not_zeroed(isa, causal, dtype, key_scale):
+    # phi(k) = exp(w.u - |u|^2 / 2) / sqrt(m) is tiny for long keys, so den = phi(q).Z is too (down to
+    # 1e-45 in float64 here), yet num / den is exact: an absolute eps used to zero these rows.
+    q, k, v = _qkv(11, (2,), 100, 100, 64, 8, dtype, scale=1.0)
+    k = k * dtype(key_scale)
+    fm = PositiveRandomFeatureMap(64, random_state=0)
+    num, den = _by_sums(fm, q, k, v, causal)
+    assert np.all(den > 0) and np.mean(den < 1e-6) > 0.5
+    out = linear_attention(q, k, v, feature_map=fm, causal=causal)
+    np.testing.assert_allclose(out, num / den, **TOL[dtype])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_output_ignores_the_scale_of_the_features(isa, causal, dtype):
+    q, k, v = _qkv(12, (2, 3), 150, 150, 8, 5, dtype)
+    out = linear_attention(q, k, v, causal=causal)
+    scaled = linear_attention(q, k, v, feature_map=ScaledFeatureMap("elu", 1e-8), causal=causal)
+    np.testing.assert_allclose(scaled, out, **TOL[dtype])
+    # elu(x) + 1 = exp(x) ~ 1e-9 for inputs near -20: normalisers ~ 1e-16, still exact
+    shifted = linear_attention(q - dtype(20), k - dtype(20), v, causal=causal)
+    expected = reference.linear_attention(q - dtype(20), k - dtype(20), v, causal=causal)
+    assert np.all(np.abs(expected).max(axis=-1) > 0)
+    np.testing.assert_allclose(shifted, expected, **TOL[dtype])
+
+
+def _fourier_pair(fm, angles):
+    """Queries and keys of width 2 with phi(q_i).phi(k_i) = cos(angles[i]) for ``fm``'s one frequency,
+    and |phi(q_i)|.|phi(k_i)| = 1: q_i at phase pi/4, k_i at pi/4 - angles[i]."""
+    w = fm.weights(2)[0]
+    q = np.full((len(angles), 1, 1), np.pi / 4) * w / (w @ w)
+    return q, q - np.asarray(angles)[:, None, None] * w / (w @ w)
+
+
+@pytest.mark.parametrize("factor", [1, 1e4])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_cancelled_or_negative_normalisers_give_zeros(isa, causal, dtype, factor):
+    # Sine/cosine features: den = cos(angle) cancels to rounding noise at pi/2 and is -1 at pi, while
+    # |phi(q)|.|Z| = 1; the rows get zeros, never a division by noise, NaN or inf. Scaled by 1e4, the
+    # noise passes an absolute eps in float32: the guard must scale with the features.
+    fm = RandomFourierFeatureMap(1, random_state=0)
+    q, k = (a.astype(dtype) for a in _fourier_pair(fm, [np.pi / 2, np.pi, 2.0, 0.0]))
+    fm = fm if factor == 1 else ScaledFeatureMap(fm, factor)
+    v = np.arange(1, 9, dtype=dtype).reshape(4, 1, 2)
+    out = linear_attention(q, k, v, feature_map=fm, causal=causal)
+    np.testing.assert_array_equal(out[:3], 0)  # cos(2) < 0 too
+    np.testing.assert_allclose(out[3], v[3], **TOL[dtype])
+    rows = LinearAttentionState.from_keys(k, v, feature_map=fm).attend(q[:, 0])
+    np.testing.assert_array_equal(rows[:3], 0)
+    np.testing.assert_allclose(rows, out[:, 0], **TOL[dtype])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_random_fourier_normalisers_of_both_signs(isa, causal):
+    # Far-apart inputs and a narrow Gaussian kernel: estimates of ~0, half of them negative.
+    fm = RandomFourierFeatureMap(4, sigma=0.5, random_state=3)
+    q, k, v = _qkv(14, (3,), 90, 90, 4, 3, np.float64, scale=3.0)
+    num, den = _by_sums(fm, q, k, v, causal)
+    out = linear_attention(q, k, v, feature_map=fm, causal=causal)
+    assert np.all(np.isfinite(out)) and np.mean(den < 0) > 0.2
+    np.testing.assert_array_equal(out[(den < 0)[..., 0]], 0)
+    np.testing.assert_allclose(out, reference.linear_attention(q, k, v, feature_map=fm, causal=causal),
+                               **TOL[np.float64])
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_nan_propagates_through_the_guard(isa, causal, dtype):
+    q, k, v = _qkv(13, (2,), 70, 70, 4, 3, dtype)
+    q[0, 5], k[1, 66] = np.nan, np.nan
+    out = linear_attention(q, k, v, causal=causal)
+    nan_rows = np.zeros((2, 70), bool)
+    nan_rows[0, 5] = True
+    nan_rows[1, 66 if causal else 0:] = True
+    np.testing.assert_array_equal(np.isnan(out).all(axis=-1), nan_rows)
+    assert np.all(np.isfinite(out[~nan_rows]))
+    if causal:
+        state = LinearAttentionState()
+        steps = np.stack([state.step(q[:, t], k[:, t], v[:, t]) for t in range(70)], axis=-2)
+        np.testing.assert_allclose(steps, out, **TOL[dtype])  # NaN where out is NaN
 
 
 def test_long_causal_float32_does_not_drift(isa):
@@ -167,8 +286,11 @@ def test_errors():
         linear_attention(q, k, v, causal=True)
     with pytest.raises(ValueError, match="feature_map"):
         linear_attention(q, k, v, feature_map="nope")
-    with pytest.raises(ValueError, match="eps"):
-        linear_attention(q, k, v, eps=-1.0)
+    for eps in (-1.0, 1.0):  # relative: eps >= 1 would zero every row
+        with pytest.raises(ValueError, match=r"eps must be in \[0, 1\)"):
+            linear_attention(q, k, v, eps=eps)
+        with pytest.raises(ValueError, match=r"eps must be in \[0, 1\)"):
+            LinearAttentionState(eps=eps)
     with pytest.raises(ValueError, match="return_state"):
         linear_attention(q, k, v, return_state=True)
     with pytest.raises(ValueError, match="same last dimension"):

@@ -53,6 +53,40 @@ def test_finite_differences(isa, seed, n, d, dv, fm, causal, padding):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("case", ["favor-long-keys", "elu-near-zero"])
+def test_tiny_normalisers_get_exact_gradients(isa, causal, case):
+    # den < 1e-6 (FAVOR+ keys of large norm; elu(x) + 1 = exp(x) at x ~ -20) but out = num / den is
+    # exact: the rows must be neither zeroed nor given zero gradients.
+    q, k, v, w, _ = _problem(4, 90, 8, 3, (2,), "none")
+    if case == "favor-long-keys":
+        feature_map, k = MAPS["favor"](4), 20 * k
+    else:
+        feature_map, q, k = "elu", q - 20, k - 20
+
+    def loss(q, k, v):
+        return float(np.sum(linear_attention(q, k, v, feature_map=feature_map, causal=causal) * w))
+
+    out = linear_attention(q, k, v, feature_map=feature_map, causal=causal)
+    assert np.all(np.abs(out).max(axis=-1) > 0)
+    grads = linear_attention_backward(w, q, k, v, feature_map=feature_map, causal=causal)
+    check_grad(loss, {"q": q, "k": k, "v": v}, dict(zip("qkv", grads)), rtol=1e-4, atol=1e-7, max_entries=20, rng=4)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_zeroed_rows_pass_no_gradient(isa, causal):
+    # One sine/cosine frequency: phi(q_i).phi(k_i) = cos(angle_i) (0 to rounding, -1, then 1) with
+    # |phi(q_i)|.|phi(k_i)| = 1. The guard zeroes the first two rows, whose gradients are then 0.
+    fm = RandomFourierFeatureMap(1, random_state=0)
+    w = fm.weights(2)[0]
+    q = np.full((3, 1, 1), np.pi / 4) * w / (w @ w)
+    k = q - np.array([np.pi / 2, np.pi, 0.0])[:, None, None] * w / (w @ w)
+    v, dout = np.ones((3, 1, 2)), np.ones((3, 1, 2))
+    assert np.all(linear_attention(q, k, v, feature_map=fm, causal=causal)[:2] == 0)
+    for g in linear_attention_backward(dout, q, k, v, feature_map=fm, causal=causal):
+        assert np.all(g[:2] == 0) and np.all(np.isfinite(g))
+
+
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("fm", ["elu", "favor"])
 def test_float32_agrees_with_float64(isa, causal, fm):
     q, k, v, w, kw = _problem(1, 300, 8, 6, (3,), "lengths")

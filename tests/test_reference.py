@@ -7,6 +7,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 from attnkit import reference
+from attnkit.feature_maps import RandomFourierFeatureMap
 from attnkit.testing import check_grad
 
 LN3 = np.log(3.0)
@@ -141,6 +142,35 @@ def test_non_finite_values_stay_in_their_rows():
     assert np.isnan(out[1]).all()
     assert not np.isfinite(out[3]).any()
     assert np.isfinite(out[[0, 2]]).all()
+
+
+def test_kernel_attention_guard_is_relative_by_hand():
+    q, k, v = np.zeros((4, 1)), np.zeros((2, 1)), np.array([[1.0, 0.0], [0.0, 1.0]])
+    table = np.array([[1.0, 3.0], [1e-30, 3e-30], [1.0, -1.0], [2.0, -1.0]])  # the similarity A, row by row
+    out = reference.kernel_attention(q, k, v, lambda a, b: table)
+    # tiny weights still average; den = 0 against sum |A| = 2 gives zeros; a signed row that does not
+    # cancel (den = 1 against 3) is divided as it is
+    assert_allclose(out, [[0.25, 0.75], [0.25, 0.75], [0.0, 0.0], [2.0, -1.0]], rtol=1e-15)
+    table[0, 0] = np.nan
+    assert np.isnan(reference.kernel_attention(q, k, v, lambda a, b: table)[0]).all()
+
+
+def test_linear_attention_guard_is_relative_by_hand():
+    # One sine/cosine frequency w: phi(q).phi(k) = cos(w.(q - k)) and |phi(q)|.|phi(k)| = 1 at phases
+    # pi/4 and pi/4 - angle: angle pi/2 cancels to rounding, pi is negative, 0 is 1.
+    fm = RandomFourierFeatureMap(1, random_state=0)
+    w = fm.weights(2)[0]
+    q = np.full((3, 1, 1), np.pi / 4) * w / (w @ w)
+    k = q - np.array([np.pi / 2, np.pi, 0.0])[:, None, None] * w / (w @ w)
+    out = reference.linear_attention(q, k, np.full((3, 1, 2), 5.0), feature_map=fm)
+    assert_array_equal(out[:2], 0.0)
+    assert_allclose(out[2], [[5.0, 5.0]], rtol=1e-12)
+    # elu + 1 is exp below 0, so shifting the queries by -20 scales their features by e^-10 against a
+    # shift by -10 (den ~ 1e-8 against ~ 1e-4): the averages are the same
+    rng = np.random.default_rng(4)
+    q, k, v = rng.normal(size=(5, 3)), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
+    assert_allclose(reference.linear_attention(q - 20, k, v, causal=True),
+                    reference.linear_attention(q - 10, k, v, causal=True), rtol=1e-12)
 
 
 def test_sinusoidal_positions_by_hand():

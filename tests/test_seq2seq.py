@@ -8,6 +8,7 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 from attnkit import Seq2SeqTransformer, seq2seq
+from attnkit.nn.encoder_decoder import EncoderDecoder
 
 WORDS = ["cat", "dog", "bird", "fish", "cow", "hen", "owl", "bee", "ant", "elk"]
 PAIRS = [f"{a} {b}" for a in WORDS for b in WORDS]
@@ -170,3 +171,46 @@ def test_bad_decoding_parameters(upper, options, match):
 def test_predict_before_fit():
     with pytest.raises(NotFittedError):
         Seq2SeqTransformer().predict(["a"])
+
+
+def test_attention_maps(upper):
+    maps = upper.attention_maps(["cat dog", "owl"], ["CAT DOG", "OWL"])
+    first = maps[0]
+    assert first["source_tokens"] == list("cat dog") + ["<eos>"]
+    assert first["target_tokens"] == list("CAT DOG") + ["<eos>"]
+    s, t, heads = len(first["source_tokens"]), len(first["target_tokens"]), upper.n_heads
+    assert [w.shape for w in first["encoder"]] == [(heads, s, s)] * upper.encoder_layers
+    assert [w.shape for w in first["decoder"]] == [(heads, t, t)] * upper.decoder_layers
+    assert [w.shape for w in first["cross"]] == [(heads, t, s)] * upper.decoder_layers
+    for part in ("encoder", "decoder", "cross"):
+        for w in first[part]:
+            np.testing.assert_allclose(w.sum(axis=-1), 1, rtol=1e-5)
+    assert np.all(np.triu(first["decoder"][0], 1) == 0)  # causal: no weight on later positions
+    assert len(maps[1]["source_tokens"]) == 4
+    default = upper.attention_maps(["cat dog"])[0]  # targets default to the greedy predictions
+    assert default["target_tokens"] == first["target_tokens"]
+
+
+def test_attention_maps_need_softmax_attention():
+    X, y = _upper_task()
+    model = Seq2SeqTransformer(max_iter=1, **{**TINY, "attention": "linear"}).fit(X[:10], y[:10])
+    with pytest.raises(ValueError, match="attention_maps needs attention='softmax'"):
+        model.attention_maps(X[:1])
+
+
+def test_ctrl_c_stops_cleanly_with_the_best_weights(monkeypatch):
+    X, y = _upper_task()
+    model = Seq2SeqTransformer(max_iter=5, **{**TINY, "early_stopping": True})
+    calls = {"n": 0}
+    forward = EncoderDecoder.forward
+
+    def interrupted(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 30:  # in the second epoch
+            raise KeyboardInterrupt
+        return forward(self, *args, **kwargs)
+
+    monkeypatch.setattr(EncoderDecoder, "forward", interrupted)
+    with pytest.warns(UserWarning, match="interrupt"):
+        model.fit(X, y)
+    assert model.n_iter_ >= 1 and model.predict(X[:2]).shape == (2,)

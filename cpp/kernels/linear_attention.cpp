@@ -19,7 +19,7 @@ namespace {
 
 template <class T>
 struct Workspace {
-  T *Sf, *Zf, *dS, *dZ, *coef;
+  T *Sf, *Zf, *Zi, *dS, *dZ, *coef;  // Zi: Z_i, that is Zf plus the chunk's keys up to row i
 };
 
 // dS = sum_{j in [r0, r1)} phi_k[j] v[j]^T, dZ = sum phi_k[j], accumulated in T over one chunk.
@@ -49,7 +49,7 @@ void causal_segment(const CausalLinearArgs<T>& a, std::int64_t b, std::int64_t r
   for (std::int64_t cs = r0; cs < r1; cs += kChunk) {
     const std::int64_t ce = min_scalar(cs + kChunk, r1);
     for (std::int64_t x = 0; x < D * dv; ++x) w.Sf[x] = T(S[x]);
-    for (std::int64_t d = 0; d < D; ++d) w.Zf[d] = T(Z[d]);
+    for (std::int64_t d = 0; d < D; ++d) w.Zi[d] = w.Zf[d] = T(Z[d]);
     for (std::int64_t i = cs; i < ce; ++i) {
       const T* pq = a.phi_q + (b * n + i) * D;
       T* o = a.out + (b * n + i) * dv;
@@ -62,9 +62,10 @@ void causal_segment(const CausalLinearArgs<T>& a, std::int64_t b, std::int64_t r
         den += w.coef[j];
       }
       axpy_rows(o, w.coef, a.v + (b * n + cs) * dv, dv, visible, dv);
-      // den <= eps: nothing (positive) to normalise by -> zeros; a NaN den falls through as NaN.
+      add_into(w.Zi, a.phi_k + (b * n + i) * D, D);
+      const bool zeroed = zeroed_row(den, dot<true>(pq, w.Zi, D), eps);
       const T inv = T(1) / den;
-      for (std::int64_t c = 0; c < dv; ++c) o[c] = den <= eps ? T(0) : o[c] * inv;
+      for (std::int64_t c = 0; c < dv; ++c) o[c] = zeroed ? T(0) : o[c] * inv;
     }
     chunk_state(a, b, cs, ce, w);
     add_into(S, w.dS, D * dv);
@@ -85,13 +86,14 @@ void causal_linear_attention(const CausalLinearArgs<T>& a) {
   const std::int64_t tasks = batch * nseg;
   const int threads = int(min_scalar<std::int64_t>(max_threads, tasks));
   const std::int64_t state = D * dv + D;  // S then Z, in double
-  const std::int64_t per_thread = 2 * D * dv + 2 * D + kChunk + 64;
+  const std::int64_t per_thread = 2 * D * dv + 3 * D + kChunk + 64;
   auto states = allocate<double>(std::size_t(tasks * state));
   auto scratch = allocate<T>(std::size_t(threads * per_thread));
   auto seg_begin = [&](std::int64_t s) { return min_scalar(n, (s * nchunks / nseg) * kChunk); };
   auto workspace = [&](int t) {
     T* base = scratch.get() + std::int64_t(t) * per_thread;
-    return Workspace<T>{base, base + D * dv, base + D * dv + D, base + 2 * D * dv + D, base + 2 * D * dv + 2 * D};
+    T* zf = base + D * dv;
+    return Workspace<T>{base, zf, zf + D, zf + 2 * D, zf + 2 * D + D * dv, zf + 2 * D + D * dv + D};
   };
   for (std::int64_t x = 0; x < tasks * state; ++x) states.get()[x] = 0.0;
 

@@ -15,7 +15,7 @@ namespace {
 
 template <class T>
 struct BackwardWork {
-  T *SfT, *Zf, *Rf, *RfT, *Yf, *coef, *dnum, *dden;
+  T *SfT, *Zf, *Zi, *Rf, *RfT, *Yf, *coef, *dnum, *dden;  // Zi: Z_i, as in the forward
   double *S, *Z, *R, *Y;
 };
 
@@ -54,15 +54,18 @@ void backward_item(const CausalLinearBackwardArgs<T>& g, std::int64_t b, const B
     const std::int64_t ce = min_scalar(cs + kChunk, n);
     transpose_into(w.SfT, w.S, D, dv);
     round_into(w.Zf, w.Z, D);
+    for (std::int64_t x = 0; x < D; ++x) w.Zi[x] = w.Zf[x];
     for (std::int64_t i = cs; i < ce; ++i) {
       const T* pq = phi_q + i * D;
       T den = dot(pq, w.Zf, D);
       for (std::int64_t j = cs; j <= i; ++j) den += dot(pq, phi_k + j * D, D);
-      // Rows the forward zeroed (den <= eps) pass no gradient; a NaN den stays NaN.
-      const T inv = den <= eps ? T(0) : T(1) / den;
+      add_into(w.Zi, phi_k + i * D, D);
+      // Rows the forward zeroed pass no gradient; a NaN den stays NaN.
+      const bool zeroed = zeroed_row(den, dot<true>(pq, w.Zi, D), eps);
+      const T inv = zeroed ? T(0) : T(1) / den;
       T* dn = dvo + i * dv;
       for (std::int64_t c = 0; c < dv; ++c) dn[c] = dout[i * dv + c] * inv;
-      dden[i] = den <= eps ? T(0) : -dot(dout + i * dv, out + i * dv, dv) * inv;
+      dden[i] = zeroed ? T(0) : -dot(dout + i * dv, out + i * dv, dv) * inv;
       T* dq = dphi_q + i * D;
       for (std::int64_t x = 0; x < D; ++x) dq[x] = w.Zf[x] * dden[i];
       axpy_rows(dq, dn, w.SfT, D, dv, D);  // S_prev dnum_i
@@ -123,7 +126,7 @@ void causal_linear_attention_backward(const CausalLinearBackwardArgs<T>& g) {
   const std::int64_t batch = a.batch, n = a.n, D = a.D, dv = a.dv;
   if (batch == 0 || n == 0) return;
   const int threads = int(min_scalar<std::int64_t>(kernel_threads(), batch));
-  const std::int64_t per_t = 3 * D * dv + 2 * D + 2 * kChunk + kChunk * dv + 64;
+  const std::int64_t per_t = 3 * D * dv + 3 * D + 2 * kChunk + kChunk * dv + 64;
   const std::int64_t per_d = 2 * D * dv + 2 * D;
   auto scratch = allocate<T>(std::size_t(threads * per_t));
   auto states = allocate<double>(std::size_t(threads * per_d));
@@ -135,7 +138,7 @@ void causal_linear_attention_backward(const CausalLinearBackwardArgs<T>& g) {
     double* s = states.get() + std::int64_t(omp_get_thread_num()) * per_d;
     BackwardWork<T> w;
     w.SfT = t, w.Rf = t + D * dv, w.RfT = t + 2 * D * dv;
-    w.Zf = t + 3 * D * dv, w.Yf = w.Zf + D, w.coef = w.Yf + D, w.dden = w.coef + kChunk;
+    w.Zf = t + 3 * D * dv, w.Zi = w.Zf + D, w.Yf = w.Zi + D, w.coef = w.Yf + D, w.dden = w.coef + kChunk;
     w.dnum = w.dden + kChunk;
     w.S = s, w.R = s + D * dv, w.Z = s + 2 * D * dv, w.Y = w.Z + D;
     backward_item(g, b, w, dden.get());

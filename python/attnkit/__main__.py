@@ -28,14 +28,49 @@ def demo(args):
     print("attention weights of the first 6 positions (causal):")
     print(np.array2string(weights, precision=2, suppress_small=True))
     print()
+    demo_seq2seq(args)
+    print()
     attnkit.show_config()
     return 0
+
+
+SHADES = " .:-=+*#%@"  # weight 0 .. 1, for printing attention maps as text
+
+
+def demo_seq2seq(args):
+    """Train the case-rewriting task briefly; print decodes and a cross-attention map."""
+    from attnkit import Seq2SeqTransformer
+    from attnkit.datasets import make_case_pairs
+
+    X, y = make_case_pairs(args.pairs, random_state=0, max_words=4)
+    X_test, y_test = make_case_pairs(200, random_state=1, max_words=4)
+    print(f"Seq2SeqTransformer on the case task ('<U> I am a student' -> 'I AM A STUDENT'), "
+          f"{len(X)} pairs, {args.epochs} epochs:")
+    model = Seq2SeqTransformer(d_model=48, n_heads=4, encoder_layers=1, decoder_layers=1, max_iter=args.epochs,
+                               early_stopping=False, random_state=0, verbose=1)
+    start = time.perf_counter()
+    model.fit(X, y)
+    print(f"fit in {time.perf_counter() - start:.1f} s; exact match on 200 new sentences: "
+          f"{model.score(X_test, y_test):.1%}")
+    for source, greedy, beam in zip(X_test[:3], model.predict(X_test[:3]),
+                                    model.predict(X_test[:3], strategy="beam", num_beams=4)):
+        print(f"  {source!r:32} greedy {greedy!r:24} beam {beam!r}")
+    maps = model.attention_maps(X_test[:1])[0]
+    weights = maps["cross"][-1].mean(axis=0)  # the last layer, averaged over the heads
+    print("cross-attention (rows: generated characters, columns: source characters):")
+    print("    " + "".join(t[0] if len(t) == 1 else "$" for t in maps["source_tokens"]))
+    for token, row in zip(maps["target_tokens"], weights):
+        shades = "".join(SHADES[min(int(w * len(SHADES)), len(SHADES) - 1)] for w in row / row.max())
+        print(f"  {token if len(token) == 1 else '$'} {shades}")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="attnkit", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="run a small attention example and print the configuration")
+    demo_parser = sub.add_parser("demo", help="run a small attention example, train a small seq2seq model and "
+                                              "print the configuration")
+    demo_parser.add_argument("--pairs", type=int, default=2000, help="training pairs of the seq2seq part")
+    demo_parser.add_argument("--epochs", type=int, default=20, help="training epochs of the seq2seq part")
     sub.add_parser("show-config", help="print version, ISA, threads, compiler and flags")
     args = parser.parse_args(argv)
     if args.command == "demo":

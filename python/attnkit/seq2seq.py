@@ -1,5 +1,6 @@
 """Seq2SeqTransformer: an encoder-decoder transformer from strings to strings, as a scikit-learn estimator."""
 
+import dataclasses
 import numbers
 
 import numpy as np
@@ -7,7 +8,8 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from attnkit import decoding, ops
-from attnkit._training import TrainingOptions, train, train_validation_split
+from attnkit._config import single_threaded_blas
+from attnkit._training import History, TrainingOptions, train, train_validation_split
 from attnkit._validation import Interval, Options, generator, validate_params
 from attnkit.nn import CrossEntropyLoss
 from attnkit.nn.encoder_decoder import EncoderDecoder
@@ -155,10 +157,10 @@ class Seq2SeqTransformer(BaseEstimator):
     }
 
     def __init__(self, *, tokenizer="char", lowercase=False, max_source_features=None, max_target_features=None,
-                 min_df=1, handle_unknown="unk", max_source_len=128, max_target_len=128, d_model=128,
+                 min_df=1, handle_unknown="unk", max_source_len=128, max_target_len=128, d_model=64,
                  encoder_d_model=None, decoder_d_model=None, n_heads=4, encoder_layers=2, decoder_layers=2,
                  d_ff=None, dropout=0.1, attention="softmax", positional="sinusoidal", label_smoothing=0.1,
-                 batch_size=64, learning_rate=2e-3, weight_decay=0.01, max_iter=40, early_stopping=True,
+                 batch_size=32, learning_rate=3e-3, weight_decay=0.01, max_iter=50, early_stopping=True,
                  validation_fraction=0.1, n_iter_no_change=5, tol=1e-4, warm_start=False, random_state=None,
                  verbose=0):
         self.tokenizer = tokenizer
@@ -232,15 +234,12 @@ class Seq2SeqTransformer(BaseEstimator):
             tol=self.tol, monitor="loss", score_name="token accuracy", verbose=self.verbose,
         )
         lengths = np.array([len(src[i]) + len(tgt[i]) for i in train_idx], dtype=np.int64)
-        history = train(self.model_, batch_loss, lengths, options, rng=rng,
-                        validate=validate if self.early_stopping else None,
-                        history=self._history if self.warm_start and hasattr(self, "_history") else None)
+        with single_threaded_blas():
+            history = train(self.model_, batch_loss, lengths, options, rng=rng,
+                            validate=validate if self.early_stopping else None,
+                            history=self._history if self.warm_start and hasattr(self, "_history") else None)
         self._history = history
-        self.n_iter_ = history.n_epochs
-        self.loss_curve_ = list(history.loss_curve)
-        self.validation_loss_curve_ = list(history.validation_loss_curve)
-        self.validation_scores_ = list(history.validation_scores)
-        self.best_validation_score_ = max(self.validation_scores_) if self.validation_scores_ else None
+        self._publish(history)
         return self
 
     def _build(self, sources, targets, rng):
@@ -249,15 +248,21 @@ class Seq2SeqTransformer(BaseEstimator):
                                                    max_features=self.max_source_features, min_df=self.min_df)
         self.target_vocabulary_ = Vocabulary.build((self.tokenizer_(t) for t in targets),
                                                    max_features=self.max_target_features, min_df=self.min_df)
-        self.model_ = EncoderDecoder(
-            len(self.source_vocabulary_), len(self.target_vocabulary_), rng,
+        # The model is a function of this seed alone (weights, and Performer's random features, which
+        # are not parameters), so a saved model is rebuilt from the seed and its arrays.
+        self._model_seed = int(rng.integers(2**63))
+        self.model_ = self._make_model()
+        self._history = None
+
+    def _make_model(self):
+        return EncoderDecoder(
+            len(self.source_vocabulary_), len(self.target_vocabulary_), np.random.default_rng(self._model_seed),
             encoder_d_model=self.encoder_d_model or self.d_model, decoder_d_model=self.decoder_d_model or self.d_model,
             n_heads=self.n_heads, encoder_layers=self.encoder_layers, decoder_layers=self.decoder_layers,
             d_ff=self.d_ff, dropout=self.dropout, attention=self.attention, positional=self.positional,
             max_source_len=self.max_source_len, max_target_len=self.max_target_len + 1,
             relative_window=RELATIVE_WINDOW,
         ).astype(np.float32)
-        self._history = None
 
     # -- encoding ---------------------------------------------------------------------------------------------
     def _encode_sources(self, sources):
@@ -335,24 +340,28 @@ class Seq2SeqTransformer(BaseEstimator):
     def _generate(self, X, *, max_length, random_state, **params):
         check_is_fitted(self, "model_")
         sources = self._encode_sources(check_texts(X, "X"))
-        max_length = self.max_target_len if max_length is None else max_length
-        params.update(max_length=max_length)
+        params.update(max_length=self.max_target_len if max_length is None else max_length)
         decoding._check_params(params, "predict")
-        per_input = decoding.input_generators(random_state, max(len(sources), 1)) \
-            if params["strategy"] == "sample" else None
+        per_input = None
+        if params["strategy"] == "sample":
+            per_input = decoding.input_generators(random_state, max(len(sources), 1))
         out = [None] * len(sources)
-        model, vocab = self.model_, self.target_vocabulary_
-        for rows in _length_batches([len(s) for s in sources]):
-            source, lengths = pad_sequences([sources[i] for i in rows])
-            memory, _ = model.encode(source, lengths)
-            decoder_model = decoding.DecoderModel(model.children["decoder"], memory, lengths, embed=model.embed_target,
-                                                  project=model.project, capacity=max_length)
-            rngs = None if per_input is None else [per_input[i] for i in rows]
-            found = decoding.generate(decoder_model, len(rows), bos_id=vocab.bos_id, eos_id=vocab.eos_id,
-                                      random_state=rngs, **params)
-            for i, hyps in zip(rows, found):
-                out[i] = hyps
+        with single_threaded_blas():
+            for rows in _length_batches([len(s) for s in sources]):
+                rngs = None if per_input is None else [per_input[i] for i in rows]
+                for i, hyps in zip(rows, self._generate_batch([sources[i] for i in rows], rngs, params)):
+                    out[i] = hyps
         return out
+
+    def _generate_batch(self, sources, rngs, params):
+        """Hypotheses of a batch of encoded sources (see :func:`attnkit.decoding.generate`)."""
+        model, vocab = self.model_, self.target_vocabulary_
+        source, lengths = pad_sequences(sources)
+        memory, _ = model.encode(source, lengths)
+        decoder_model = decoding.DecoderModel(model.children["decoder"], memory, lengths, embed=model.embed_target,
+                                              project=model.project, capacity=params["max_length"])
+        return decoding.generate(decoder_model, len(sources), bos_id=vocab.bos_id, eos_id=vocab.eos_id,
+                                 random_state=rngs, **params)
 
     def _detokenize(self, ids):
         return self.tokenizer_.detokenize(self.target_vocabulary_.decode(ids))
@@ -369,11 +378,12 @@ class Seq2SeqTransformer(BaseEstimator):
         src = self._encode_sources(sources)
         tgt = [self.target_vocabulary_.encode(self.tokenizer_(t), max_len=self.max_target_len - 1) for t in targets]
         out = np.zeros(len(src))
-        for rows in _length_batches([len(s) + len(t) for s, t in zip(src, tgt)]):
-            source, lengths, target_in, target_out = self._batch([src[i] for i in rows], [tgt[i] for i in rows])
-            logits, _ = self.model_.forward(source, lengths, target_in)
-            picked = np.take_along_axis(_log_softmax(logits), target_out[..., None], axis=-1)[..., 0]
-            out[rows] = np.sum(np.where(target_out != 0, picked, 0.0), axis=1)
+        with single_threaded_blas():
+            for rows in _length_batches([len(s) + len(t) for s, t in zip(src, tgt)]):
+                source, lengths, target_in, target_out = self._batch([src[i] for i in rows], [tgt[i] for i in rows])
+                logits, _ = self.model_.forward(source, lengths, target_in)
+                picked = np.take_along_axis(_log_softmax(logits), target_out[..., None], axis=-1)[..., 0]
+                out[rows] = np.sum(np.where(target_out != 0, picked, 0.0), axis=1)
         return out
 
     def score(self, X, y):
@@ -383,6 +393,80 @@ class Seq2SeqTransformer(BaseEstimator):
         predicted = self.predict(sources)
         expected = [self.tokenizer_.detokenize(self.tokenizer_(t)) for t in targets]
         return float(np.mean([p == e for p, e in zip(predicted, expected)]))
+
+    def attention_maps(self, X, y=None):
+        """Attention weights of the model on source texts ``X`` and target texts ``y``, for inspection.
+
+        Parameters
+        ----------
+        X : sequence of str
+        y : sequence of str, optional
+            Targets to teacher-force (default: the model's own greedy predictions).
+
+        Returns
+        -------
+        list of dict, one per pair
+            ``"source_tokens"`` and ``"target_tokens"`` (the decoder's outputs, ``<eos>`` last), and
+            ``"encoder"``, ``"decoder"``, ``"cross"``: lists with one array per layer, of shapes
+            (n_heads, S, S), (n_heads, T, T) and (n_heads, T, S), where S and T count those tokens
+            (the decoder's input at row t is the output t - 1, ``<bos>`` for t = 0). Softmax attention
+            only: linear attention never forms the weights.
+        """
+        check_is_fitted(self, "model_")
+        if self.attention != "softmax":
+            raise ValueError(f"attention_maps needs attention='softmax' ({self.attention!r} attention never forms "
+                             "the weights)")
+        sources = check_texts(X, "X")
+        targets = list(self.predict(sources)) if y is None else _check_pairs(sources, y)[1]
+        maps = []
+        src_vocab, tgt_vocab = self.source_vocabulary_, self.target_vocabulary_
+        for source_text, target_text in zip(sources, targets):
+            src = self._encode_sources([source_text])[0]
+            tgt = tgt_vocab.encode(self.tokenizer_(target_text), max_len=self.max_target_len - 1)
+            source, lengths, target_in, _ = self._batch([src], [tgt])
+            weights = self.model_.attention_weights(source, lengths, target_in)
+            maps.append({
+                "source_tokens": [src_vocab.tokens[i] for i in src],
+                "target_tokens": [tgt_vocab.tokens[i] for i in [*tgt, tgt_vocab.eos_id]],
+                **{part: [w[0] for w in layers] for part, layers in weights.items()},
+            })
+        return maps
+
+    # -- persistence ------------------------------------------------------------------------------------------
+    def save(self, path, *, compress=False):
+        """Write the fitted model to ``path`` (arrays + JSON, no pickle); read it with :func:`attnkit.load`."""
+        from attnkit.io import save
+
+        save(self, path, compress=compress)
+
+    def _fitted_state(self):
+        """Arrays and JSON-able description of the fitted state (see :mod:`attnkit.io`)."""
+        history = dataclasses.asdict(self._history)
+        optimizer = history.pop("optimizer_state")
+        groups = {"model": self.model_.state_dict()}
+        if optimizer:
+            groups["optimizer"] = optimizer
+        fitted = {"tokenizer": self.tokenizer_.get_config(), "model_seed": self._model_seed,
+                  "source_vocabulary": self.source_vocabulary_.get_config(),
+                  "target_vocabulary": self.target_vocabulary_.get_config(), "history": history}
+        return groups, fitted
+
+    def _set_fitted_state(self, groups, fitted):
+        """Rebuild the model from :meth:`_fitted_state`'s output; the arrays must match its description."""
+        self.tokenizer_ = Tokenizer.from_config(fitted["tokenizer"])
+        self.source_vocabulary_ = Vocabulary.from_config(fitted["source_vocabulary"])
+        self.target_vocabulary_ = Vocabulary.from_config(fitted["target_vocabulary"])
+        self._model_seed = int(fitted["model_seed"])
+        self.model_ = self._make_model().load_state_dict(groups["model"])
+        self._history = History(**fitted["history"], optimizer_state=groups.get("optimizer"))
+        self._publish(self._history)
+
+    def _publish(self, history):
+        self.n_iter_ = history.n_epochs
+        self.loss_curve_ = list(history.loss_curve)
+        self.validation_loss_curve_ = list(history.validation_loss_curve)
+        self.validation_scores_ = list(history.validation_scores)
+        self.best_validation_score_ = max(self.validation_scores_) if self.validation_scores_ else None
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -1,6 +1,10 @@
 // Causal kernelized linear attention by prefix sums, linear in n:
 //   S_i = sum_{j<=i} phi_k[j] v[j]^T  (D x dv),  Z_i = sum_{j<=i} phi_k[j]  (D),
-//   out[i] = phi_q[i]^T S_i / (phi_q[i]^T Z_i)   if that denominator > eps, else 0.
+//   out[i] = phi_q[i]^T S_i / den_i,  den_i = phi_q[i]^T Z_i;  0 where den_i <= eps * sum_D |phi_q[i]| |Z_i|.
+// The guard is relative because out does not depend on the scale of phi while den does: FAVOR+
+// features of long keys legitimately give den ~ 1e-9. For non-negative features only den = 0 (no key
+// visible) gives zeros; for features of both signs also estimates that cancelled or went negative.
+// A NaN den gives NaN.
 // phi_q, phi_k: (batch, n, D), v: (batch, n, dv), out: (batch, n, dv), all contiguous.
 // S and Z are carried in double between chunks so the error does not grow with n. Optional
 // state_s (batch, D, dv) and state_z (batch, D) (double) give the state after the last row, for
@@ -15,13 +19,13 @@ struct CausalLinearArgs {
   const T *phi_q, *phi_k, *v;
   T* out;
   std::int64_t batch = 0, n = 0, D = 0, dv = 0;
-  T eps = T(1e-6);
+  T eps = T(1e-6);  // relative guard, see above
   double* state_s = nullptr;
   double* state_z = nullptr;
 };
 
 // Backward of causal linear attention, linear in n (reverse-time sums). With den_i = phi_q[i].Z_i,
-// counted rows (den_i > eps): dnum_i = dout[i] / den_i, dden_i = -dout[i].out[i] / den_i; others 0.
+// rows the forward's guard kept: dnum_i = dout[i] / den_i, dden_i = -dout[i].out[i] / den_i; others 0.
 //   dphi_q[i] = S_i dnum_i + Z_i dden_i
 //   R_j = sum_{i>=j} phi_q[i] dnum_i^T (D x dv),  Y_j = sum_{i>=j} phi_q[i] dden_i (D)
 //   dphi_k[j] = R_j v[j] + Y_j,   dv[j] = R_j^T phi_k[j]

@@ -64,6 +64,7 @@ struct Vec<float> {
   // x86 min/max return the second operand when either is NaN: callers pass x second to keep NaN.
   static Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
+  static Vec abs(Vec a) { return {_mm512_abs_ps(a.v)}; }
   float reduce_add() const { return _mm512_reduce_add_ps(v); }
   float reduce_max() const { return _mm512_reduce_max_ps(v); }
   // 2^n from kf = n + magic (n integral): (bits(kf) + 127) << 23 (magic's low bits are zero mod 2^9).
@@ -109,6 +110,7 @@ struct Vec<double> {
   static Vec fma(Vec a, Vec b, Vec c) { return {_mm512_fmadd_pd(a.v, b.v, c.v)}; }
   static Vec max(Vec a, Vec b) { return {_mm512_max_pd(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm512_min_pd(a.v, b.v)}; }
+  static Vec abs(Vec a) { return {_mm512_abs_pd(a.v)}; }
   double reduce_add() const { return _mm512_reduce_add_pd(v); }
   double reduce_max() const { return _mm512_reduce_max_pd(v); }
   static Vec pow2_from_magic(Vec kf) {
@@ -153,6 +155,7 @@ struct Vec<float> {
   static Vec fma(Vec a, Vec b, Vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
   static Vec max(Vec a, Vec b) { return {_mm256_max_ps(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm256_min_ps(a.v, b.v)}; }
+  static Vec abs(Vec a) { return {_mm256_andnot_ps(_mm256_set1_ps(-0.0f), a.v)}; }
   float reduce_add() const {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -199,6 +202,7 @@ struct Vec<double> {
   static Vec fma(Vec a, Vec b, Vec c) { return {_mm256_fmadd_pd(a.v, b.v, c.v)}; }
   static Vec max(Vec a, Vec b) { return {_mm256_max_pd(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm256_min_pd(a.v, b.v)}; }
+  static Vec abs(Vec a) { return {_mm256_andnot_pd(_mm256_set1_pd(-0.0), a.v)}; }
   double reduce_add() const {
     __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
@@ -243,6 +247,7 @@ struct Vec<float> {
   static Vec fma(Vec a, Vec b, Vec c) { return {_mm_add_ps(_mm_mul_ps(a.v, b.v), c.v)}; }
   static Vec max(Vec a, Vec b) { return {_mm_max_ps(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm_min_ps(a.v, b.v)}; }
+  static Vec abs(Vec a) { return {_mm_andnot_ps(_mm_set1_ps(-0.0f), a.v)}; }
   float reduce_add() const {
     __m128 s = _mm_add_ps(v, _mm_movehl_ps(v, v));
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
@@ -283,6 +288,7 @@ struct Vec<double> {
   static Vec fma(Vec a, Vec b, Vec c) { return {_mm_add_pd(_mm_mul_pd(a.v, b.v), c.v)}; }
   static Vec max(Vec a, Vec b) { return {_mm_max_pd(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm_min_pd(a.v, b.v)}; }
+  static Vec abs(Vec a) { return {_mm_andnot_pd(_mm_set1_pd(-0.0), a.v)}; }
   double reduce_add() const { return _mm_cvtsd_f64(_mm_add_sd(v, _mm_unpackhi_pd(v, v))); }
   double reduce_max() const { return _mm_cvtsd_f64(_mm_max_sd(v, _mm_unpackhi_pd(v, v))); }
   static Vec pow2_from_magic(Vec kf) {
@@ -319,6 +325,7 @@ struct ScalarVec {
   static ScalarVec fma(ScalarVec a, ScalarVec b, ScalarVec c) { return {a.v * b.v + c.v}; }
   static ScalarVec max(ScalarVec a, ScalarVec b) { return {a.v > b.v ? a.v : b.v}; }
   static ScalarVec min(ScalarVec a, ScalarVec b) { return {a.v < b.v ? a.v : b.v}; }
+  static ScalarVec abs(ScalarVec a) { return {from_bits(bits(a.v) & (~Bits(0) >> 1))}; }
   T reduce_add() const { return v; }
   T reduce_max() const { return v; }
   static ScalarVec pow2_from_magic(ScalarVec kf) {

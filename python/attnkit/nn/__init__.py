@@ -3,11 +3,15 @@
 from attnkit.nn import serialize
 from attnkit.nn.attention import MultiHeadAttention
 from attnkit.nn.cache import CrossAttentionCache, DecoderCache, SelfAttentionCache
+from attnkit.nn.encoder_decoder import EncoderDecoder
 from attnkit.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear
 from attnkit.nn.losses import CrossEntropyLoss
 from attnkit.nn.module import Module
 from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm, default_decay
+from attnkit.nn.pooling import SequencePooling
 from attnkit.nn.positional import LearnedPositions, RelativePositionBias, SinusoidalPositions
+from attnkit.nn.sequence_classifier import SequenceClassifier
+from attnkit.nn.token_embedding import TokenEmbedding
 from attnkit.nn.transformer import Decoder, DecoderLayer, Encoder, EncoderLayer
 
 __all__ = [
@@ -20,6 +24,7 @@ __all__ = [
     "Dropout",
     "Embedding",
     "Encoder",
+    "EncoderDecoder",
     "EncoderLayer",
     "FeedForward",
     "LayerNorm",
@@ -29,7 +34,10 @@ __all__ = [
     "MultiHeadAttention",
     "RelativePositionBias",
     "SelfAttentionCache",
+    "SequenceClassifier",
+    "SequencePooling",
     "SinusoidalPositions",
+    "TokenEmbedding",
     "WarmupSchedule",
     "clip_grad_norm",
     "default_decay",

@@ -99,3 +99,37 @@ class EncoderDecoder(Module):
         self.children["target_embedding"].backward(dy, c_tgt)
         dx = self.children["encoder"].backward(dmemory, c_enc)
         self.children["source_embedding"].backward(dx, c_embed)
+
+    def attention_weights(self, source, source_lengths, target_in):
+        """Inference-mode attention weights, for inspection (softmax attention only).
+
+        Returns
+        -------
+        dict
+            ``"encoder"``: per encoder layer (B, H, M, M); ``"decoder"``: per decoder layer, causal
+            self-attention (B, H, N, N); ``"cross"``: per decoder layer (B, H, N, M).
+        """
+        x = self.children["source_embedding"].forward(source)[0]
+        encoder, maps = self.children["encoder"], {"encoder": [], "decoder": [], "cross": []}
+        for i in range(encoder.n_layers):
+            layer = encoder.children[f"layer{i}"]
+            x = _attend(layer.children["self_attention"], x, maps["encoder"], key_lengths=source_lengths)
+            x = layer.children["feed_forward"].forward(x)[0]
+        memory = encoder.children["norm"].forward(x)[0]
+        decoder, y = self.children["decoder"], self.embed_target(target_in)
+        for i in range(decoder.n_layers):
+            layer = decoder.children[f"layer{i}"]
+            y = _attend(layer.children["self_attention"], y, maps["decoder"])
+            y = _attend(layer.children["cross_attention"], y, maps["cross"], context=memory,
+                        key_lengths=source_lengths)
+            y = layer.children["feed_forward"].forward(y)[0]
+        return maps
+
+
+def _attend(residual, x, maps, **kwargs):
+    """``x + attention(LayerNorm(x))`` of a pre-LN residual block (inference), its weights appended to maps."""
+    h = residual.children["norm"].forward(x)[0]
+    out, _, weights = residual.children["sublayer"].forward(h, return_weights=True, **kwargs)
+    maps.append(weights)
+    return x + out
+

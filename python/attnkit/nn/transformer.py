@@ -94,6 +94,17 @@ class EncoderLayer(Module):
         grad = self.children["feed_forward"].backward(grad, c_ff)
         return self.children["self_attention"].backward(grad, c_att)
 
+    def attention_weights(self, x, *, key_lengths=None):
+        """Inference-mode output and self-attention weights (B, H, N, N), for inspection.
+
+        Softmax attention only (linear attention never forms the weights). The attention is run a
+        second time with ``return_weights``, so the training path never pays for the N x N array.
+        """
+        residual = self.children["self_attention"]
+        h, _ = residual.children["norm"].forward(x)
+        _, _, weights = residual.children["sublayer"].forward(h, key_lengths=key_lengths, return_weights=True)
+        return self.forward(x, key_lengths=key_lengths)[0], weights
+
 
 class DecoderLayer(Module):
     """Causal self-attention, cross-attention over the encoder output (``memory``), feed-forward.
@@ -193,6 +204,14 @@ class Encoder(_Stack):
 
     def backward(self, grad, cache):
         return self._backward_layers(grad, cache)[0]
+
+    def attention_weights(self, x, *, key_lengths=None):
+        """Inference-mode output and each layer's self-attention weights: a list of (B, H, N, N)."""
+        weights = []
+        for i in range(self.n_layers):
+            x, w = self.children[f"layer{i}"].attention_weights(x, key_lengths=key_lengths)
+            weights.append(w)
+        return self.children["norm"].forward(x)[0], weights
 
 
 class Decoder(_Stack):

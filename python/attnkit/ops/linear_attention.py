@@ -38,9 +38,13 @@ def linear_attention(q, k, v, *, feature_map="elu", causal=False, mask=None, key
     key_lengths : array-like of int, optional
         Keys ``j >= length`` are padding (shape: a leading prefix of the batch dims).
     eps : float, default=1e-6
-        Denominator guard: a query whose normaliser ``phi(q_i)^T Z`` is <= eps (it sees no key, or a
-        random-feature estimate came out non-positive) gets zeros instead of a division by ~0. A NaN
-        normaliser stays NaN.
+        Relative denominator guard, in [0, 1): a query whose normaliser ``den_i = phi(q_i)^T Z`` is
+        ``<= eps * |phi(q_i)|^T |Z|`` (absolute values taken per feature) gets zeros instead of a
+        division by ~0. Relative, because the output does not depend on the scale of phi but
+        ``den_i`` does (FAVOR+ features of long keys give an exact ``den_i`` ~ 1e-9). For
+        non-negative features (elu, relu, FAVOR+) only ``den_i = 0`` (no key seen, or all features
+        zero) gives zeros; with features of both signs (random Fourier features) also an estimate
+        that cancelled to rounding noise or came out negative. A NaN normaliser stays NaN.
     return_state : bool, default=False
         With ``causal=True``, also return the :class:`LinearAttentionState` after the last row, to
         continue step by step.
@@ -57,8 +61,8 @@ def linear_attention(q, k, v, *, feature_map="elu", causal=False, mask=None, key
     if causal:
         return _causal_linear(p.phi_q, p.phi_k, p.v, p.fm, p.eps, return_state)
     s = np.swapaxes(p.phi_k, -1, -2) @ p.v
-    z = p.phi_k.sum(axis=-2)
-    return _normalise(p.phi_q @ s, p.phi_q @ z[..., None], p.eps)
+    z = p.phi_k.sum(axis=-2)[..., None]
+    return _normalise(p.phi_q @ s, p.phi_q @ z, np.abs(p.phi_q) @ np.abs(z), p.eps)
 
 
 def linear_attention_backward(dout, q, k, v, *, feature_map="elu", causal=False, mask=None, key_lengths=None,
@@ -66,7 +70,7 @@ def linear_attention_backward(dout, q, k, v, *, feature_map="elu", causal=False,
     """Gradients of :func:`linear_attention` with respect to q, k and v.
 
     With ``den_i = phi(q_i).Z`` and ``out_i = phi(q_i)^T S / den_i``: ``dnum_i = dout_i / den_i``,
-    ``dden_i = -dout_i.out_i / den_i`` (both 0 for rows the ``eps`` guard zeroed), then
+    ``dden_i = -dout_i.out_i / den_i`` (both 0 for rows the forward's ``eps`` guard zeroed), then
     ``dphi(q_i) = S dnum_i + Z dden_i``, ``dS = sum_i phi(q_i) dnum_i^T``, ``dZ = sum_i phi(q_i) dden_i``,
     ``dphi(k_j) = dS v_j + dZ``, ``dv_j = dS^T phi(k_j)``; the causal form sums over i >= j only (in C++,
     linear in N). The feature map's own backward takes dphi to dq and dk.
@@ -94,9 +98,9 @@ def linear_attention_backward(dout, q, k, v, *, feature_map="elu", causal=False,
     else:
         s = np.swapaxes(p.phi_k, -1, -2) @ p.v
         z = p.phi_k.sum(axis=-2)[..., None]
-        den = p.phi_q @ z
+        den, mag = p.phi_q @ z, np.abs(p.phi_q) @ np.abs(z)
         with np.errstate(divide="ignore", invalid="ignore"):
-            inv = np.where(den <= p.eps, 0, 1 / den).astype(p.dtype, copy=False)
+            inv = np.where(_zeroed(den, mag, p.eps), 0, 1 / den).astype(p.dtype, copy=False)
         out = (p.phi_q @ s) * inv
         dnum = dout * inv
         dden = -np.sum(dout * out, axis=-1, keepdims=True) * inv
@@ -122,9 +126,7 @@ class _Problem:
         self.shapes = (q.shape, k.shape, v.shape)
         nq, nk = q.shape[-2], k.shape[-2]
         self.fm = resolve_feature_map(feature_map)
-        self.eps = check_real(eps, "eps")
-        if self.eps < 0:
-            raise ValueError(f"eps must be >= 0, got {eps}")
+        self.eps = _check_eps(eps)
         if mask is not None:
             mask = check_mask(mask, nq, nk)
             if mask.shape[-2] != 1 and nq != 1:
@@ -154,9 +156,22 @@ class _Problem:
         self.dtype, self.batch, self.nq = dtype, batch, nq
 
 
-def _normalise(num, den, eps):
+def _check_eps(eps):
+    eps = check_real(eps, "eps")
+    if not 0 <= eps < 1:  # |den| <= mag always, so eps >= 1 would zero every row
+        raise ValueError(f"eps must be in [0, 1) (it is relative to |phi(q)|^T |Z|), got {eps}")
+    return eps
+
+
+def _zeroed(den, mag, eps):
+    """Rows the guard zeroes: ``den <= eps * mag`` with ``mag = |phi(q)|^T |Z|`` (as the C++ kernels).
+    False for a NaN den, which then propagates."""
+    return den <= eps * mag
+
+
+def _normalise(num, den, mag, eps):
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(den <= eps, 0, num / den).astype(num.dtype, copy=False)
+        return np.where(_zeroed(den, mag, eps), 0, num / den).astype(num.dtype, copy=False)
 
 
 def _causal_linear(phi_q, phi_k, v, fm, eps, return_state):
@@ -197,14 +212,15 @@ class LinearAttentionState:
     feature_map : str or FeatureMap, default="elu"
         Must be the map (the same instance, for random maps) used for the earlier positions.
     eps : float, default=1e-6
-        Denominator guard, as in :func:`linear_attention`.
+        Relative denominator guard, as in :func:`linear_attention`: zeros where
+        ``phi(q)^T Z <= eps * |phi(q)|^T |Z|``.
     s, z : ndarray, optional
         Initial sums (..., D, dv) and (..., D), e.g. from ``linear_attention(..., return_state=True)``.
     """
 
     def __init__(self, feature_map="elu", *, eps=1e-6, s=None, z=None):
         self.feature_map = resolve_feature_map(feature_map)
-        self.eps = check_real(eps, "eps")
+        self.eps = _check_eps(eps)
         if (s is None) != (z is None):
             raise ValueError("s and z must be given together")
         self.s = None if s is None else np.array(s, dtype=np.float64)
@@ -282,4 +298,5 @@ class LinearAttentionState:
         phi_q = self.feature_map.queries(q[..., None, :]).astype(np.float64)[..., 0, :]
         num = np.einsum("...D,...Dv->...v", phi_q, self.s)
         den = np.einsum("...D,...D->...", phi_q, self.z)[..., None]
-        return _normalise(num, den, self.eps).astype(dtype)
+        mag = np.einsum("...D,...D->...", np.abs(phi_q), np.abs(self.z))[..., None]
+        return _normalise(num, den, mag, self.eps).astype(dtype)

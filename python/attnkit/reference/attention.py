@@ -131,13 +131,16 @@ def _sum_to(grad, shape):
     return grad.sum(axis=axes, keepdims=True) if axes else grad
 
 
-def kernel_attention(q, k, v, similarity, *, mask=None, key_lengths=None, causal=False, eps=1e-6):
-    r"""Attention with an arbitrary non-negative similarity, materialising the Nq x Nk matrix.
+def kernel_attention(q, k, v, similarity, *, mask=None, key_lengths=None, causal=False, eps=1e-6,
+                     magnitude=None):
+    r"""Attention with an arbitrary similarity, materialising the Nq x Nk matrix.
 
     .. math:: \text{out}_i = \frac{\sum_j A_{ij} v_j}{\sum_j A_{ij}}, \qquad
               A_{ij} = \text{sim}(q_i, k_j) \text{ where visible, else } 0
 
-    and zeros where the denominator is ``<= eps`` (as :func:`attnkit.ops.linear_attention`).
+    and zeros where the denominator is ``<= eps * mag_i`` (a relative guard, as
+    :func:`attnkit.ops.linear_attention`); by default ``mag_i = sum_j |A_ij|``, so a non-negative
+    similarity gives zeros only where the denominator is 0.
 
     Parameters
     ----------
@@ -147,7 +150,10 @@ def kernel_attention(q, k, v, similarity, *, mask=None, key_lengths=None, causal
     mask, key_lengths, causal :
         Visibility, as in :func:`attention_mask`.
     eps : float, default=1e-6
-        Denominator guard.
+        Relative denominator guard.
+    magnitude : callable, optional
+        ``magnitude(q, k, visible)`` -> (..., Nq, 1), ``mag_i`` (float64 q and k, ``visible`` the
+        (..., Nq, Nk) boolean mask), for a guard that is not ``sum_j |A_ij|``.
     """
     q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
     dtype = result_dtype(q=q, k=k, v=v)
@@ -159,6 +165,7 @@ def kernel_attention(q, k, v, similarity, *, mask=None, key_lengths=None, causal
     a = np.where(visible, sim, 0.0)
     v64 = np.where(visible.any(axis=-2)[..., None], v64, 0.0)  # invisible keys: no 0 * NaN
     num, den = a @ v64, a.sum(axis=-1, keepdims=True)
+    mag = np.abs(a).sum(axis=-1, keepdims=True) if magnitude is None else magnitude(q64, k64, visible)
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = np.where(den <= eps, 0.0, num / den)
+        out = np.where(den <= eps * mag, 0.0, num / den)
     return out.astype(dtype)

@@ -50,9 +50,17 @@ def linear_attention(q, k, v, *, feature_map="elu", causal=False, mask=None, key
 
     Materialises the Nq x Nk similarity (the point of the fast op is not to). ``phi`` is the map's
     ``queries`` form for queries and ``keys`` form for keys, as in :func:`attnkit.ops.linear_attention`.
+    The guard is the op's: zeros where ``phi(q_i)^T Z_i <= eps * |phi(q_i)|^T |Z_i|``, with ``Z_i`` the
+    sum of the features of the keys query i sees (the sum of |A_ij| would differ for features of both signs).
     """
     def similarity(a, b):
         return (feature_map_features(feature_map, a, "queries")
                 @ np.swapaxes(feature_map_features(feature_map, b, "keys"), -1, -2))
 
-    return kernel_attention(q, k, v, similarity, mask=mask, key_lengths=key_lengths, causal=causal, eps=eps)
+    def magnitude(a, b, visible):
+        phi_k = np.where(visible.any(axis=-2)[..., None], feature_map_features(feature_map, b, "keys"), 0.0)
+        z = visible.astype(np.float64) @ phi_k  # Z_i, (..., Nq, D); keys no query sees: no 0 * NaN
+        return np.sum(np.abs(feature_map_features(feature_map, a, "queries")) * np.abs(z), axis=-1, keepdims=True)
+
+    return kernel_attention(q, k, v, similarity, mask=mask, key_lengths=key_lengths, causal=causal, eps=eps,
+                            magnitude=magnitude)
