@@ -1,4 +1,5 @@
-"""metrics: BLEU and chrF against numbers computed by sacreBLEU, hand-computable cases, edit distance and WER."""
+"""metrics: BLEU and chrF against numbers computed by sacreBLEU, ROUGE-L, hand-computable cases, edit distance
+and WER."""
 
 import doctest
 import math
@@ -8,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from attnkit import metrics
-from attnkit.metrics import bleu, chrf, edit_distance, word_error_rate
+from attnkit.metrics import bleu, chrf, edit_distance, rouge_l, word_error_rate
 
 # The expected scores below were computed with sacrebleu 2.6.0 (corpus_bleu and corpus_chrf with their
 # defaults), which attnkit does not depend on. sacreBLEU takes (hypotheses, reference streams); these
@@ -87,6 +88,34 @@ def test_more_references_never_lower_the_score():
     assert chrf(two, hyps) >= chrf(one, hyps)
 
 
+def test_rouge_l_identical_and_disjoint():
+    assert rouge_l(["police arrest the gunman"], ["police arrest the gunman"]) == 1.0
+    assert rouge_l(["police arrest the gunman"], ["markets rally"]) == 0.0
+    assert rouge_l([""], ["anything"]) == 0.0  # no reference token: F is 0, not an error
+    assert rouge_l(["anything"], ["!?"]) == 0.0  # punctuation alone has no token
+
+
+def test_rouge_l_by_hand():
+    # rouge-score 0.1.2 (RougeScorer(["rougeL"]), score and score_multi) gives the same values; attnkit does
+    # not depend on it.
+    # Reference "the cat sat on the mat" (6 tokens), hypothesis "the cat was on the mat" (6): the longest
+    # common subsequence is "the cat on the mat", L = 5, so P = R = F = 5/6.
+    assert rouge_l(["the cat sat on the mat"], ["the cat was on the mat"]) == pytest.approx(5 / 6)
+    # Order matters, unlike for unigram overlap: "police killed the gunman" vs "the gunman police killed"
+    # share all 4 words but their LCS has 2 ("police killed" or "the gunman"): F = 2 * (1/2)(1/2) / 1 = 1/2.
+    assert rouge_l(["police killed the gunman"], ["the gunman police killed"]) == pytest.approx(0.5)
+    # Lengths differ: reference 6 tokens, hypothesis 7; "time warner profit" (3) beats "ad sales" (2), so
+    # L = 3, P = 3/7, R = 3/6 and F = 2PR / (P + R) = 6/13.
+    assert rouge_l(["Ad sales boost Time Warner profit"], ["Time Warner profit rises on ad sales"]) \
+        == pytest.approx(6 / 13)
+    # Case and punctuation are ignored; non-alphanumeric characters split tokens ("10,000" -> "10" "000").
+    assert rouge_l(["Blair's 10,000-strong rally."], ["blair s 10 000 strong rally"]) == 1.0
+    # The mean over pairs, not a corpus-level F: (1 + 0) / 2.
+    assert rouge_l(["a b", "c d"], ["a b", "e f"]) == 0.5
+    # Several references: the best one counts (here "a dog barks loudly": P = 1, R = 3/4, F = 6/7).
+    assert rouge_l([["the cat", "a dog barks loudly"]], ["a dog barks"]) == pytest.approx(6 / 7)
+
+
 def test_edit_distance():
     assert edit_distance("K AE1 T", "K AE1 T") == 0
     assert edit_distance("K AE1 T", "K AH0 T S") == 2  # one substitution, one insertion
@@ -126,6 +155,10 @@ def test_errors():
         chrf(["a"], ["a"], char_order=0)
     with pytest.raises(ValueError, match="beta"):
         chrf(["a"], ["a"], beta=0)
+    with pytest.raises(ValueError, match="same length"):
+        rouge_l(["a"], ["a", "b"])
+    with pytest.raises(TypeError, match="hypotheses must be strings"):
+        rouge_l(["a"], [None])
     with pytest.raises(ValueError, match="same length"):
         word_error_rate(["a"], [])
     with pytest.raises(ValueError, match="no tokens"):

@@ -1,8 +1,9 @@
-"""Scores of generated text against references: BLEU, chrF, word error rate and edit distance.
+"""Scores of generated text against references: BLEU, chrF, ROUGE-L, word error rate and edit distance.
 
 :func:`bleu` and :func:`chrf` compute corpus-level scores the way sacreBLEU does with its defaults
 (the de-facto standard for reporting them, so attnkit's numbers can be compared with published
-ones) without depending on it. Every function takes the references first and the hypotheses second,
+ones) without depending on it; :func:`rouge_l` likewise follows Google's rouge-score package, the
+usual reference for summaries. Every function takes the references first and the hypotheses second,
 like scikit-learn's ``metric(y_true, y_pred)`` (sacreBLEU's own functions take them the other way
 round).
 """
@@ -11,7 +12,7 @@ import math
 import re
 from collections import Counter
 
-__all__ = ["bleu", "chrf", "edit_distance", "word_error_rate"]
+__all__ = ["bleu", "chrf", "edit_distance", "rouge_l", "word_error_rate"]
 
 TOKENIZERS = ("13a", "none")
 
@@ -200,6 +201,67 @@ def chrf(references, hypotheses, *, char_order=6, beta=2.0, lowercase=False, whi
             for j in range(3):
                 total[j] += counts[j]
     return _chrf_from_stats(totals, beta)
+
+
+# rouge-score's tokenizer: lowercase, every run of characters outside [a-z0-9] separates tokens.
+_ROUGE_SEPARATOR = re.compile(r"[^a-z0-9]+")
+
+
+def _rouge_tokens(text):
+    return _ROUGE_SEPARATOR.sub(" ", text.lower()).split()
+
+
+def _lcs_length(a, b):
+    """Length of the longest common subsequence of two token lists (dynamic programming, O(len(a) len(b)))."""
+    previous = [0] * (len(b) + 1)
+    for x in a:
+        current = [0]
+        for j, y in enumerate(b, start=1):
+            current.append(previous[j - 1] + 1 if x == y else max(previous[j], current[j - 1]))
+        previous = current
+    return previous[-1]
+
+
+def rouge_l(references, hypotheses):
+    """ROUGE-L F-measure (Lin, 2004) on word tokens, averaged over the pairs, as rouge-score computes it.
+
+    For each pair, with L the length of the longest common subsequence of the reference's and the
+    hypothesis's tokens (in order, not necessarily contiguous), ``P = L / len(hypothesis)``,
+    ``R = L / len(reference)`` and ``F = 2 P R / (P + R)`` (0 when L = 0 or either side has no
+    token). Tokens are lowercased runs of ASCII letters and digits; everything else separates them
+    and is dropped (rouge-score's default tokenizer, without stemming, so letters outside a-z do
+    not count). With several references, a pair scores its best F (rouge-score's ``score_multi``).
+
+    Parameters
+    ----------
+    references : sequence of str, or sequence of sequences of str
+        One reference per hypothesis, or several.
+    hypotheses : sequence of str
+        The system's outputs.
+
+    Returns
+    -------
+    float
+        The mean F-measure over the pairs, in [0, 1] (rouge-score's scale, not BLEU's 0-100).
+
+    Examples
+    --------
+    >>> from attnkit.metrics import rouge_l
+    >>> rouge_l(["the cat sat on the mat"], ["The cat was on the mat!"])  # LCS "the cat on the mat"
+    0.8333333333333334
+    """
+    total, pairs = 0.0, _pairs(references, hypotheses)
+    for refs, hyp in pairs:
+        hyp_tokens = _rouge_tokens(hyp)
+        best = 0.0
+        for ref in refs:
+            ref_tokens = _rouge_tokens(ref)
+            common = _lcs_length(ref_tokens, hyp_tokens)
+            if common:
+                precision, recall = common / len(hyp_tokens), common / len(ref_tokens)
+                best = max(best, 2 * precision * recall / (precision + recall))
+        total += best
+    return total / len(pairs)
 
 
 def _tokens(x, name):
