@@ -47,8 +47,9 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # Pause when the timed callable changes. Thread pools spin-wait after a parallel region (OpenMP
 # in attnkit and torch, OpenBLAS under NumPy for ~0.1 s) and on a two-core machine the spinning
 # threads steal the cores from the next library: without this pause a repeat that followed the
-# NumPy reference measured 2x slower; 0.1 s removed the effect.
-SETTLE_SECONDS = 0.1
+# NumPy reference measured 2x slower. 0.1 s sits on the edge of OpenBLAS's spin (a transform
+# measured 38 ms alone, 43 ms 0.1 s after a matmul, 40 ms after 0.15 s), so 0.2 s.
+SETTLE_SECONDS = 0.2
 
 # A timing taken while other processes used more than this share of the CPUs is marked (†).
 CONTENTION_MARK = 0.10
