@@ -176,10 +176,26 @@ def test_vocabulary_unknown_words_and_cutoffs():
 
 
 def test_texts_are_truncated_to_max_len():
-    clf = TransformerClassifier(**SMALL, max_len=3).fit(["a b c d", "d c b a"], [0, 1])
+    clf = TransformerClassifier(**SMALL, max_len=3, bag_ngrams=0).fit(["a b c d", "d c b a"], [0, 1])
     assert np.array_equal(clf.predict_proba(["a b c x y z"]), clf.predict_proba(["a b c"]))
     assert not np.array_equal(clf.predict_proba(["a b x"]), clf.predict_proba(["a b c"]))
     assert clf.attention_maps(["a b c d e"])[0]["weights"].shape[-1] == 4  # <cls> + 3 tokens
+
+
+def test_the_ngram_bag_reads_past_max_len():
+    clf = TransformerClassifier(**SMALL, max_len=3).fit(["a b c d", "d c b a"] * 4, [0, 1] * 4)
+    # The encoder sees the first 3 tokens only; the bag sees them all.
+    np.testing.assert_array_equal(clf.transform(["a b c d a"]), clf.transform(["a b c"]))
+    assert not np.array_equal(clf.predict_proba(["a b c d a"]), clf.predict_proba(["a b c"]))
+    maps = clf.attention_maps(["a b c d e"])[0]
+    assert maps["tokens"] == ["<cls>", "a", "b", "c"] and maps["weights"].shape[-1] == 4
+
+
+def test_bag_ngrams_zero_is_the_encoder_alone():
+    texts, y = ["good film", "bad film", "not good", "not bad"] * 3, [1, 0, 0, 1] * 3
+    clf = TransformerClassifier(**SMALL, bag_ngrams=0).fit(texts, y)
+    assert "bag" not in clf._network().children
+    assert "bag" in TransformerClassifier(**SMALL).fit(texts, y)._network().children
 
 
 def test_empty_strings_are_allowed(fitted):
@@ -431,17 +447,17 @@ def test_fits_are_reproducible_and_seeds_matter(negation):
 
 def test_early_stopping_restores_the_best_epoch(negation):
     X, y, _, _ = negation
-    clf = TransformerClassifier(**{**SMALL, "early_stopping": True, "max_iter": 30, "n_iter_no_change": 2,
-                                   "learning_rate": 0.03}).fit(X[:400], y[:400])
+    clf = TransformerClassifier(**{**SMALL, "early_stopping": True, "early_stopping_metric": "loss", "max_iter": 30,
+                                   "n_iter_no_change": 2, "learning_rate": 0.03}).fit(X[:400], y[:400])
     assert clf.n_iter_ < 30 and len(clf.validation_loss_curve_) == clf.n_iter_ == len(clf.loss_curve_)
     best = int(np.argmin(clf.validation_loss_curve_))
     assert clf.best_validation_score_ == clf.validation_scores_[best]
 
 
-def test_early_stopping_on_the_score(negation):
+def test_early_stopping_on_the_score_by_default(negation):
     X, y, _, _ = negation
-    clf = TransformerClassifier(**{**SMALL, "early_stopping": True, "early_stopping_metric": "score",
-                                   "max_iter": 4}).fit(X[:300], y[:300])
+    assert TransformerClassifier().early_stopping_metric == "score"
+    clf = TransformerClassifier(**{**SMALL, "early_stopping": True, "max_iter": 4}).fit(X[:300], y[:300])
     assert clf.best_validation_score_ == max(clf.validation_scores_)
 
 

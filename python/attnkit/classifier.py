@@ -44,7 +44,16 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     vocabulary learnt in ``fit``, prefixed with a ``<cls>`` token, embedded with positions, run
     through a pre-LayerNorm transformer encoder, pooled into one vector and classified by a linear
     layer; all of it is trained with AdamW on the cross-entropy (see :mod:`attnkit.nn`). Unlike a
-    bag-of-words model it sees word order, so "not good" and "good, not bad" differ.
+    bag-of-words model it sees word order, so "not good" and "good, not bad" differ. By default a
+    linear bag of word and word-pair features (``bag_ngrams``) is trained jointly with it and added
+    to its logits ("wide and deep"): the bag reads every word of long documents, the encoder the
+    first ``max_len``.
+
+    The defaults were chosen on SST-2 (train on its 67,349 phrases, stop on dev; see
+    ``benchmarks/eval_sentiment.py`` and ``benchmarks/results/sentiment.md``): the encoder alone
+    reached 0.78-0.81 test accuracy (below TF-IDF + logistic regression's 0.83), with the bag
+    0.83-0.84, in about 4 minutes on 2 cores; the same defaults reach 96% on 5-class BBC news and
+    100% on the generated negation task, where a bag of words alone stays near 60%.
 
     Parameters
     ----------
@@ -64,8 +73,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         (0, 1], a fraction of the texts).
 
     max_len : int, default=128
-        Texts longer than this many tokens are truncated to their first ``max_len`` tokens (the
-        ``<cls>`` token is not counted).
+        The encoder reads the first ``max_len`` tokens of each text (the ``<cls>`` token is not
+        counted); the n-gram bag (``bag_ngrams``) reads all of them.
 
     padding_id : int, default=0
         For token-id input only: the id that marks padding; these entries are removed from each
@@ -104,6 +113,11 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         The sentence vector: the encoder's output at the ``<cls>`` token, or the mean or the
         maximum (per feature) over the tokens.
 
+    bag_ngrams : int, default=2
+        Length of the longest n-gram in the bag of hashed n-grams (:class:`attnkit.nn.NgramBag`)
+        whose linear scores are added to the encoder's logits: 2 counts words and word pairs,
+        0 turns the bag off (the encoder alone).
+
     batch_size : int, default=32
         Texts per update.
 
@@ -134,8 +148,11 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         (and otherwise after ``max_iter`` epochs, without a ConvergenceWarning: the learning-rate
         schedule is planned to end there).
 
-    early_stopping_metric : {"loss", "score"}, default="loss"
-        What early stopping follows: the validation cross-entropy, or the validation accuracy.
+    early_stopping_metric : {"loss", "score"}, default="score"
+        What early stopping follows: the validation accuracy, or the validation cross-entropy.
+        The loss starts rising (overconfidence) epochs before the accuracy stops improving: on
+        SST-2, stopping on the loss kept an epoch-2 model (dev accuracy 0.773) where the score
+        went on to 0.814.
 
     validation_fraction : float, default=0.1
         Share of the training data held out for early stopping, in (0, 1).
@@ -247,6 +264,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         "early_stopping_metric": [Options(str, {"loss", "score"})],
         "validation_fraction": [Interval(numbers.Real, 0, 1, closed="neither")],
         "n_iter_no_change": [Interval(numbers.Integral, 1, None, closed="left")],
+        "bag_ngrams": [Interval(numbers.Integral, 0, None, closed="left")],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
         "class_weight": [None, dict, Options(str, {"balanced"})],
         "warm_start": ["boolean"],
@@ -255,10 +273,10 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     }
 
     def __init__(self, *, tokenizer="word", lowercase=True, max_features=None, min_df=1, max_len=128, padding_id=0,
-                 d_model=128, n_heads=4, n_layers=2, d_ff=256, dropout=0.1, word_dropout=0.0,
-                 attention="softmax",
-                 positional="sinusoidal", pooling="cls", batch_size=32, learning_rate=1e-3, weight_decay=0.01,
-                 label_smoothing=0.0, mlm_epochs=0, max_iter=10, early_stopping=True, early_stopping_metric="loss",
+                 d_model=128, n_heads=4, n_layers=2, d_ff=256, dropout=0.1, word_dropout=0.0, attention="softmax",
+                 positional="sinusoidal", pooling="cls", bag_ngrams=2, batch_size=32, learning_rate=1e-3,
+                 weight_decay=0.01,
+                 label_smoothing=0.0, mlm_epochs=0, max_iter=10, early_stopping=True, early_stopping_metric="score",
                  validation_fraction=0.1, n_iter_no_change=3, tol=1e-4, class_weight=None, warm_start=False,
                  random_state=None, verbose=0):
         self.tokenizer = tokenizer
@@ -276,6 +294,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         self.attention = attention
         self.positional = positional
         self.pooling = pooling
+        self.bag_ngrams = bag_ngrams
         self.batch_size = batch_size
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
@@ -386,7 +405,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         Returns
         -------
         embeddings : ndarray of shape (n_samples, d_model), float32
-            The pooled encoder output (before the classification head).
+            The pooled encoder output (before the classification head), of the first
+            ``max_len`` tokens; the n-gram bag's scores are not part of it.
         """
         check_is_fitted(self)
         docs = self._encode(X)
@@ -422,8 +442,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         maps = [None] * len(docs)
         for rows, ids, lengths in length_sorted_batches(docs, PREDICT_BATCH):
             layers = np.stack(network.attention_weights(ids, lengths=lengths), axis=1)  # (B, L, H, N, N)
-            for row, weights, n in zip(rows, layers, lengths):
-                maps[row] = {"tokens": [vocab.tokens[i] for i in docs[row]], "weights": weights[:, :, :n, :n].copy()}
+            for row, weights, n in zip(rows, layers, np.minimum(lengths, network.max_len)):
+                maps[row] = {"tokens": [vocab.tokens[i] for i in docs[row][:n]], "weights": weights[:, :, :n, :n].copy()}
         return maps
 
     def save(self, path):
@@ -470,7 +490,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             validation = ([docs[i] for i in val_idx], codes[val_idx], weights[val_idx])
         train_docs = [docs[i] for i in train_idx]
         if not continuing:
-            self.mlm_loss_curve_ = self._pretrain(train_docs, rng) if self.mlm_epochs else []
+            encoder_view = [doc[:self._network_config["max_len"]] for doc in train_docs]
+            self.mlm_loss_curve_ = self._pretrain(encoder_view, rng) if self.mlm_epochs else []
         history = self._train(train_docs, codes[train_idx], weights[train_idx], validation, rng, incremental)
         self._record(history, incremental)
         return self
@@ -491,7 +512,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             "vocab_size": len(vocab), "n_classes": len(self.classes_), "d_model": self.d_model,
             "n_heads": self.n_heads, "n_layers": self.n_layers, "d_ff": self.d_ff, "dropout": float(self.dropout),
             "attention": self.attention, "positional": self.positional, "pooling": self.pooling,
-            "max_len": self.max_len + 1, "relative_distance": RELATIVE_DISTANCE,
+            "max_len": self.max_len + 1, "relative_distance": RELATIVE_DISTANCE, "bag_ngrams": self.bag_ngrams,
         }, rng)
 
     def _options(self, **changes):
@@ -616,10 +637,12 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         return [tokenizer(t) for t in texts]
 
     def _encode_tokens(self, tokens):
-        """Id lists: truncated to max_len, after a <cls> id with cls pooling."""
+        """Id lists, after a <cls> id with cls pooling: truncated to max_len, or whole when the
+        n-gram bag reads them (the network then cuts the encoder's copy)."""
         vocab = self._vocabulary()
         prefix = [vocab.cls_id] if self._network_config["pooling"] == "cls" else []
-        return [vocab.encode(doc, prefix=prefix, max_len=self._input["max_len"]) for doc in tokens]
+        max_len = None if self._network_config.get("bag_ngrams") else self._input["max_len"]
+        return [vocab.encode(doc, prefix=prefix, max_len=max_len) for doc in tokens]
 
     def _encode(self, X, name="X"):
         return self._encode_tokens(self._tokens(X, reset=False, name=name))

@@ -8,6 +8,7 @@ from attnkit.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear
 from attnkit.nn.losses import CrossEntropyLoss
 from attnkit.nn.masked_lm import TiedOutput, mask_tokens
 from attnkit.nn.module import Module
+from attnkit.nn.ngram_bag import NgramBag
 from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm, default_decay
 from attnkit.nn.pooling import SequencePooling
 from attnkit.nn.positional import LearnedPositions, RelativePositionBias, SinusoidalPositions
@@ -32,6 +33,7 @@ __all__ = [
     "LearnedPositions",
     "Linear",
     "Module",
+    "NgramBag",
     "MultiHeadAttention",
     "RelativePositionBias",
     "SelfAttentionCache",
