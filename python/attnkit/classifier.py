@@ -443,7 +443,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         for rows, ids, lengths in length_sorted_batches(docs, PREDICT_BATCH):
             layers = np.stack(network.attention_weights(ids, lengths=lengths), axis=1)  # (B, L, H, N, N)
             for row, weights, n in zip(rows, layers, np.minimum(lengths, network.max_len)):
-                maps[row] = {"tokens": [vocab.tokens[i] for i in docs[row][:n]], "weights": weights[:, :, :n, :n].copy()}
+                maps[row] = {"tokens": [vocab.tokens[i] for i in docs[row][:n]],
+                             "weights": weights[:, :, :n, :n].copy()}
         return maps
 
     def save(self, path):

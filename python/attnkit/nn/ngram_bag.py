@@ -15,8 +15,9 @@ _MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 class NgramBag(Module):
     """``out[b] = gain * sum over the n-grams g of sequence b of table[hash(g)] / sqrt(count[b])``.
 
-    Every contiguous run of 1 .. ``order`` real tokens is one feature: a word's row is its id
-    (modulo ``buckets``), a longer n-gram's is a hash of its ids, into the ``buckets`` rows of a table with ``n_outputs`` columns: the logits of a linear classifier on a binary bag
+    Every contiguous run of 1 .. ``order`` real tokens is one feature, one of the ``buckets`` rows
+    of a table with ``n_outputs`` columns: a word's row is its id (modulo ``buckets``), a longer
+    n-gram's a hash of its ids. The output is the logits of a linear classifier on a binary bag
     of n-grams, normalised by the square root of the number of n-grams (the L2 norm of that bag,
     as TF-IDF features are). The table starts at zero, so the path adds nothing until trained.
 

@@ -1,0 +1,108 @@
+"""Threads: kernels release the GIL, and ops and estimators give the same answers when several Python
+threads call them at once as when one thread calls them in turn; fit on one thread while another
+predicts with a fitted clone."""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+import attnkit
+from attnkit import RandomFourierFeatures, Seq2SeqTransformer, TransformerClassifier
+from attnkit.datasets import make_case_pairs, make_negation_sentences
+
+ROUNDS = 6  # calls per thread: enough overlap for a shared scratch buffer or state to show
+
+
+def _concurrently(calls):
+    """Run every zero-argument callable ROUNDS times on its own thread, all threads released
+    together; returns each callable's results."""
+    barrier = threading.Barrier(len(calls))
+
+    def run(call):
+        barrier.wait()
+        return [call() for _ in range(ROUNDS)]
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        return list(pool.map(run, calls))
+
+
+def _assert_same_as_serial(calls):
+    serial = [call() for call in calls]
+    for expected, results in zip(serial, _concurrently(calls)):
+        for result in results:
+            np.testing.assert_array_equal(result, expected)
+
+
+@pytest.fixture(params=[1, 2], ids=["kernel-threads-1", "kernel-threads-2"])
+def kernel_threads(request):
+    before = attnkit.get_num_threads()
+    attnkit.set_num_threads(request.param)
+    yield request.param
+    attnkit.set_num_threads(before)
+
+
+def test_ops_from_several_threads_match_serial_calls(kernel_threads):
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((4, 2, 48, 16), dtype=np.float32) for _ in range(3))
+    lengths = np.array([48, 30, 7, 1])
+    x = rng.standard_normal((300, 16), dtype=np.float32)
+    w = rng.standard_normal((16, 64), dtype=np.float32)
+    calls = [
+        lambda: attnkit.scaled_dot_product_attention(q, k, v, key_lengths=lengths, causal=True),
+        lambda: attnkit.linear_attention(q, k, v, causal=True),
+        lambda: attnkit.ops.random_fourier_features(x, w, kind="sincos"),
+        lambda: attnkit.softmax(q, axis=-1),
+    ]
+    _assert_same_as_serial(calls + calls)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    texts, labels = make_negation_sentences(300, random_state=0)
+    clf = TransformerClassifier(d_model=16, n_heads=2, d_ff=32, n_layers=1, max_iter=2, early_stopping=False,
+                                random_state=0).fit(texts, labels)
+    sources, targets = make_case_pairs(80, random_state=0)
+    s2s = Seq2SeqTransformer(d_model=16, n_heads=2, d_ff=32, encoder_layers=1, decoder_layers=1, max_iter=1,
+                             early_stopping=False, random_state=0).fit(sources, targets)
+    X = np.random.default_rng(0).standard_normal((200, 8))
+    rff = RandomFourierFeatures(64, random_state=0).fit(X)
+    return {"clf": clf, "texts": texts, "s2s": s2s, "sources": sources, "rff": rff, "X": X}
+
+
+def test_estimator_predict_from_several_threads_matches_serial_calls(fitted, kernel_threads):
+    clf, s2s, rff = fitted["clf"], fitted["s2s"], fitted["rff"]
+    texts, sources = fitted["texts"][:64], fitted["sources"][:8]
+    calls = [
+        lambda: clf.predict_proba(texts),
+        lambda: clf.transform(texts),
+        lambda: np.array(s2s.predict(sources, max_length=12)),
+        lambda: rff.transform(fitted["X"]),
+    ]
+    _assert_same_as_serial(calls + calls)
+
+
+def test_fit_on_one_thread_while_another_predicts_with_a_clone(fitted):
+    clf, texts = fitted["clf"], fitted["texts"]
+    expected = clf.predict_proba(texts)
+    refit = clone(clf).set_params(random_state=1)
+    stop = threading.Event()
+    seen = []
+
+    def predict_until_fit_ends():
+        while not stop.is_set():
+            seen.append(clf.predict_proba(texts))
+
+    reader = threading.Thread(target=predict_until_fit_ends)
+    reader.start()
+    try:
+        refit.fit(texts, make_negation_sentences(300, random_state=0)[1])
+    finally:
+        stop.set()
+        reader.join()
+    assert seen, "the predicting thread never ran"
+    for result in seen:
+        np.testing.assert_array_equal(result, expected)
+    assert refit.n_iter_ == 2 and not np.array_equal(refit.predict_proba(texts), expected)
