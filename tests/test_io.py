@@ -3,6 +3,7 @@
 import doctest
 import json
 import os
+import pickle
 
 import numpy as np
 import pytest
@@ -132,6 +133,53 @@ def test_load_refuses_other_files_and_never_unpickles(tmp_path):
     np.savez(tmp_path / "objects.npz", **{serialize.META_KEY: np.array([{"a": 1}], dtype=object)})
     with pytest.raises(ValueError, match="allow_pickle=False"):
         attnkit.load(tmp_path / "objects.npz")
+
+
+@pytest.mark.parametrize("damage", ["empty", "truncated-start", "truncated-end", "flipped-bytes"])
+def test_load_refuses_damaged_files(fitted, tmp_path, damage):
+    path = tmp_path / "m.npz"
+    fitted.save(path)
+    data = bytearray(path.read_bytes())
+    if damage == "empty":
+        data = b""
+    elif damage == "truncated-start":
+        data = data[:100]
+    elif damage == "truncated-end":
+        data = data[:-10]
+    else:  # inside the weights: NumPy alone would read the changed numbers without complaint
+        middle = len(data) // 2
+        data[middle:middle + 16] = bytes(b ^ 0xFF for b in data[middle:middle + 16])
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="not a complete .npz archive|is damaged: entry .* fails its CRC-32"):
+        attnkit.load(path)
+
+
+class _RunsCode:
+    """Unpickling this creates a marker directory: what a malicious model file would do."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.mkdir, (self.marker,))
+
+
+def test_a_tampered_file_cannot_run_code(fitted, tmp_path):
+    marker = tmp_path / "code-ran"
+    path = tmp_path / "m.npz"
+    fitted.save(path)
+    with np.load(path) as npz:
+        arrays = {key: npz[key] for key in npz.files}
+    payload = np.empty(1, dtype=object)
+    payload[0] = _RunsCode(marker)
+    for key in (serialize.META_KEY, next(k for k in arrays if k != serialize.META_KEY)):
+        tampered = dict(arrays, **{key: payload})
+        np.savez(path, **tampered)
+        with pytest.raises(ValueError, match="allow_pickle=False"):
+            attnkit.load(path)
+        assert not marker.exists()
+    pickle.loads(pickle.dumps(payload[0]))  # the payload is live: unpickled, it does create the marker
+    assert marker.exists()
 
 
 def test_a_failed_save_leaves_the_old_file_intact(fitted, tmp_path, monkeypatch):

@@ -23,6 +23,8 @@ True
 """
 
 import json
+import os
+import zipfile
 
 import numpy as np
 
@@ -145,6 +147,24 @@ def load(file):
     -------
     states : dict of str -> dict of str -> ndarray
     config : dict
+
+    Raises
+    ------
+    ValueError
+        If the file is not a complete, intact ``.npz`` archive (empty, truncated, or a stored
+        entry whose CRC-32 does not match: NumPy alone reads a damaged array without noticing),
+        or not one :func:`save` wrote.
     """
+    name = os.fspath(file) if isinstance(file, (str, os.PathLike)) else "the file"
+    try:
+        with zipfile.ZipFile(file) as archive:
+            damaged = archive.testzip()
+    except (zipfile.BadZipFile, EOFError) as error:
+        raise ValueError(f"{name} is not a complete .npz archive (empty, truncated or not a zip file): "
+                         f"{error}") from None
+    if damaged is not None:
+        raise ValueError(f"{name} is damaged: entry {damaged!r} fails its CRC-32 check")
+    if hasattr(file, "seek"):
+        file.seek(0)
     with np.load(file, allow_pickle=False) as npz:
         return from_arrays({key: npz[key] for key in npz.files})
