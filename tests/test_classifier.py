@@ -600,3 +600,27 @@ def test_grid_search_and_cross_val_score(negation):
     assert grid.best_params_["pooling"] in ("cls", "mean") and grid.predict(X[:3]).shape == (3,)
     scores = cross_val_score(TransformerClassifier(**SMALL), X[:200], y[:200], cv=2)
     assert scores.shape == (2,) and np.all((0 <= scores) & (scores <= 1))
+
+
+def test_checkpoints_every_n_epochs_and_resumes(negation, tmp_path):
+    X, y, _, _ = negation
+    path = tmp_path / "checkpoint.npz"
+    clf = TransformerClassifier(**{**SMALL, "max_iter": 3}, checkpoint_path=path, checkpoint_every=2)
+    clf.fit(X[:200], y[:200])
+    saved = attnkit.load(path)
+    # The epoch-2 state: what a fit that ended there would hold.
+    assert saved.n_iter_ == 2 and saved.loss_curve_ == clf.loss_curve_[:2]
+    assert saved.checkpoint_path == str(path) and clf.n_iter_ == 3
+    saved.set_params(warm_start=True, max_iter=2, checkpoint_every=1).fit(X[:200], y[:200])
+    assert saved.n_iter_ == 4 and saved.loss_curve_[:2] == clf.loss_curve_[:2]
+    assert attnkit.load(path).n_iter_ == 4  # the resumed fit kept writing its checkpoints
+    partial = TransformerClassifier(**SMALL, checkpoint_path=tmp_path / "partial.npz")
+    partial.partial_fit(X[:100], y[:100], classes=np.unique(y))
+    assert attnkit.load(tmp_path / "partial.npz").n_iter_ == 1
+
+
+def test_checkpoint_parameters_are_validated():
+    with pytest.raises(ValueError, match="checkpoint_every"):
+        TransformerClassifier(checkpoint_every=0).fit(["a", "b"], [0, 1])
+    with pytest.raises(ValueError, match="checkpoint_path"):
+        TransformerClassifier(checkpoint_path=3).fit(["a", "b"], [0, 1])

@@ -111,6 +111,17 @@ def test_fit_is_reproducible_and_warm_start_continues():
     assert b.n_iter_ == 3 and len(b.loss_curve_) == 3 and b.loss_curve_[:2] == a.loss_curve_
 
 
+def test_checkpoints_and_resumes(tmp_path):
+    X, y = _upper_task()
+    path = tmp_path / "checkpoint.npz"
+    model = Seq2SeqTransformer(max_iter=2, **TINY, checkpoint_path=path).fit(X, y)
+    saved = attnkit.load(path)
+    assert saved.n_iter_ == 2 and saved.loss_curve_ == model.loss_curve_
+    np.testing.assert_array_equal(saved.predict(X[:5]), model.predict(X[:5]))
+    saved.set_params(warm_start=True, max_iter=1).fit(X, y)
+    assert saved.n_iter_ == 3 and attnkit.load(path).n_iter_ == 3
+
+
 def test_early_stopping_records_validation_curves():
     X, y = _upper_task()
     model = Seq2SeqTransformer(max_iter=3, **{**TINY, "early_stopping": True, "validation_fraction": 0.2}).fit(X, y)

@@ -12,6 +12,7 @@ from attnkit import nn
 from attnkit._training import (
     History,
     TrainingOptions,
+    epoch_checkpointer,
     make_batches,
     reseed_dropout,
     train,
@@ -109,6 +110,33 @@ class _Toy:
 
 def _options(**kw):
     return TrainingOptions(**{"max_epochs": 8, "batch_size": 32, "learning_rate": 0.05, **kw})
+
+
+def test_on_epoch_end_sees_each_epoch_with_that_epochs_weights():
+    toy, seen = _Toy(), []
+    options = _options(max_epochs=3, on_epoch_end=lambda h: seen.append((h.n_epochs, list(h.loss_curve),
+                                                                         toy.model.params["weight"].copy())))
+    history = train(toy.model, toy.batch_loss, toy.lengths(), options, rng=np.random.default_rng(0))
+    assert [epoch for epoch, _, _ in seen] == [1, 2, 3]
+    assert [curve for _, curve, _ in seen] == [history.loss_curve[:1], history.loss_curve[:2], history.loss_curve]
+    np.testing.assert_array_equal(seen[-1][2], toy.model.params["weight"])
+    assert not np.array_equal(seen[0][2], seen[-1][2])
+
+
+def test_epoch_checkpointer_saves_every_n_epochs_a_copy_of_the_history():
+    saves, published = [], []
+    estimator = types.SimpleNamespace(checkpoint_path=None, checkpoint_every=2)
+    assert epoch_checkpointer(estimator, published.append) is None
+    estimator.checkpoint_path = "model.npz"
+    estimator.save = saves.append
+    callback = epoch_checkpointer(estimator, published.append)
+    history = History()
+    for epoch in range(1, 6):
+        history.n_epochs = epoch
+        history.loss_curve.append(float(epoch))
+        callback(history)
+    assert saves == ["model.npz", "model.npz"] and [h.n_epochs for h in published] == [2, 4]
+    assert published[0].loss_curve == [1.0, 2.0] and published[0] is not history
 
 
 def test_training_lowers_the_loss_and_records_curves():

@@ -82,6 +82,9 @@ class TrainingOptions:
         Group samples of similar length into batches.
     label : str
         What the verbose lines and the progress bar call an epoch (e.g. "pre-training epoch").
+    on_epoch_end : callable or None
+        Called with the :class:`History` after each epoch (the model holds that epoch's weights),
+        e.g. to write a checkpoint (:func:`epoch_checkpointer`).
     """
 
     max_epochs: int
@@ -99,6 +102,7 @@ class TrainingOptions:
     verbose: int = 0
     bucket: bool = True
     label: str = "epoch"
+    on_epoch_end: object = None
 
 
 @dataclasses.dataclass
@@ -152,6 +156,26 @@ class History:
         if state.get("best_validation") is not None:
             state["best_validation"] = tuple(state["best_validation"])
         return cls(**state)
+
+
+def epoch_checkpointer(estimator, publish):
+    """An ``on_epoch_end`` callback that saves ``estimator`` to its ``checkpoint_path`` every
+    ``checkpoint_every`` epochs (None when ``checkpoint_path`` is None).
+
+    ``publish(history)`` must make the estimator's fitted state that of a copy of the running
+    history (its weights are the live arrays the network trains), so the file is exactly what a
+    fit that ended at that epoch would save; :func:`attnkit.io.save` writes it atomically, so an
+    interrupted run always leaves the last complete checkpoint.
+    """
+    if estimator.checkpoint_path is None:
+        return None
+
+    def on_epoch_end(history):
+        if history.n_epochs % estimator.checkpoint_every == 0:
+            publish(History.from_dict(history.to_dict()))
+            estimator.save(estimator.checkpoint_path)
+
+    return on_epoch_end
 
 
 def train_validation_split(n_samples, fraction, rng, *, stratify=None):
@@ -389,6 +413,8 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
                 elapsed = time.perf_counter() - start
                 print(_epoch_line(history, options, epoch, last_epoch, speed, elapsed, improved, with_validation),
                       flush=True)
+            if options.on_epoch_end is not None:
+                options.on_epoch_end(history)
             stop_rule = options.early_stopping or not with_validation
             if stop_rule and no_improvement >= options.n_iter_no_change:
                 history.stopped_early = True

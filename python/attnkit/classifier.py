@@ -3,6 +3,7 @@ classifier."""
 
 import dataclasses
 import numbers
+import os
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
@@ -18,6 +19,7 @@ from attnkit._token_input import IDS, id_rows_to_tokens, input_kind
 from attnkit._training import (
     History,
     TrainingOptions,
+    epoch_checkpointer,
     reseed_dropout,
     train,
     train_validation_split,
@@ -171,6 +173,15 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         Continue from the previous fit's weights (its vocabulary and classes are kept; new labels
         are refused).
 
+    checkpoint_path : str, os.PathLike or None, default=None
+        If set, ``fit`` and ``partial_fit`` save the estimator there (:meth:`save`, atomically)
+        every ``checkpoint_every`` epochs, with that epoch's weights and history. To resume, load
+        it (:func:`attnkit.load`), ``set_params(warm_start=True)`` and ``fit`` again: training
+        continues from those weights for up to ``max_iter`` more epochs, ``n_iter_`` counting on.
+
+    checkpoint_every : int, default=1
+        Epochs between checkpoints.
+
     random_state : int, RandomState instance, Generator or None, default=None
         Seeds weight initialisation, dropout, shuffling and the validation split. Pass an int for
         reproducible fits.
@@ -269,6 +280,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         "class_weight": [None, dict, Options(str, {"balanced"})],
         "warm_start": ["boolean"],
         "random_state": ["random_state"],
+        "checkpoint_path": [str, os.PathLike, None],
+        "checkpoint_every": [Interval(numbers.Integral, 1, None, closed="left")],
         "verbose": [Interval(numbers.Integral, 0, None, closed="left"), "boolean"],
     }
 
@@ -278,7 +291,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                  weight_decay=0.01,
                  label_smoothing=0.0, mlm_epochs=0, max_iter=10, early_stopping=True, early_stopping_metric="score",
                  validation_fraction=0.1, n_iter_no_change=3, tol=1e-4, class_weight=None, warm_start=False,
-                 random_state=None, verbose=0):
+                 checkpoint_path=None, checkpoint_every=1, random_state=None, verbose=0):
         self.tokenizer = tokenizer
         self.lowercase = lowercase
         self.max_features = max_features
@@ -309,6 +322,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         self.class_weight = class_weight
         self.warm_start = warm_start
         self.random_state = random_state
+        self.checkpoint_path = checkpoint_path
+        self.checkpoint_every = checkpoint_every
         self.verbose = verbose
 
     # ----------------------------------------------------------------------------- public API
@@ -570,7 +585,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
         options = self._options(max_epochs=1 if incremental else self.max_iter,
                                 decay="constant" if incremental else "linear",
-                                early_stopping=self.early_stopping and validate is not None)
+                                early_stopping=self.early_stopping and validate is not None,
+                                on_epoch_end=epoch_checkpointer(self, lambda h: self._record(h, incremental)))
         history = History.from_dict(self._training_state)
         return train(network, batch_loss, lengths, options, rng=rng, validate=validate, history=history)
 

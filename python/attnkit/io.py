@@ -56,8 +56,9 @@ def save(estimator, path, *, compress=False):
 
     Notes
     -----
-    ``random_state`` is saved when it is an int or None; a Generator or RandomState instance is
-    saved as None (it only seeds future fits).
+    Path parameters (``checkpoint_path``) are saved as strings. ``random_state`` is saved when it
+    is an int or None; a Generator or RandomState instance is saved as None (it only seeds future
+    fits).
 
     Raises
     ------
@@ -136,7 +137,7 @@ def _attnkit_version():
 
 
 def _portable_params(params):
-    out = dict(params)
+    out = {key: os.fspath(value) if isinstance(value, os.PathLike) else value for key, value in params.items()}
     if "random_state" in out and not (out["random_state"] is None or isinstance(out["random_state"], int)):
         out["random_state"] = None
     return out

@@ -2,6 +2,7 @@
 
 import dataclasses
 import numbers
+import os
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -9,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from attnkit import decoding, ops
 from attnkit._config import single_threaded_blas
-from attnkit._training import History, TrainingOptions, train, train_validation_split
+from attnkit._training import History, TrainingOptions, epoch_checkpointer, train, train_validation_split
 from attnkit._validation import Interval, Options, generator, validate_params
 from attnkit.nn import CrossEntropyLoss
 from attnkit.nn.encoder_decoder import EncoderDecoder
@@ -82,6 +83,13 @@ class Seq2SeqTransformer(BaseEstimator):
     tol : float, default=1e-4
     warm_start : bool, default=False
         Continue training the fitted model (same vocabularies) instead of starting anew.
+    checkpoint_path : str, os.PathLike or None, default=None
+        If set, ``fit`` saves the estimator there (:meth:`save`, atomically) every
+        ``checkpoint_every`` epochs, with that epoch's weights and history. To resume, load it
+        (:func:`attnkit.load`), ``set_params(warm_start=True)`` and ``fit`` again: training
+        continues from those weights for up to ``max_iter`` more epochs, ``n_iter_`` counting on.
+    checkpoint_every : int, default=1
+        Epochs between checkpoints.
     random_state : int, RandomState instance, Generator or None, default=None
         Weights, dropout, shuffling and the validation split.
     verbose : int, default=0
@@ -154,6 +162,8 @@ class Seq2SeqTransformer(BaseEstimator):
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
         "warm_start": ["boolean"],
         "random_state": ["random_state"],
+        "checkpoint_path": [str, os.PathLike, None],
+        "checkpoint_every": [Interval(numbers.Integral, 1, None, closed="left")],
         "verbose": [Interval(numbers.Integral, 0, None, closed="left"), "boolean"],
     }
 
@@ -162,8 +172,8 @@ class Seq2SeqTransformer(BaseEstimator):
                  encoder_d_model=None, decoder_d_model=None, n_heads=4, encoder_layers=2, decoder_layers=2,
                  d_ff=None, dropout=0.1, attention="softmax", positional="sinusoidal", label_smoothing=0.1,
                  batch_size=32, learning_rate=3e-3, weight_decay=0.01, max_iter=50, early_stopping=True,
-                 validation_fraction=0.1, n_iter_no_change=5, tol=1e-4, warm_start=False, random_state=None,
-                 verbose=0):
+                 validation_fraction=0.1, n_iter_no_change=5, tol=1e-4, warm_start=False,
+                 checkpoint_path=None, checkpoint_every=1, random_state=None, verbose=0):
         self.tokenizer = tokenizer
         self.lowercase = lowercase
         self.max_source_features = max_source_features
@@ -193,6 +203,8 @@ class Seq2SeqTransformer(BaseEstimator):
         self.tol = tol
         self.warm_start = warm_start
         self.random_state = random_state
+        self.checkpoint_path = checkpoint_path
+        self.checkpoint_every = checkpoint_every
         self.verbose = verbose
 
     # -- fit -------------------------------------------------------------------------------------------------
@@ -237,14 +249,18 @@ class Seq2SeqTransformer(BaseEstimator):
             weight_decay=self.weight_decay, warmup_fraction=WARMUP_FRACTION, decay="linear",
             max_grad_norm=MAX_GRAD_NORM, early_stopping=self.early_stopping, n_iter_no_change=self.n_iter_no_change,
             tol=self.tol, monitor="loss", score_name="token accuracy", verbose=self.verbose,
+            on_epoch_end=epoch_checkpointer(self, self._adopt_history),
         )
         lengths = np.array([len(src[i]) + len(tgt[i]) for i in train_idx], dtype=np.int64)
         history = train(self.model_, batch_loss, lengths, options, rng=rng,
                         validate=validate if self.early_stopping else None,
                         history=self._history if self.warm_start and hasattr(self, "_history") else None)
+        self._adopt_history(history)
+        return self
+
+    def _adopt_history(self, history):
         self._history = history
         self._publish(history)
-        return self
 
     def _build(self, sources, targets, rng):
         self.tokenizer_ = Tokenizer(self.tokenizer, lowercase=self.lowercase)
