@@ -1,4 +1,4 @@
-"""Command line: ``attnkit demo`` and ``attnkit show-config``."""
+"""Command line: ``attnkit demo``, ``attnkit bench`` and ``attnkit show-config``."""
 
 import argparse
 import os
@@ -7,6 +7,8 @@ import tempfile
 import time
 
 import numpy as np
+
+from attnkit import _bench
 
 # The demo's classifier: small enough to learn the negation task in seconds on 2 cores.
 DEMO_CLASSIFIER = dict(d_model=32, n_heads=2, d_ff=64, n_layers=2, dropout=0.0, learning_rate=3e-3, batch_size=16,
@@ -119,10 +121,15 @@ def main(argv=None):
                                               "seq2seq model, and print the configuration")
     demo_parser.add_argument("--pairs", type=int, default=2000, help="training pairs of the seq2seq part")
     demo_parser.add_argument("--epochs", type=int, default=20, help="training epochs of the seq2seq part")
+    bench_parser = sub.add_parser("bench", help="run the benchmark scripts of a source checkout (quick by default) "
+                                                "and print their ratio tables")
+    _bench.add_arguments(bench_parser)
     sub.add_parser("show-config", help="print version, ISA, threads, compiler and flags")
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo(args)
+    if args.command == "bench":
+        return _bench.run(args)
     import attnkit
 
     attnkit.show_config()

@@ -1,0 +1,61 @@
+"""``attnkit bench``: finding the benchmarks folder, choosing scripts, passing options, exit codes.
+Timings are never asserted."""
+
+from pathlib import Path
+
+import pytest
+
+from attnkit import _bench
+from attnkit.__main__ import main
+
+CHECKOUT_BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture
+def fake(tmp_path):
+    """A benchmarks folder with two scripts that echo their arguments; one fails."""
+    (tmp_path / "_harness.py").write_text("")
+    (tmp_path / "bench_ok.py").write_text("import sys\nprint('ok args', sys.argv[1:])\n")
+    (tmp_path / "bench_broken.py").write_text("import sys\nprint('broken')\nsys.exit(3)\n")
+    (tmp_path / "eval_not_a_bench.py").write_text("raise SystemExit(9)\n")
+    return tmp_path
+
+
+def test_lists_only_bench_scripts(fake, capsys):
+    assert main(["bench", "--benchmarks", str(fake), "--list"]) == 0
+    assert capsys.readouterr().out.split() == ["broken", "ok"]
+
+
+def test_quick_by_default_and_passes_options(fake, capfd):
+    assert main(["bench", "ok", "--benchmarks", str(fake), "--repeats", "2", "--threads", "1"]) == 0
+    assert "ok args ['--quick', '--repeats', '2', '--threads', '1']" in capfd.readouterr().out
+    assert main(["bench", "ok", "--benchmarks", str(fake), "--full"]) == 0
+    assert "ok args []" in capfd.readouterr().out
+
+
+def test_a_failing_script_fails_the_command_after_the_others_ran(fake, capfd):
+    assert main(["bench", "--benchmarks", str(fake)]) == 1
+    captured = capfd.readouterr()
+    assert "broken: exit code 3" in captured.out and "ok args" in captured.out
+    assert "failed: broken" in captured.err
+
+
+def test_bad_requests_exit_2_with_a_message(fake, tmp_path, capsys):
+    assert main(["bench", "nope", "--benchmarks", str(fake)]) == 2
+    assert "unknown benchmark 'nope'; available: broken, ok" in capsys.readouterr().err
+    assert main(["bench", "--benchmarks", str(tmp_path / "missing")]) == 2
+    assert "ship with the source repository, not the wheel" in capsys.readouterr().err
+    assert main(["bench", "ok", "--benchmarks", str(fake), "--repeats", "0"]) == 2
+    assert "--repeats must be >= 1" in capsys.readouterr().err
+
+
+def test_finds_the_folder_from_the_environment(fake, monkeypatch):
+    monkeypatch.setenv(_bench.ENV_VAR, str(fake))
+    assert _bench.find_benchmarks() == fake
+
+
+@pytest.mark.skipif(not (CHECKOUT_BENCHMARKS / "_harness.py").is_file(), reason="not run from a source checkout")
+def test_a_real_quick_benchmark_runs(capfd):
+    code = main(["bench", "random_features", "--benchmarks", str(CHECKOUT_BENCHMARKS), "--repeats", "1"])
+    out = capfd.readouterr().out
+    assert code == 0 and "## Target: >= 2x RBFSampler" in out and "random_features: ok" in out
