@@ -5,6 +5,7 @@ import os
 import platform
 import sys
 import warnings
+from typing import TextIO
 
 import numpy as np
 
@@ -12,7 +13,7 @@ from attnkit import _core
 from attnkit._validation import check_int
 
 
-def set_num_threads(n):
+def set_num_threads(n: int) -> None:
     """Set the number of threads attnkit's kernels use.
 
     Parameters
@@ -48,7 +49,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_one_thread_after_fork)
 
 
-def get_num_threads():
+def get_num_threads() -> int:
     """Return the number of threads attnkit's kernels use in the calling thread."""
     return _core.get_num_threads()
 
@@ -95,7 +96,7 @@ def config():
     return info
 
 
-def show_config(file=None):
+def show_config(file: TextIO | None = None) -> None:
     """Print attnkit's version, the ISA chosen and available, threads, compiler and flags.
 
     Parameters

@@ -8,6 +8,8 @@ else derived from that state (a vocabulary object) sit in ``_cache``, which pick
 (:mod:`attnkit.io`) and loads as NumPy arrays and Python values only.
 """
 
+from typing import Any
+
 import numpy as np
 
 from attnkit._training import History
@@ -23,7 +25,7 @@ class NetworkStateMixin:
     and keyword arguments).
     """
 
-    _network_class = None
+    _network_class: Any = None  # set by the estimator: an attnkit.nn.Module subclass
 
     def _cached(self, key, build):
         """``_cache[key]``, built by ``build()`` when missing (after unpickling or loading)."""

@@ -1,6 +1,7 @@
 """Shared input checks. Every error names the argument, what was expected and what was seen."""
 
 import numbers
+from typing import Any
 
 import numpy as np
 
@@ -12,7 +13,7 @@ def generator(random_state):
     return np.random.default_rng(random_state)
 
 
-def check_int(value, name, *, minimum=None):
+def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
     """Return ``value`` as an int, rejecting bools, floats and anything below ``minimum``."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
@@ -22,7 +23,7 @@ def check_int(value, name, *, minimum=None):
     return value
 
 
-def check_real(value, name, *, positive=False):
+def check_real(value: Any, name: str, *, positive: bool = False) -> float:
     """Return ``value`` as a finite float (optionally > 0)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__} {value!r}")
@@ -32,7 +33,7 @@ def check_real(value, name, *, positive=False):
     return value
 
 
-def float_array(x, name):
+def float_array(x: Any, name: str) -> np.ndarray:
     """``x`` as a float32/float64 array: float16 widens to float32; ints, bools, complex and objects
     are refused (a silent cast would hide a bug or lose data)."""
     arr = np.asarray(x)

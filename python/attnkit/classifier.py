@@ -4,8 +4,10 @@ classifier."""
 import dataclasses
 import numbers
 import os
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
@@ -28,7 +30,15 @@ from attnkit._training import (
 from attnkit._validation import Interval, Options, check_sample_weight, validate_params
 from attnkit.io import from_json, to_json
 from attnkit.nn import CrossEntropyLoss, SequenceClassifier
-from attnkit.text import SPECIAL_TOKENS, Tokenizer, Vocabulary, check_texts, length_sorted_batches, pad_sequences
+from attnkit.text import (
+    SPECIAL_TOKENS,
+    Texts,
+    Tokenizer,
+    Vocabulary,
+    check_texts,
+    length_sorted_batches,
+    pad_sequences,
+)
 
 __all__ = ["TransformerClassifier"]
 
@@ -327,7 +337,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         self.verbose = verbose
 
     # ----------------------------------------------------------------------------- public API
-    def fit(self, X, y, sample_weight=None, *, validation_data=None):
+    def fit(self, X: Texts, y: ArrayLike, sample_weight: ArrayLike | None = None, *,
+            validation_data: tuple[Texts, ArrayLike] | None = None) -> "TransformerClassifier":
         """Learn the vocabulary and train the network.
 
         Parameters
@@ -353,7 +364,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         """
         return self._fit(X, y, sample_weight, validation_data=validation_data, classes=None, incremental=False)
 
-    def partial_fit(self, X, y, classes=None, sample_weight=None):
+    def partial_fit(self, X: Texts, y: ArrayLike, classes: ArrayLike | None = None,
+                    sample_weight: ArrayLike | None = None) -> "TransformerClassifier":
         """Train for one epoch on (X, y), continuing from the current weights.
 
         The first call builds the vocabulary from its X (later calls map unseen tokens to
@@ -374,7 +386,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         """
         return self._fit(X, y, sample_weight, validation_data=None, classes=classes, incremental=True)
 
-    def predict(self, X):
+    def predict(self, X: Texts) -> np.ndarray:
         """Class label of each text.
 
         Parameters
@@ -389,7 +401,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         logits = self._logits(X)
         return self.classes_[np.argmax(logits, axis=1)]
 
-    def predict_proba(self, X):
+    def predict_proba(self, X: Texts) -> np.ndarray:
         """Probability of each class.
 
         Returns
@@ -399,11 +411,11 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         """
         return ops.softmax(self._logits(X).astype(np.float64), axis=-1)
 
-    def predict_log_proba(self, X):
+    def predict_log_proba(self, X: Texts) -> np.ndarray:
         """Log-probability of each class, shape (n_samples, n_classes)."""
         return ops.log_softmax(self._logits(X).astype(np.float64), axis=-1)
 
-    def decision_function(self, X):
+    def decision_function(self, X: Texts) -> np.ndarray:
         """Unnormalised class scores (logits).
 
         Returns
@@ -414,7 +426,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         logits = self._logits(X).astype(np.float64)
         return logits[:, 1] - logits[:, 0] if logits.shape[1] == 2 else logits
 
-    def transform(self, X):
+    def transform(self, X: Texts) -> np.ndarray:
         """Pooled sentence vectors, e.g. as features for another estimator in a Pipeline.
 
         Returns
@@ -428,7 +440,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         network = self._network()
         return self._batched(docs, lambda ids, lengths: network.features(ids, lengths=lengths)[0], self._n_features_out)
 
-    def attention_maps(self, X):
+    def attention_maps(self, X: Texts) -> list[dict[str, Any]]:
         """Every layer's and head's self-attention weights for each text, with its tokens.
 
         Parameters
@@ -454,7 +466,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                              f"attention={self._network_config['attention']!r}, which never forms the weights")
         docs = self._encode(X)
         network, vocab = self._network(), self._vocabulary()
-        maps = [None] * len(docs)
+        maps: list[dict[str, Any]] = [{} for _ in docs]
         for rows, ids, lengths in length_sorted_batches(docs, PREDICT_BATCH):
             layers = np.stack(network.attention_weights(ids, lengths=lengths), axis=1)  # (B, L, H, N, N)
             for row, weights, n in zip(rows, layers, np.minimum(lengths, network.max_len)):
@@ -462,7 +474,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                              "weights": weights[:, :, :n, :n].copy()}
         return maps
 
-    def save(self, path):
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Write the fitted classifier to ``path`` (arrays + JSON, no pickle); see :func:`attnkit.load`."""
         from attnkit.io import save
 

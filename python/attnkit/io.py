@@ -28,6 +28,7 @@ True
 import importlib
 import os
 import tempfile
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -41,7 +42,7 @@ FORMAT_VERSION = 1
 ESTIMATORS = {"Seq2SeqTransformer": "attnkit.seq2seq", "TransformerClassifier": "attnkit.classifier"}
 
 
-def save(estimator, path, *, compress=False):
+def save(estimator: Any, path: str | os.PathLike[str], *, compress: bool = False) -> None:
     """Write a fitted estimator to ``path``, atomically.
 
     Parameters
@@ -94,7 +95,7 @@ def save(estimator, path, *, compress=False):
         raise
 
 
-def load(path):
+def load(path: str | os.PathLike[str] | BinaryIO) -> Any:
     """Read an estimator written by :func:`save` (or the estimator's ``save`` method).
 
     Parameters

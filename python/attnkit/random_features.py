@@ -11,6 +11,7 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -186,7 +187,7 @@ class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         self.random_state = random_state
         self.dtype = dtype
 
-    def fit(self, X, y=None):
+    def fit(self, X: ArrayLike, y: object = None) -> "RandomFourierFeatures":
         """Draw the random frequencies (and phases) for the features of X.
 
         Parameters
@@ -205,7 +206,7 @@ class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         """
         return self._fit(X)
 
-    def transform(self, X):
+    def transform(self, X: ArrayLike) -> np.ndarray:
         """Map X to the random features.
 
         Parameters

@@ -3,6 +3,7 @@
 import dataclasses
 import numbers
 import os
+from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
@@ -14,7 +15,7 @@ from attnkit._training import History, TrainingOptions, epoch_checkpointer, trai
 from attnkit._validation import Interval, Options, generator, validate_params
 from attnkit.nn import CrossEntropyLoss
 from attnkit.nn.encoder_decoder import EncoderDecoder
-from attnkit.text import Tokenizer, Vocabulary, check_texts, pad_sequences
+from attnkit.text import Texts, Tokenizer, Vocabulary, check_texts, pad_sequences
 
 __all__ = ["Seq2SeqTransformer"]
 
@@ -208,7 +209,7 @@ class Seq2SeqTransformer(BaseEstimator):
         self.verbose = verbose
 
     # -- fit -------------------------------------------------------------------------------------------------
-    def fit(self, X, y):
+    def fit(self, X: Texts, y: Texts) -> "Seq2SeqTransformer":
         """Train on source texts ``X`` and target texts ``y`` (sequences of str of the same length).
 
         Returns
@@ -323,9 +324,10 @@ class Seq2SeqTransformer(BaseEstimator):
         return loss_sum / count, correct / count
 
     # -- prediction -------------------------------------------------------------------------------------------
-    def predict(self, X, *, strategy="greedy", num_beams=4, length_penalty=1.0, no_repeat_ngram_size=0,
-                temperature=1.0, top_k=0, top_p=1.0, max_length=None, min_length=0, num_return_sequences=1,
-                random_state=None):
+    def predict(self, X: Texts, *, strategy: str = "greedy", num_beams: int = 4, length_penalty: float = 1.0,
+                no_repeat_ngram_size: int = 0, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+                max_length: int | None = None, min_length: int = 0, num_return_sequences: int = 1,
+                random_state: int | np.random.Generator | None = None) -> np.ndarray | list[list[str]]:
         """Generate a target text for each source text.
 
         Parameters
@@ -386,7 +388,7 @@ class Seq2SeqTransformer(BaseEstimator):
     def _detokenize(self, ids):
         return self.tokenizer_.detokenize(self.target_vocabulary_.decode(ids))
 
-    def predict_log_proba(self, X, y):
+    def predict_log_proba(self, X: Texts, y: Texts) -> np.ndarray:
         """Log-probability of each target text given its source text (its tokens and the end token).
 
         Returns
@@ -406,7 +408,7 @@ class Seq2SeqTransformer(BaseEstimator):
                 out[rows] = np.sum(np.where(target_out != 0, picked, 0.0), axis=1)
         return out
 
-    def score(self, X, y):
+    def score(self, X: Texts, y: Texts) -> float:
         """Exact-match accuracy of greedy predictions against ``y`` (after the tokenizer's
         normalisation: lowercasing when ``lowercase=True``, word spacing for word tokens)."""
         sources, targets = _check_pairs(X, y)
@@ -414,7 +416,7 @@ class Seq2SeqTransformer(BaseEstimator):
         expected = [self.tokenizer_.detokenize(self.tokenizer_(t)) for t in targets]
         return float(np.mean([p == e for p, e in zip(predicted, expected)]))
 
-    def attention_maps(self, X, y=None):
+    def attention_maps(self, X: Texts, y: Texts | None = None) -> list[dict[str, Any]]:
         """Attention weights of the model on source texts ``X`` and target texts ``y``, for inspection.
 
         Parameters
@@ -453,7 +455,7 @@ class Seq2SeqTransformer(BaseEstimator):
         return maps
 
     # -- persistence ------------------------------------------------------------------------------------------
-    def save(self, path, *, compress=False):
+    def save(self, path: str | os.PathLike[str], *, compress: bool = False) -> None:
         """Write the fitted model to ``path`` (arrays + JSON, no pickle); read it with :func:`attnkit.load`."""
         from attnkit.io import save
 

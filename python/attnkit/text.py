@@ -33,11 +33,14 @@ import collections
 import math
 import numbers
 import re
+from collections.abc import Iterable
+from typing import TypeAlias
 
 import numpy as np
 
 __all__ = [
     "SPECIAL_TOKENS",
+    "Texts",
     "Tokenizer",
     "Vocabulary",
     "check_texts",
@@ -46,6 +49,10 @@ __all__ = [
 ]
 
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<cls>", "<bos>", "<eos>")
+
+# What the text estimators take as X: a list, tuple, 1-D array or pandas Series of str (the
+# classifier also takes a 2-D array of token ids).
+Texts: TypeAlias = Iterable[str] | np.ndarray
 
 # Contractions are split as the Penn Treebank does ("don't" -> "do" "n't", "it's" -> "it" "'s"), so
 # the negation is one token whatever verb it follows; SST-2 and most English corpora are split so.

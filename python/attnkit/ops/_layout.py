@@ -1,11 +1,13 @@
 """Shared validation and memory layout of attention inputs (for the C++ operands)."""
 
+from typing import Any
+
 import numpy as np
 
 from attnkit._validation import check_ndim, float_array
 
 
-def check_qkv(q, k, v):
+def check_qkv(q: Any, k: Any, v: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.dtype]:
     """Validate attention inputs; return them as float arrays and the computation dtype."""
     q, k, v = (float_array(a, name) for a, name in ((q, "q"), (k, "k"), (v, "v")))
     for a, name, what in ((q, "q", "(..., Nq, d)"), (k, "k", "(..., Nk, d)"), (v, "v", "(..., Nk, dv)")):
@@ -20,7 +22,7 @@ def check_qkv(q, k, v):
     return q, k, v, np.result_type(q, k, v)
 
 
-def batch_shape(**named):
+def batch_shape(**named: np.ndarray) -> tuple[int, ...]:
     """Broadcast of the leading (batch) dims of the named arrays (None entries are skipped)."""
     present = {n: a for n, a in named.items() if a is not None}
     try:
@@ -30,7 +32,7 @@ def batch_shape(**named):
         raise ValueError(f"the leading (batch) dims of the inputs do not broadcast: {shapes}") from None
 
 
-def operand(a, batch, dtype):
+def operand(a: np.ndarray, batch: tuple[int, ...], dtype: Any) -> Any:
     """(array, batch offsets, row stride) for the kernels: matrix b of the flattened broadcast batch
     starts offsets[b] elements into ``a``. Broadcast and strided batch dims are read in place; only a
     dtype change or non-contiguous rows cost a copy."""
@@ -50,7 +52,7 @@ def operand(a, batch, dtype):
     return a, np.ascontiguousarray(np.broadcast_to(offsets, batch).reshape(-1)), row_stride
 
 
-def unbroadcast(grad, shape):
+def unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """Sum ``grad`` over the dims along which an input of ``shape`` was broadcast."""
     lead = grad.ndim - len(shape)
     grad = grad.sum(axis=tuple(range(lead))) if lead else grad

@@ -2,6 +2,7 @@
 
 import math
 import os
+from typing import Any
 
 import numpy as np
 
@@ -24,7 +25,7 @@ def available_bytes():
         return math.inf
 
 
-def checked_empty(shape, dtype, what):
+def checked_empty(shape: tuple[int, ...], dtype: Any, what: str) -> np.ndarray:
     """``np.empty(shape, dtype)``, or a MemoryError naming ``what`` when it exceeds :func:`available_bytes`
     (an overcommitting kernel would otherwise hand out the address space and swap or kill later)."""
     nbytes = math.prod(shape) * np.dtype(dtype).itemsize

@@ -1,6 +1,7 @@
 """Elementwise activations with fused forward and backward kernels."""
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from attnkit import _core
 from attnkit._validation import float_array
@@ -8,7 +9,7 @@ from attnkit._validation import float_array
 __all__ = ["gelu", "gelu_backward"]
 
 
-def gelu(x):
+def gelu(x: ArrayLike) -> np.ndarray:
     """GELU, tanh form (GPT-2, BERT): ``x / 2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
 
     Computed as ``x sigmoid(2u)`` with one SIMD exponential per element, which keeps full relative
@@ -37,7 +38,7 @@ def gelu(x):
     return out.reshape(x.shape)
 
 
-def gelu_backward(x, dy):
+def gelu_backward(x: ArrayLike, dy: ArrayLike) -> np.ndarray:
     """Gradient of :func:`gelu`: ``dx = dy * gelu'(x)``.
 
     Parameters

@@ -1,8 +1,10 @@
 """Exact scaled dot-product attention (tiled, online softmax)."""
 
 import math
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from attnkit import _core
 from attnkit._validation import check_real, float_array
@@ -13,8 +15,11 @@ from attnkit.ops._memory import checked_empty
 __all__ = ["scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 
 
-def scaled_dot_product_attention(q, k, v, *, mask=None, key_lengths=None, causal=False, bias=None,
-                                 scale=None, return_weights=False, return_lse=False):
+def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: ArrayLike | None = None,
+                                 key_lengths: ArrayLike | None = None, causal: bool = False,
+                                 bias: ArrayLike | None = None, scale: float | None = None,
+                                 return_weights: bool = False,
+                                 return_lse: bool = False) -> np.ndarray | tuple[np.ndarray, ...]:
     """Exact scaled dot-product attention, tiled with an online softmax (O(N) extra memory).
 
     ``out[..., i, :] = sum_j w_ij v[..., j, :]`` with
@@ -77,17 +82,20 @@ def scaled_dot_product_attention(q, k, v, *, mask=None, key_lengths=None, causal
     out = np.empty(p.batch + (p.nq, p.dv), dtype=p.dtype)
     lse = np.empty((p.flat, p.nq), dtype=p.dtype) if (return_weights or return_lse) else None
     _core.attention(v=p.v, out=out.reshape(p.flat, p.nq, p.dv), lse=lse, **p.operands)
-    result = (out,)
-    if return_weights:
+    result: tuple[np.ndarray, ...] = (out,)
+    if weights is not None and lse is not None:
         _core.attention_weights(lse=lse, weights=weights.reshape(p.flat, p.nq, p.nk), **p.operands)
         result += (weights,)
-    if return_lse:
+    if return_lse and lse is not None:
         result += (lse.reshape(p.batch + (p.nq,)),)
     return result if len(result) > 1 else out
 
 
-def scaled_dot_product_attention_backward(dout, q, k, v, out, lse, *, mask=None, key_lengths=None, causal=False,
-                                          bias=None, scale=None, bias_grad=False):
+def scaled_dot_product_attention_backward(dout: ArrayLike, q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
+                                          lse: ArrayLike, *, mask: ArrayLike | None = None,
+                                          key_lengths: ArrayLike | None = None, causal: bool = False,
+                                          bias: ArrayLike | None = None, scale: float | None = None,
+                                          bias_grad: bool = False) -> tuple[np.ndarray, ...]:
     """Gradients of :func:`scaled_dot_product_attention` with respect to q, k, v (and bias).
 
     Flash-style: the logits are recomputed block by block from ``lse`` (returned by the forward with
@@ -129,8 +137,8 @@ def scaled_dot_product_attention_backward(dout, q, k, v, out, lse, *, mask=None,
     _core.attention_backward(v=p.v, lse=lse, dout=dout, delta=delta, dq=dq, dk=dk, dv=dv, dbias=dbias, **p.operands)
     grads = [unbroadcast(g.reshape(p.batch + g.shape[1:]), shape)
              for g, shape in ((dq, p.shapes["q"]), (dk, p.shapes["k"]), (dv, p.shapes["v"]))]
-    if bias_grad:
-        grads.append(unbroadcast(dbias.reshape(p.batch + (p.nq, p.nk)), np.shape(bias)))
+    if dbias is not None:
+        grads.append(unbroadcast(dbias.reshape(p.batch + (p.nq, p.nk)), np.shape(np.asarray(bias))))
     return tuple(grads)
 
 
@@ -175,7 +183,7 @@ class _Problem:
         )
 
 
-def _exact_layout(a, shape, dtype, name):
+def _exact_layout(a: np.ndarray, shape: tuple[int, ...], dtype: Any, name: str) -> np.ndarray:
     """``a`` with exactly ``shape`` (broadcast), C-contiguous and of ``dtype``."""
     try:
         a = np.broadcast_to(a, shape)

@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from attnkit import _core
 from attnkit._validation import check_int, check_ndim, check_real, float_array
@@ -13,15 +14,15 @@ _REDUCTIONS = ("mean", "sum", "none")
 
 
 def cross_entropy(
-    logits,
-    targets,
+    logits: ArrayLike,
+    targets: ArrayLike,
     *,
-    ignore_index=-100,
-    label_smoothing=0.0,
-    reduction="mean",
-    class_weight=None,
-    return_grad=False,
-):
+    ignore_index: int = -100,
+    label_smoothing: float = 0.0,
+    reduction: str = "mean",
+    class_weight: ArrayLike | None = None,
+    return_grad: bool = False,
+) -> np.ndarray | float | tuple[np.ndarray | float, np.ndarray]:
     """Cross-entropy between ``softmax(logits)`` and integer targets, optionally with its gradient.
 
     With ``s = label_smoothing`` and ``C`` classes, the target distribution of a row is
@@ -84,8 +85,8 @@ def cross_entropy(
         row_weight = None
         total = float(np.count_nonzero(counted))
     else:
-        class_weight = _check_class_weight(class_weight, n_classes)
-        row_weight = np.where(counted, class_weight[np.where(counted, targets, 0)], 0.0)
+        weights = _check_class_weight(class_weight, n_classes)
+        row_weight = np.where(counted, weights[np.where(counted, targets, 0)], 0.0)
         total = float(row_weight.sum())
 
     rows = math.prod(lead)
@@ -98,17 +99,18 @@ def cross_entropy(
     if row_weight is not None:  # a row of weight 0 adds 0, even when its loss is infinite
         w = row_weight.reshape(rows)
         loss = np.multiply(loss, w, out=np.zeros_like(loss), where=w > 0, casting="same_kind")
+    result: np.ndarray | float
     if reduction == "none":
         result = loss.reshape(lead)
     else:
-        result = float(np.sum(loss, dtype=np.float64))
+        summed = float(np.sum(loss, dtype=np.float64))
         if reduction == "mean":
-            result = result / total if total > 0 else 0.0
-        result = dtype.type(result)
-    return (result, dlogits.reshape(logits.shape)) if return_grad else result
+            summed = summed / total if total > 0 else 0.0
+        result = dtype.type(summed)
+    return result if dlogits is None else (result, dlogits.reshape(logits.shape))
 
 
-def _check_targets(targets, lead, n_classes, ignore_index):
+def _check_targets(targets: ArrayLike, lead: tuple[int, ...], n_classes: int, ignore_index: int) -> np.ndarray:
     """``targets`` as a C-contiguous int64 array of shape ``lead``, every entry a class or ignored."""
     targets = np.asarray(targets)
     if targets.dtype.kind not in "iu":
@@ -125,7 +127,7 @@ def _check_targets(targets, lead, n_classes, ignore_index):
     return np.ascontiguousarray(targets, dtype=np.int64)
 
 
-def _check_class_weight(class_weight, n_classes):
+def _check_class_weight(class_weight: ArrayLike, n_classes: int) -> np.ndarray:
     class_weight = float_array(class_weight, "class_weight").astype(np.float64)
     if class_weight.shape != (n_classes,):
         raise ValueError(f"class_weight must have shape (C,) = ({n_classes},), got {class_weight.shape}")

@@ -3,18 +3,21 @@
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from attnkit import _core
 from attnkit._validation import check_ndim, check_real, float_array
-from attnkit.feature_maps import resolve_feature_map
+from attnkit.feature_maps import FeatureMap, resolve_feature_map
 from attnkit.masking import check_key_lengths, check_mask
 from attnkit.ops._layout import batch_shape, check_qkv, unbroadcast
 
 __all__ = ["LinearAttentionState", "linear_attention", "linear_attention_backward"]
 
 
-def linear_attention(q, k, v, *, feature_map="elu", causal=False, mask=None, key_lengths=None, eps=1e-6,
-                     return_state=False):
+def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, feature_map: str | FeatureMap = "elu",
+                     causal: bool = False, mask: ArrayLike | None = None, key_lengths: ArrayLike | None = None,
+                     eps: float = 1e-6,
+                     return_state: bool = False) -> np.ndarray | tuple[np.ndarray, "LinearAttentionState"]:
     """Kernelized linear attention: O(N) time and memory in the sequence length.
 
     ``out_i = phi(q_i)^T S / (phi(q_i)^T Z)`` with ``S = sum_j phi(k_j) v_j^T`` and
@@ -65,8 +68,10 @@ def linear_attention(q, k, v, *, feature_map="elu", causal=False, mask=None, key
     return _normalise(p.phi_q @ s, p.phi_q @ z, np.abs(p.phi_q) @ np.abs(z), p.eps)
 
 
-def linear_attention_backward(dout, q, k, v, *, feature_map="elu", causal=False, mask=None, key_lengths=None,
-                              eps=1e-6):
+def linear_attention_backward(dout: ArrayLike, q: ArrayLike, k: ArrayLike, v: ArrayLike, *,
+                              feature_map: str | FeatureMap = "elu", causal: bool = False,
+                              mask: ArrayLike | None = None, key_lengths: ArrayLike | None = None,
+                              eps: float = 1e-6) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Gradients of :func:`linear_attention` with respect to q, k and v.
 
     With ``den_i = phi(q_i).Z`` and ``out_i = phi(q_i)^T S / den_i``: ``dnum_i = dout_i / den_i``,
@@ -114,8 +119,9 @@ def linear_attention_backward(dout, q, k, v, *, feature_map="elu", causal=False,
         dv = np.where(p.keep[..., None], dv, 0)
     dq = p.fm.queries_backward(p.q, dphi_q)
     dk = p.fm.keys_backward(p.k, dphi_k)
-    return tuple(unbroadcast(g.astype(p.dtype, copy=False), shape)
-                 for g, shape in ((dq, p.shapes[0]), (dk, p.shapes[1]), (dv, p.shapes[2])))
+    dq, dk, dv = (unbroadcast(g.astype(p.dtype, copy=False), shape)
+                  for g, shape in ((dq, p.shapes[0]), (dk, p.shapes[1]), (dv, p.shapes[2])))
+    return dq, dk, dv
 
 
 class _Problem:
@@ -218,7 +224,8 @@ class LinearAttentionState:
         Initial sums (..., D, dv) and (..., D), e.g. from ``linear_attention(..., return_state=True)``.
     """
 
-    def __init__(self, feature_map="elu", *, eps=1e-6, s=None, z=None):
+    def __init__(self, feature_map: str | FeatureMap = "elu", *, eps: float = 1e-6, s: ArrayLike | None = None,
+                 z: ArrayLike | None = None) -> None:
         self.feature_map = resolve_feature_map(feature_map)
         self.eps = _check_eps(eps)
         if (s is None) != (z is None):
@@ -227,7 +234,8 @@ class LinearAttentionState:
         self.z = None if z is None else np.array(z, dtype=np.float64)
 
     @classmethod
-    def from_keys(cls, k, v, *, feature_map="elu", key_lengths=None, eps=1e-6):
+    def from_keys(cls, k: ArrayLike, v: ArrayLike, *, feature_map: str | FeatureMap = "elu",
+                  key_lengths: ArrayLike | None = None, eps: float = 1e-6) -> "LinearAttentionState":
         """The sums over every key of ``k`` (..., Nk, d) and ``v`` (..., Nk, dv), padded keys left out.
 
         :meth:`attend` then gives, for each new query, the row of the non-causal
@@ -263,7 +271,7 @@ class LinearAttentionState:
         state.z = phi_k.sum(axis=-2)
         return state
 
-    def step(self, q, k, v):
+    def step(self, q: ArrayLike, k: ArrayLike, v: ArrayLike) -> np.ndarray:
         """Attend with query ``q`` (..., d) over every position so far plus (``k`` (..., d), ``v`` (..., dv)).
 
         Returns an array of shape (..., dv) in the inputs' dtype.
@@ -282,13 +290,13 @@ class LinearAttentionState:
         self.z += phi_k
         return self._attend(q[..., 0, :], dtype)
 
-    def attend(self, q):
+    def attend(self, q: ArrayLike) -> np.ndarray:
         """Attend with query ``q`` (..., d) over the positions so far, adding none.
 
         Returns an array of shape (..., dv) in the dtype of ``q``.
         """
         q = float_array(q, "q")
-        if self.s is None:
+        if self.s is None or self.z is None:
             raise ValueError("this state holds no keys yet: call step() or build it with from_keys()")
         if q.ndim < 1 or q.shape[:-1] != self.z.shape[:-1]:
             raise ValueError(f"q must have shape (..., d) with batch dims {self.z.shape[:-1]}, got {q.shape}")

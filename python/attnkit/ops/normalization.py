@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from attnkit import _core
 from attnkit._validation import check_ndim, check_real, float_array
@@ -10,7 +11,8 @@ from attnkit._validation import check_ndim, check_real, float_array
 __all__ = ["layer_norm", "layer_norm_backward"]
 
 
-def layer_norm(x, gamma=None, beta=None, eps=1e-5, return_stats=False):
+def layer_norm(x: ArrayLike, gamma: ArrayLike | None = None, beta: ArrayLike | None = None, eps: float = 1e-5,
+               return_stats: bool = False) -> np.ndarray | tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Layer normalisation over the last axis: ``(x - mean) / sqrt(var + eps) * gamma + beta``.
 
     The variance is the biased one (divided by n), as in PyTorch's ``layer_norm``.
@@ -59,12 +61,13 @@ def layer_norm(x, gamma=None, beta=None, eps=1e-5, return_stats=False):
     rstd = np.empty(rows, dtype) if return_stats else None
     _core.layer_norm(flat, _as(gamma, dtype), _as(beta, dtype), y, mean, rstd, eps)
     y = y.reshape(x.shape)
-    if not return_stats:
+    if mean is None or rstd is None:
         return y
     return y, mean.reshape(x.shape[:-1]), rstd.reshape(x.shape[:-1])
 
 
-def layer_norm_backward(dy, x, gamma, mean, rstd):
+def layer_norm_backward(dy: ArrayLike, x: ArrayLike, gamma: ArrayLike | None, mean: ArrayLike,
+                        rstd: ArrayLike) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Gradients of :func:`layer_norm` with respect to ``x``, ``gamma`` and ``beta``.
 
     With ``xhat = (x - mean) rstd`` and ``g = dy gamma``::

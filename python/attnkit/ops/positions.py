@@ -1,6 +1,7 @@
 """Sinusoidal positional encodings."""
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from attnkit import _core
 from attnkit._validation import check_dtype_choice, check_int, check_real
@@ -8,7 +9,8 @@ from attnkit._validation import check_dtype_choice, check_int, check_real
 __all__ = ["sinusoidal_positions"]
 
 
-def sinusoidal_positions(n, d, *, base=10000.0, start=0, dtype=np.float64):
+def sinusoidal_positions(n: int, d: int, *, base: float = 10000.0, start: float = 0,
+                         dtype: DTypeLike = np.float64) -> np.ndarray:
     """Sinusoidal ("clock") positional encodings.
 
     ``P[t, 2k] = sin((start + t) w_k)``, ``P[t, 2k + 1] = cos((start + t) w_k)``,

@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from attnkit._validation import check_ndim, float_array
 from attnkit.feature_maps import projected_features
@@ -10,7 +11,8 @@ from attnkit.feature_maps import projected_features
 __all__ = ["random_fourier_features"]
 
 
-def random_fourier_features(x, weights, offsets=None, kind="cos"):
+def random_fourier_features(x: ArrayLike, weights: ArrayLike, offsets: ArrayLike | None = None,
+                            kind: str = "cos") -> np.ndarray:
     """Random Fourier features, fused: projection, offset, cos/sin and scale in one multi-threaded SIMD pass.
 
     ``cos``:    ``sqrt(2 / D) cos(x W + b)`` (scikit-learn's RBFSampler map), D features;

@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from attnkit import _core
 from attnkit._validation import check_int, check_ndim, float_array
@@ -10,7 +11,7 @@ from attnkit._validation import check_int, check_ndim, float_array
 __all__ = ["log_softmax", "log_softmax_backward", "softmax", "softmax_backward"]
 
 
-def softmax(x, axis=-1):
+def softmax(x: ArrayLike, axis: int = -1) -> np.ndarray:
     """Softmax along ``axis``, computed stably (the maximum is subtracted first).
 
     ``softmax(x)_i = exp(x_i - max(x)) / sum_j exp(x_j - max(x))``.
@@ -36,7 +37,7 @@ def softmax(x, axis=-1):
     return _softmax(x, axis, log=False)
 
 
-def log_softmax(x, axis=-1):
+def log_softmax(x: ArrayLike, axis: int = -1) -> np.ndarray:
     """Logarithm of :func:`softmax` along ``axis``: ``x_i - max(x) - log(sum_j exp(x_j - max(x)))``.
 
     Parameters
@@ -54,7 +55,7 @@ def log_softmax(x, axis=-1):
     return _softmax(x, axis, log=True)
 
 
-def softmax_backward(y, dy, axis=-1):
+def softmax_backward(y: ArrayLike, dy: ArrayLike, axis: int = -1) -> np.ndarray:
     """Gradient of :func:`softmax` from its output: ``dx = y * (dy - sum(dy * y, axis))``.
 
     Parameters
@@ -83,7 +84,7 @@ def softmax_backward(y, dy, axis=-1):
     return _softmax_backward(y, dy, axis, log=False)
 
 
-def log_softmax_backward(y, dy, axis=-1):
+def log_softmax_backward(y: ArrayLike, dy: ArrayLike, axis: int = -1) -> np.ndarray:
     """Gradient of :func:`log_softmax` from its output: ``dx = dy - exp(y) * sum(dy, axis)``.
 
     Parameters

@@ -1,0 +1,120 @@
+"""
+attnkit compiled kernels (private: use attnkit.ops)
+"""
+from __future__ import annotations
+
+import typing
+
+import numpy
+import numpy.typing
+
+__all__: list[str] = ['attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_isa', 'get_num_threads', 'layer_norm', 'layer_norm_backward', 'positions', 'projected_random_features', 'random_features', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward']
+@typing.overload
+def attention(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float32], lse: typing.Any) -> None:
+    ...
+@typing.overload
+def attention(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float64], lse: typing.Any) -> None:
+    ...
+@typing.overload
+def attention_backward(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, lse: numpy.typing.NDArray[numpy.float32], dout: numpy.typing.NDArray[numpy.float32], delta: numpy.typing.NDArray[numpy.float32], dq: numpy.typing.NDArray[numpy.float32], dk: numpy.typing.NDArray[numpy.float32], dv: numpy.typing.NDArray[numpy.float32], dbias: typing.Any) -> None:
+    ...
+@typing.overload
+def attention_backward(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, lse: numpy.typing.NDArray[numpy.float64], dout: numpy.typing.NDArray[numpy.float64], delta: numpy.typing.NDArray[numpy.float64], dq: numpy.typing.NDArray[numpy.float64], dk: numpy.typing.NDArray[numpy.float64], dv: numpy.typing.NDArray[numpy.float64], dbias: typing.Any) -> None:
+    ...
+@typing.overload
+def attention_weights(q: tuple, k: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, lse: numpy.typing.NDArray[numpy.float32], weights: numpy.typing.NDArray[numpy.float32]) -> None:
+    ...
+@typing.overload
+def attention_weights(q: tuple, k: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, lse: numpy.typing.NDArray[numpy.float64], weights: numpy.typing.NDArray[numpy.float64]) -> None:
+    ...
+def available_isas() -> list[str]:
+    """
+    ISA variants compiled in and supported by this CPU.
+    """
+def build_info() -> dict[str, str]:
+    ...
+@typing.overload
+def causal_linear_attention(phi_q: numpy.typing.NDArray[numpy.float32], phi_k: numpy.typing.NDArray[numpy.float32], v: numpy.typing.NDArray[numpy.float32], out: numpy.typing.NDArray[numpy.float32], eps: typing.SupportsFloat | typing.SupportsIndex, state_s: typing.Any, state_z: typing.Any) -> None:
+    ...
+@typing.overload
+def causal_linear_attention(phi_q: numpy.typing.NDArray[numpy.float64], phi_k: numpy.typing.NDArray[numpy.float64], v: numpy.typing.NDArray[numpy.float64], out: numpy.typing.NDArray[numpy.float64], eps: typing.SupportsFloat | typing.SupportsIndex, state_s: typing.Any, state_z: typing.Any) -> None:
+    ...
+@typing.overload
+def causal_linear_attention_backward(phi_q: numpy.typing.NDArray[numpy.float32], phi_k: numpy.typing.NDArray[numpy.float32], v: numpy.typing.NDArray[numpy.float32], out: numpy.typing.NDArray[numpy.float32], eps: typing.SupportsFloat | typing.SupportsIndex, dout: numpy.typing.NDArray[numpy.float32], dphi_q: numpy.typing.NDArray[numpy.float32], dphi_k: numpy.typing.NDArray[numpy.float32], dv: numpy.typing.NDArray[numpy.float32]) -> None:
+    ...
+@typing.overload
+def causal_linear_attention_backward(phi_q: numpy.typing.NDArray[numpy.float64], phi_k: numpy.typing.NDArray[numpy.float64], v: numpy.typing.NDArray[numpy.float64], out: numpy.typing.NDArray[numpy.float64], eps: typing.SupportsFloat | typing.SupportsIndex, dout: numpy.typing.NDArray[numpy.float64], dphi_q: numpy.typing.NDArray[numpy.float64], dphi_k: numpy.typing.NDArray[numpy.float64], dv: numpy.typing.NDArray[numpy.float64]) -> None:
+    ...
+@typing.overload
+def cross_entropy(logits: numpy.typing.NDArray[numpy.float32], targets: numpy.typing.NDArray[numpy.int64], weight: typing.Any, loss: numpy.typing.NDArray[numpy.float32], dlogits: typing.Any, ignore_index: typing.SupportsInt | typing.SupportsIndex, label_smoothing: typing.SupportsFloat | typing.SupportsIndex) -> None:
+    ...
+@typing.overload
+def cross_entropy(logits: numpy.typing.NDArray[numpy.float64], targets: numpy.typing.NDArray[numpy.int64], weight: typing.Any, loss: numpy.typing.NDArray[numpy.float64], dlogits: typing.Any, ignore_index: typing.SupportsInt | typing.SupportsIndex, label_smoothing: typing.SupportsFloat | typing.SupportsIndex) -> None:
+    ...
+@typing.overload
+def gelu(x: numpy.typing.NDArray[numpy.float32], out: numpy.typing.NDArray[numpy.float32]) -> None:
+    ...
+@typing.overload
+def gelu(x: numpy.typing.NDArray[numpy.float64], out: numpy.typing.NDArray[numpy.float64]) -> None:
+    ...
+@typing.overload
+def gelu_backward(x: numpy.typing.NDArray[numpy.float32], dy: numpy.typing.NDArray[numpy.float32], dx: numpy.typing.NDArray[numpy.float32]) -> None:
+    ...
+@typing.overload
+def gelu_backward(x: numpy.typing.NDArray[numpy.float64], dy: numpy.typing.NDArray[numpy.float64], dx: numpy.typing.NDArray[numpy.float64]) -> None:
+    ...
+def get_isa() -> str:
+    """
+    The ISA variant in use.
+    """
+def get_num_threads() -> int:
+    ...
+@typing.overload
+def layer_norm(x: numpy.typing.NDArray[numpy.float32], gamma: typing.Any, beta: typing.Any, y: numpy.typing.NDArray[numpy.float32], mean: typing.Any, rstd: typing.Any, eps: typing.SupportsFloat | typing.SupportsIndex) -> None:
+    ...
+@typing.overload
+def layer_norm(x: numpy.typing.NDArray[numpy.float64], gamma: typing.Any, beta: typing.Any, y: numpy.typing.NDArray[numpy.float64], mean: typing.Any, rstd: typing.Any, eps: typing.SupportsFloat | typing.SupportsIndex) -> None:
+    ...
+@typing.overload
+def layer_norm_backward(dy: numpy.typing.NDArray[numpy.float32], x: numpy.typing.NDArray[numpy.float32], gamma: typing.Any, mean: numpy.typing.NDArray[numpy.float32], rstd: numpy.typing.NDArray[numpy.float32], dx: numpy.typing.NDArray[numpy.float32], dgamma: typing.Any, dbeta: typing.Any) -> None:
+    ...
+@typing.overload
+def layer_norm_backward(dy: numpy.typing.NDArray[numpy.float64], x: numpy.typing.NDArray[numpy.float64], gamma: typing.Any, mean: numpy.typing.NDArray[numpy.float64], rstd: numpy.typing.NDArray[numpy.float64], dx: numpy.typing.NDArray[numpy.float64], dgamma: typing.Any, dbeta: typing.Any) -> None:
+    ...
+@typing.overload
+def positions(out: numpy.typing.NDArray[numpy.float32], base: typing.SupportsFloat | typing.SupportsIndex, start: typing.SupportsFloat | typing.SupportsIndex) -> None:
+    ...
+@typing.overload
+def positions(out: numpy.typing.NDArray[numpy.float64], base: typing.SupportsFloat | typing.SupportsIndex, start: typing.SupportsFloat | typing.SupportsIndex) -> None:
+    ...
+@typing.overload
+def projected_random_features(x: numpy.typing.NDArray[numpy.float32], w: numpy.typing.NDArray[numpy.float32], offset: typing.Any, row_log: typing.Any, out: numpy.typing.NDArray[numpy.float32], scale: typing.SupportsFloat | typing.SupportsIndex, kind: typing.SupportsInt | typing.SupportsIndex) -> None:
+    ...
+@typing.overload
+def projected_random_features(x: numpy.typing.NDArray[numpy.float64], w: numpy.typing.NDArray[numpy.float64], offset: typing.Any, row_log: typing.Any, out: numpy.typing.NDArray[numpy.float64], scale: typing.SupportsFloat | typing.SupportsIndex, kind: typing.SupportsInt | typing.SupportsIndex) -> None:
+    ...
+@typing.overload
+def random_features(z: numpy.typing.NDArray[numpy.float32], offset: typing.Any, row_log: typing.Any, out: numpy.typing.NDArray[numpy.float32], scale: typing.SupportsFloat | typing.SupportsIndex, kind: typing.SupportsInt | typing.SupportsIndex) -> None:
+    ...
+@typing.overload
+def random_features(z: numpy.typing.NDArray[numpy.float64], offset: typing.Any, row_log: typing.Any, out: numpy.typing.NDArray[numpy.float64], scale: typing.SupportsFloat | typing.SupportsIndex, kind: typing.SupportsInt | typing.SupportsIndex) -> None:
+    ...
+def set_isa(name: str) -> None:
+    """
+    Switch the ISA variant (for tests).
+    """
+def set_num_threads(n: typing.SupportsInt | typing.SupportsIndex) -> None:
+    ...
+@typing.overload
+def softmax(x: numpy.typing.NDArray[numpy.float32], out: numpy.typing.NDArray[numpy.float32], log: bool) -> None:
+    ...
+@typing.overload
+def softmax(x: numpy.typing.NDArray[numpy.float64], out: numpy.typing.NDArray[numpy.float64], log: bool) -> None:
+    ...
+@typing.overload
+def softmax_backward(y: numpy.typing.NDArray[numpy.float32], dy: numpy.typing.NDArray[numpy.float32], dx: numpy.typing.NDArray[numpy.float32], log: bool) -> None:
+    ...
+@typing.overload
+def softmax_backward(y: numpy.typing.NDArray[numpy.float64], dy: numpy.typing.NDArray[numpy.float64], dx: numpy.typing.NDArray[numpy.float64], log: bool) -> None:
+    ...
+__version__: str
