@@ -61,9 +61,12 @@ def check_sample_weight(sample_weight, n_samples):
     return weights
 
 
-def check_ndim(arr, name, minimum, what):
+def check_ndim(arr, name, minimum, what=""):
+    """``arr`` has at least ``minimum`` dimensions; ``what`` describes them, e.g. "(..., N, d)"."""
     if arr.ndim < minimum:
-        raise ValueError(f"{name} must have at least {minimum} dimensions {what}, got shape {arr.shape}")
+        plural = "" if minimum == 1 else "s"
+        raise ValueError(f"{name} must have at least {minimum} dimension{plural}{' ' + what if what else ''}, "
+                         f"got shape {arr.shape}")
 
 
 def check_dtype_choice(dtype, name):

@@ -276,7 +276,10 @@ class LinearAttentionState:
 
         Returns an array of shape (..., dv) in the inputs' dtype.
         """
-        q, k, v, dtype = check_qkv(*(np.asarray(a)[..., None, :] for a in (q, k, v)))
+        q, k, v = (float_array(a, name) for a, name in ((q, "q"), (k, "k"), (v, "v")))
+        for a, name, what in ((q, "q", "(..., d)"), (k, "k", "(..., d)"), (v, "v", "(..., dv)")):
+            check_ndim(a, name, 1, what)
+        q, k, v, dtype = check_qkv(q[..., None, :], k[..., None, :], v[..., None, :])
         fm = self.feature_map
         phi_k = fm.keys(k).astype(np.float64)[..., 0, :]
         v = v.astype(np.float64)[..., 0, :]

@@ -121,7 +121,7 @@ def _rows(a, axis, dtype):
 
 def _softmax(x, axis, *, log):
     x = float_array(x, "x")
-    check_ndim(x, "x", 1, "")
+    check_ndim(x, "x", 1)
     axis = _check_axis(axis, x, "x")
     rows, shape = _rows(x, axis, x.dtype)
     out = np.empty_like(rows)
@@ -131,7 +131,7 @@ def _softmax(x, axis, *, log):
 
 def _softmax_backward(y, dy, axis, *, log):
     y, dy = float_array(y, "y"), float_array(dy, "dy")
-    check_ndim(y, "y", 1, "")
+    check_ndim(y, "y", 1)
     if dy.shape != y.shape:
         raise ValueError(f"dy must have the shape of y {y.shape}, got {dy.shape}")
     axis = _check_axis(axis, y, "y")
