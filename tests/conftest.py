@@ -23,6 +23,8 @@ with warnings.catch_warnings():
 # HYPOTHESIS_PROFILE=thorough is for a nightly or pre-release run.
 settings.register_profile("ci", deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", deadline=None, max_examples=500, suppress_health_check=[HealthCheck.too_slow])
+# Under AddressSanitizer (test_sanitizers.py) everything runs several times slower.
+settings.register_profile("sanitize", deadline=None, max_examples=15, suppress_health_check=list(HealthCheck))
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
