@@ -89,3 +89,13 @@ def test_cross_val_score(sentences, points):
     sources, targets = make_case_pairs(60, random_state=0)
     seq = cross_val_score(Seq2SeqTransformer(**TINY_SEQ2SEQ), sources, targets, cv=2)
     assert seq.shape == (2,) and np.all((0 <= seq) & (seq <= 1))
+
+
+def test_column_transformer_on_a_dataframe(sentences):
+    pd = pytest.importorskip("pandas", reason="pandas is not installed")
+    texts, labels = sentences
+    frame = pd.DataFrame({"review": list(texts), "stars": np.arange(len(texts)) % 5})  # pandas 3: a str column
+    features = ColumnTransformer([("text", TransformerClassifier(**TINY_CLASSIFIER), "review"),
+                                  ("number", StandardScaler(), ["stars"])])
+    model = make_pipeline(features, LogisticRegression()).fit(frame, labels)
+    assert model.predict(frame.iloc[:5]).shape == (5,)

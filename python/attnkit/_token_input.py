@@ -29,10 +29,11 @@ def input_kind(X):
         return IDS
     dtype = getattr(X, "dtype", None)
     if dtype is not None and not isinstance(X, (str, bytes)):
-        dtype = np.dtype(dtype) if not isinstance(dtype, np.dtype) else dtype
-        if dtype.kind in "biufc":
+        # pandas extension dtypes (StringDtype, Int64Dtype, ...) are not NumPy dtypes but have a kind.
+        kind = getattr(dtype, "kind", "O")
+        if kind in "biufc":
             return IDS
-        if dtype.kind == "O" and getattr(X, "ndim", 1) == 2:
+        if kind == "O" and getattr(X, "ndim", 1) == 2:
             arr = np.asarray(X)
             return TEXT if arr.size and isinstance(arr.flat[0], str) else IDS
         return TEXT
