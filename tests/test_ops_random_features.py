@@ -25,6 +25,21 @@ def test_matches_reference(isa, seed, lead, f, n_freq, kind, offsets, dtype, spr
     np.testing.assert_allclose(out, expected, rtol=0, atol=atol * np.sqrt(2.0 / n_freq) * 4)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("f", [1, 96])  # the in-kernel projection (f <= 64) and the BLAS route
+def test_huge_arguments_are_reduced_exactly(isa, dtype, f):
+    # Past the SIMD reduction's range (1e5 in float32, 1e9 in float64) the lanes go to the C library;
+    # before the fix, float32 gave +-inf from 3e9 on and wrong values from 1e7.
+    values = np.array([0.5, -3.0, 1e4, 1e6, 1e7, -3e9, 1e12, 1e20, 3e38], dtype=dtype)
+    x = np.zeros((values.size, f), dtype=dtype)
+    x[:, 0] = values
+    weights = np.zeros((f, 3), dtype=dtype)
+    weights[0] = 1.0
+    out = random_fourier_features(x, weights, kind="sincos") * np.sqrt(3.0)
+    np.testing.assert_allclose(out[:, 0], np.sin(values), rtol=0, atol=4 * np.finfo(dtype).eps)
+    np.testing.assert_allclose(out[:, 3], np.cos(values), rtol=0, atol=4 * np.finfo(dtype).eps)
+
+
 def test_non_finite_input_gives_nan_not_garbage():
     x = np.array([[np.nan, 1.0], [np.inf, 0.0], [1.0, 2.0]])
     out = random_fourier_features(x, np.ones((2, 3)), kind="sincos")

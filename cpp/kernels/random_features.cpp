@@ -5,6 +5,9 @@
 // makes the round trip through memory, and there is no hand-off between BLAS and OpenMP threads.
 #include <omp.h>
 
+#include <cmath>
+#include <vector>
+
 #include "attention_tiles.h"
 #include "attnkit/isa.h"
 #include "attnkit/simd.h"
@@ -35,7 +38,10 @@ inline void finish(const RandomFeaturesArgs<T>& a, const RowFactors<T>& row, Vec
   if (a.offset) z = z + load_partial(a.offset + j, count);
   if (a.kind == FeatureKind::exp) return store_partial(exp(z + row.log) * row.scale, out_row + j, count);
   V s, c;
-  sincos(z, s, c);
+  if (a.bounded)
+    sincos<false>(z, s, c);
+  else
+    sincos<true>(z, s, c);
   if (a.kind == FeatureKind::sincos) {
     store_partial(s * row.scale, out_row + j, count);
     return store_partial(c * row.scale, out_row + a.D + j, count);
@@ -108,21 +114,62 @@ inline void projected_tile(const RandomFeaturesArgs<T>& a, const T* panel, std::
     }
 }
 
+// Bound on |x_i . w_j + offset_j| by Cauchy-Schwarz, |x_i| max_j |w_j| + max_j |offset_j|: this is
+// max_j |w_j| and max_j |offset_j| (O(f D) once); each tile of rows adds its own max |x_i| (O(rows f),
+// on rows about to be projected anyway). NaN or inf anywhere gives a NaN/inf bound: not bounded.
+struct ArgumentBound {
+  double w_norm = 0, offset = 0;
+};
+
+template <class T>
+ArgumentBound argument_bound(const RandomFeaturesArgs<T>& a) {
+  std::vector<double> cols(static_cast<std::size_t>(a.D), 0.0);
+  for (std::int64_t k = 0; k < a.f; ++k)
+    for (std::int64_t j = 0; j < a.D; ++j) cols[j] += double(a.w[k * a.D + j]) * double(a.w[k * a.D + j]);
+  ArgumentBound b;
+  for (double s : cols) b.w_norm = s > b.w_norm || s != s ? s : b.w_norm;
+  b.w_norm = std::sqrt(b.w_norm);
+  if (a.offset)
+    for (std::int64_t j = 0; j < a.D; ++j) {
+      const double o = std::fabs(double(a.offset[j]));
+      b.offset = o > b.offset || o != o ? o : b.offset;
+    }
+  return b;
+}
+
+// Whether every argument of rows [begin, end) is within sincos's exact range (with a 2x margin for
+// rounding in z).
+template <class T>
+bool rows_bounded(const RandomFeaturesArgs<T>& a, const ArgumentBound& b, std::int64_t begin, std::int64_t end) {
+  if (a.kind == FeatureKind::exp) return false;
+  T x2 = 0;
+  for (std::int64_t i = begin; i < end; ++i) {
+    T s = 0;
+    for (std::int64_t k = 0; k < a.f; ++k) s += a.x[i * a.f + k] * a.x[i * a.f + k];
+    x2 = max_scalar(x2, s);
+    if (!(s <= x2)) return false;  // NaN
+  }
+  const double bound = std::sqrt(double(x2)) * b.w_norm + b.offset;
+  return bound <= 0.5 * double(TrigConst<T>::max_arg);  // false for NaN
+}
+
 // Rows [begin, end) against every panel: panels in chunks that stay in L2 while a tile of rows goes
 // by, the tile small enough that its whole output (every chunk) is written while still close in
 // memory (chunk-outer over all rows made wide outputs 20% slower than BLAS + sweep at D = 4096).
 // Each MR-row block's raw z (a few KB, still in L1) then goes through the epilogue in place: one
 // tight vector loop, as fast as the precomputed-z sweep, instead of sin/cos inside the tile.
 template <class T>
-void projected_rows(const RandomFeaturesArgs<T>& a, const T* wp, std::int64_t panels, std::int64_t begin,
-                    std::int64_t end) {
+void projected_rows(const RandomFeaturesArgs<T>& args, const ArgumentBound& bound, const T* wp, std::int64_t panels,
+                    std::int64_t begin, std::int64_t end) {
   constexpr int MR = Tiles<T>::MR, P = kPanel<T>, W = Vec<T>::W;
   constexpr std::int64_t kTileRows = 16 * MR;
-  const std::int64_t panel_bytes = max_scalar<std::int64_t>(1, a.f) * P * std::int64_t(sizeof(T));
+  const std::int64_t panel_bytes = max_scalar<std::int64_t>(1, args.f) * P * std::int64_t(sizeof(T));
   const std::int64_t chunk = max_scalar<std::int64_t>(1, (std::int64_t(1) << 17) / panel_bytes);
-  const std::int64_t width = out_width(a);
+  const std::int64_t width = out_width(args);
   for (std::int64_t t0 = begin; t0 < end; t0 += kTileRows) {
     const std::int64_t t1 = min_scalar(end, t0 + kTileRows);
+    RandomFeaturesArgs<T> a = args;
+    a.bounded = rows_bounded(args, bound, t0, t1);
     for (std::int64_t p0 = 0; p0 < panels; p0 += chunk) {
       const std::int64_t p1 = min_scalar(panels, p0 + chunk);
       const std::int64_t j0 = p0 * P, j1 = min_scalar(a.D, p1 * P);
@@ -148,6 +195,7 @@ void projected_rows(const RandomFeaturesArgs<T>& a, const T* wp, std::int64_t pa
 template <class T>
 void projected_features(const RandomFeaturesArgs<T>& a) {
   constexpr int MR = Tiles<T>::MR, P = kPanel<T>;
+  const ArgumentBound bound = argument_bound(a);
   const std::int64_t panels = (a.D + P - 1) / P;
   auto wp = aligned_buffer<T>(panels * a.f * P);
   const std::int64_t blocks = (a.n + MR - 1) / MR;
@@ -158,7 +206,7 @@ void projected_features(const RandomFeaturesArgs<T>& a) {
     // Contiguous runs of row blocks per thread: each thread walks the panels chunk by chunk.
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const std::int64_t b0 = blocks * t / nt, b1 = blocks * (t + 1) / nt;
-    projected_rows(a, wp.get(), panels, b0 * MR, min_scalar(a.n, b1 * MR));
+    projected_rows(a, bound, wp.get(), panels, b0 * MR, min_scalar(a.n, b1 * MR));
   }
 }
 

@@ -23,6 +23,9 @@ struct RandomFeaturesArgs {
   std::int64_t n = 0, D = 0, f = 0;
   T scale = T(1);
   FeatureKind kind = FeatureKind::cos;
+  // Set by the kernel when it has bounded |z + offset| within sincos's exact range (then the
+  // per-vector range check is skipped).
+  bool bounded = false;
 };
 
 }  // namespace attnkit

@@ -9,6 +9,7 @@
 #endif
 
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -65,6 +66,7 @@ struct Vec<float> {
   static Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
   static Vec abs(Vec a) { return {_mm512_abs_ps(a.v)}; }
+  static bool any_greater(Vec a, Vec b) { return _mm512_cmp_ps_mask(a.v, b.v, _CMP_GT_OQ) != 0; }
   float reduce_add() const { return _mm512_reduce_add_ps(v); }
   float reduce_max() const { return _mm512_reduce_max_ps(v); }
   // 2^n from kf = n + magic (n integral): (bits(kf) + 127) << 23 (magic's low bits are zero mod 2^9).
@@ -111,6 +113,7 @@ struct Vec<double> {
   static Vec max(Vec a, Vec b) { return {_mm512_max_pd(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm512_min_pd(a.v, b.v)}; }
   static Vec abs(Vec a) { return {_mm512_abs_pd(a.v)}; }
+  static bool any_greater(Vec a, Vec b) { return _mm512_cmp_pd_mask(a.v, b.v, _CMP_GT_OQ) != 0; }
   double reduce_add() const { return _mm512_reduce_add_pd(v); }
   double reduce_max() const { return _mm512_reduce_max_pd(v); }
   static Vec pow2_from_magic(Vec kf) {
@@ -156,6 +159,7 @@ struct Vec<float> {
   static Vec max(Vec a, Vec b) { return {_mm256_max_ps(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm256_min_ps(a.v, b.v)}; }
   static Vec abs(Vec a) { return {_mm256_andnot_ps(_mm256_set1_ps(-0.0f), a.v)}; }
+  static bool any_greater(Vec a, Vec b) { return _mm256_movemask_ps(_mm256_cmp_ps(a.v, b.v, _CMP_GT_OQ)) != 0; }
   float reduce_add() const {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -203,6 +207,7 @@ struct Vec<double> {
   static Vec max(Vec a, Vec b) { return {_mm256_max_pd(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm256_min_pd(a.v, b.v)}; }
   static Vec abs(Vec a) { return {_mm256_andnot_pd(_mm256_set1_pd(-0.0), a.v)}; }
+  static bool any_greater(Vec a, Vec b) { return _mm256_movemask_pd(_mm256_cmp_pd(a.v, b.v, _CMP_GT_OQ)) != 0; }
   double reduce_add() const {
     __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
@@ -248,6 +253,7 @@ struct Vec<float> {
   static Vec max(Vec a, Vec b) { return {_mm_max_ps(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm_min_ps(a.v, b.v)}; }
   static Vec abs(Vec a) { return {_mm_andnot_ps(_mm_set1_ps(-0.0f), a.v)}; }
+  static bool any_greater(Vec a, Vec b) { return _mm_movemask_ps(_mm_cmpgt_ps(a.v, b.v)) != 0; }
   float reduce_add() const {
     __m128 s = _mm_add_ps(v, _mm_movehl_ps(v, v));
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
@@ -289,6 +295,7 @@ struct Vec<double> {
   static Vec max(Vec a, Vec b) { return {_mm_max_pd(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm_min_pd(a.v, b.v)}; }
   static Vec abs(Vec a) { return {_mm_andnot_pd(_mm_set1_pd(-0.0), a.v)}; }
+  static bool any_greater(Vec a, Vec b) { return _mm_movemask_pd(_mm_cmpgt_pd(a.v, b.v)) != 0; }
   double reduce_add() const { return _mm_cvtsd_f64(_mm_add_sd(v, _mm_unpackhi_pd(v, v))); }
   double reduce_max() const { return _mm_cvtsd_f64(_mm_max_sd(v, _mm_unpackhi_pd(v, v))); }
   static Vec pow2_from_magic(Vec kf) {
@@ -326,6 +333,7 @@ struct ScalarVec {
   static ScalarVec max(ScalarVec a, ScalarVec b) { return {a.v > b.v ? a.v : b.v}; }
   static ScalarVec min(ScalarVec a, ScalarVec b) { return {a.v < b.v ? a.v : b.v}; }
   static ScalarVec abs(ScalarVec a) { return {from_bits(bits(a.v) & (~Bits(0) >> 1))}; }
+  static bool any_greater(ScalarVec a, ScalarVec b) { return a.v > b.v; }
   T reduce_add() const { return v; }
   T reduce_max() const { return v; }
   static ScalarVec pow2_from_magic(ScalarVec kf) {
@@ -415,6 +423,7 @@ struct TrigConst<float> {
   static constexpr float pio2_1 = 1.5703125f, pio2_2 = 4.837512969970703125e-4f,
                          pio2_3 = 7.54978995489188216e-8f;
   static constexpr int terms = 6;  // sin to r^11, cos to r^12 on |r| <= pi/4: error < 1 ulp
+  static constexpr float max_arg = 1e5f;  // beyond it the three-part reduction loses digits
 };
 template <>
 struct TrigConst<double> {
@@ -422,12 +431,16 @@ struct TrigConst<double> {
   static constexpr double pio2_1 = 1.57079632673412561417, pio2_2 = 6.07710050630396597660e-11,
                           pio2_3 = 2.02226624879595063154e-21;
   static constexpr int terms = 10;
+  static constexpr double max_arg = 1e9;
 };
 
 // sin and cos of every lane: x = n pi/2 + r (three-part Cody-Waite, |r| <= pi/4), Taylor polynomials,
-// then the quadrant n mod 4 swaps and negates. Accurate for |x| up to ~1e5 (float) / 1e9 (double),
-// far past the arguments random features produce; NaN and inf give NaN.
-template <class T>
+// then the quadrant n mod 4 swaps and negates. The reduction is accurate for |x| up to max_arg (1e5
+// in float, 1e9 in double); past it (and 2^22 pi/2 breaks the magic-number rounding outright: float32
+// gave +-inf at 1e12) the lanes go to the C library's sin/cos, which reduce exactly. One compare per
+// vector on the common path, skipped with kCheckRange = false by a caller that has bounded |x|.
+// NaN gives NaN; so does inf (through the library).
+template <bool kCheckRange = true, class T>
 inline void sincos(Vec<T> x, Vec<T>& s, Vec<T>& c) {
   using V = Vec<T>;
   using C = TrigConst<T>;
@@ -451,6 +464,19 @@ inline void sincos(Vec<T> x, Vec<T>& s, Vec<T>& c) {
   const V odd = V::odd_mask(kf);
   s = V::xor_bits(V::select(odd, ps, pc), V::sign_of_bit1(kf, 0));
   c = V::xor_bits(V::select(odd, pc, ps), V::sign_of_bit1(kf, 1));
+  if (kCheckRange && __builtin_expect(V::any_greater(V::abs(x), V::set1(C::max_arg)), 0)) {
+    alignas(64) T xs[V::W], ss[V::W], cs[V::W];
+    x.store(xs);
+    s.store(ss);
+    c.store(cs);
+    for (int i = 0; i < V::W; ++i)
+      if (std::fabs(xs[i]) > C::max_arg) {
+        ss[i] = std::sin(xs[i]);
+        cs[i] = std::cos(xs[i]);
+      }
+    s = V::load(ss);
+    c = V::load(cs);
+  }
 }
 
 template <class T>
