@@ -500,7 +500,7 @@ class _Run:
             for a in range(inputs.size):
                 pool, live = pools[inputs[a]], 0
                 for beam in np.flatnonzero(stuck[a]):  # every token blocked: the beam ends here, unfinished
-                    self.keep_best(pool, self.hypothesis(history[a * k + beam, :t].copy(), sums[a, beam], False))
+                    pool.append(self.hypothesis(history[a * k + beam, :t].copy(), sums[a, beam], False))
                 for rank, c in enumerate(top[a]):
                     score = candidates[a, c]
                     if score == -np.inf:
@@ -508,14 +508,15 @@ class _Run:
                     beam, token = divmod(int(c), vocab)
                     if token == eos:
                         if rank < k:
-                            self.keep_best(pool, self.hypothesis(history[a * k + beam, :t].copy(), score, True))
+                            pool.append(self.hypothesis(history[a * k + beam, :t].copy(), score, True))
                     elif live < k:
                         sources[a, live], next_tokens[a, live], next_sums[a, live] = beam, token, score
                         live += 1
                 if t + 1 == max_length:  # the live beams join the hypotheses, unfinished
                     for j in range(live):
                         seq = np.append(history[a * k + sources[a, j], :t], next_tokens[a, j])
-                        self.keep_best(pool, self.hypothesis(seq, next_sums[a, j], False))
+                        pool.append(self.hypothesis(seq, next_sums[a, j], False))
+                self.keep_best(pool)
                 done[a] = live == 0 or t + 1 == max_length
                 if not done[a] and len(pool) == k:
                     best_live = next_sums[a, 0] / (t + 1) ** self.p["length_penalty"]
@@ -530,12 +531,11 @@ class _Run:
             tokens, sums, inputs = history[:, t].copy(), next_sums[keep], inputs[keep]
         return [pool[: self.p["num_return_sequences"]] for pool in pools]
 
-    def keep_best(self, pool, hypothesis):
-        """Insert into ``pool`` (best first, at most num_beams; an earlier hypothesis wins a tie)."""
-        position = len(pool)
-        while position and pool[position - 1].score < hypothesis.score:
-            position -= 1
-        pool.insert(position, hypothesis)
+    def keep_best(self, pool):
+        """Sort ``pool`` best first and keep num_beams (an earlier hypothesis wins a tie: the sort is
+        stable). Once per input and step: inserting each hypothesis in order cost O(num_beams) apiece,
+        which made a huge num_beams run for hours."""
+        pool.sort(key=lambda hypothesis: -hypothesis.score)
         del pool[self.p["num_beams"] :]
 
 
