@@ -5,8 +5,7 @@ import time
 import numpy as np
 import pytest
 
-from attnkit import scaled_dot_product_attention
-from attnkit.ops import _memory
+from attnkit import _memory, scaled_dot_product_attention
 from attnkit.ops.attention import scaled_dot_product_attention_backward
 
 

@@ -22,7 +22,7 @@ SITE = BUILD / "site"
 TESTS = [f"tests/test_ops_{name}.py" for name in ("attention", "attention_backward", "linear_attention",
                                                   "linear_attention_backward", "softmax", "random_features",
                                                   "normalization", "activations", "cross_entropy", "positions")]
-TESTS.append("tests/test_fuzz.py")
+TESTS.append("tests/test_fuzz_ops.py")
 REPORTS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 
 
@@ -63,9 +63,11 @@ def test_kernels_under_address_and_undefined_behaviour_sanitizers():
            # CPython's allocations look like leaks to LeakSanitizer; the kernels' memory is checked by ASan.
            "ASAN_OPTIONS": "detect_leaks=0:halt_on_error=1:detect_odr_violation=0",
            "UBSAN_OPTIONS": "halt_on_error=1:print_stacktrace=1", "HYPOTHESIS_PROFILE": "sanitize"}
-    where = subprocess.run([sys.executable, "-c", "import attnkit._core as c; print(c.__file__)"], env=env,
-                           capture_output=True, text=True, cwd=ROOT / "tests")
-    assert where.stdout.strip().startswith(str(SITE)), f"the sanitized build is not the one imported: {where}"
+    probe = "import attnkit._core as c; print(c.__file__, c.build_info()['sanitize'])"
+    where = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, cwd=ROOT / "tests")
+    path, _, sanitize = where.stdout.strip().rpartition(" ")
+    assert path.startswith(str(SITE)) and sanitize == "address,undefined", \
+        f"the sanitized build is not the one imported: {where}"
     run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *TESTS], env=env,
                          capture_output=True, text=True, cwd=ROOT, timeout=3000)
     output = run.stdout + run.stderr

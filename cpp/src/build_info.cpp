@@ -18,6 +18,7 @@ std::map<std::string, std::string> build_info() {
   info["flags_avx512"] = ATTNKIT_FLAGS_AVX512;
 #endif
   info["openmp"] = std::to_string(_OPENMP);
+  info["sanitize"] = ATTNKIT_SANITIZE;
   return info;
 }
 

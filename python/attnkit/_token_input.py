@@ -21,8 +21,8 @@ def input_kind(X):
     scikit-learn's message), ``TEXT`` for anything else.
 
     Numeric means: a NumPy array (or anything with a ``dtype``) of bools, integers, floats or
-    complex numbers, a 2-D object array whose first entry is not a string, or a list of lists
-    whose first entry is a number. A 1-D numeric array is the ids route too, so that it gets
+    complex numbers, a 2-D object array whose first entry is not a string (an empty one with other
+    than one column), or a list of lists whose first entry is a number. A 1-D numeric array is the ids route too, so that it gets
     scikit-learn's "Reshape your data" error rather than a complaint about strings.
     """
     if sp.issparse(X):
@@ -35,7 +35,9 @@ def input_kind(X):
             return IDS
         if kind == "O" and getattr(X, "ndim", 1) == 2:
             arr = np.asarray(X)
-            return TEXT if arr.size and isinstance(arr.flat[0], str) else IDS
+            if not arr.size:  # no entry to look at: one column is how text arrives (ColumnTransformer)
+                return TEXT if arr.shape[1] == 1 else IDS
+            return TEXT if isinstance(arr.flat[0], str) else IDS
         return TEXT
     if isinstance(X, (list, tuple)) and X and isinstance(X[0], (list, tuple, np.ndarray)):
         first = X[0]
@@ -61,8 +63,12 @@ def id_rows_to_tokens(X, padding_id):
         if fractional.any():
             row, col = np.argwhere(fractional)[0]
             raise ValueError(f"X must hold integer token ids; got {X[row, col].item()!r} at [{row}, {col}]")
-        if X.size and np.abs(X).max() >= 2**62:
+        # Compared in float64: 2**62 overflows float16 (a warning, an error under -W error).
+        if X.size and np.abs(X).max().astype(np.float64) >= 2**62:
             raise ValueError(f"X must hold integer token ids below 2**62 in magnitude; got {np.abs(X).max()!r}")
+    elif X.dtype.kind == "u" and X.size and X.max() > np.iinfo(np.int64).max:
+        # astype(int64) would wrap such an id to a negative one, which could then read as padding_id.
+        raise ValueError(f"X must hold integer token ids below 2**63; got {X.max()!r}")
     X = X.astype(np.int64)
     keep = X != padding_id
     return [row[mask].tolist() for row, mask in zip(X, keep)]

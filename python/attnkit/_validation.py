@@ -1,5 +1,6 @@
 """Shared input checks. Every error names the argument, what was expected and what was seen."""
 
+import math
 import numbers
 from typing import Any
 
@@ -33,10 +34,30 @@ def check_real(value: Any, name: str, *, positive: bool = False) -> float:
     return value
 
 
+def check_bool(value: Any, name: str) -> bool:
+    """Return ``value`` as a bool, refusing anything else: a flag such as ``causal="no"`` is truthy,
+    and taking it as True would be a silent wrong answer."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r:.40}")
+    return bool(value)
+
+
+def as_array(x: Any, name: str) -> np.ndarray:
+    """``np.asarray(x)``, with an error naming ``name`` when NumPy cannot make an array of it (ragged
+    nested lists, objects that fail to convert)."""
+    try:
+        return np.asarray(x)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise ValueError(f"{name} must be an array (nested lists of equal lengths), got {type(x).__name__}: "
+                         f"{exc}") from None
+
+
 def float_array(x: Any, name: str) -> np.ndarray:
     """``x`` as a float32/float64 array: float16 widens to float32; ints, bools, complex and objects
     are refused (a silent cast would hide a bug or lose data)."""
-    arr = np.asarray(x)
+    if x is None:
+        raise TypeError(f"{name} must be a float32 or float64 array, got None")
+    arr = as_array(x, name)
     if arr.dtype.kind != "f":
         raise TypeError(f"{name} must be a float32 or float64 array, got dtype {arr.dtype}")
     if arr.dtype.itemsize < 4:
@@ -95,11 +116,18 @@ def _is_number(value, kind):
     return isinstance(value, kind) and not isinstance(value, (bool, np.bool_))
 
 
+def _is_finite(value):
+    """Any integer is finite (even one too large for a float); a real is when it is not NaN or inf."""
+    return isinstance(value, numbers.Integral) or math.isfinite(value)
+
+
 class Interval:
     """Numbers of type ``kind`` (``numbers.Integral`` or ``numbers.Real``) from ``left`` to ``right``.
 
     ``None`` for a bound means unbounded; ``closed`` is "left", "right", "both" or "neither". NaN is
-    never inside; ``Interval(Real, ...)`` also takes integers, ``Interval(Integral, ...)`` no floats.
+    never inside, nor is an infinity (an unbounded end is open, as the message's "inf)" says: a
+    ``gamma`` or ``learning_rate`` of inf would give NaN, not an error); ``Interval(Real, ...)`` also
+    takes integers, ``Interval(Integral, ...)`` no floats.
     """
 
     def __init__(self, kind, left, right, *, closed):
@@ -110,7 +138,7 @@ class Interval:
         self.kind, self.left, self.right, self.closed = kind, left, right, closed
 
     def __contains__(self, value):
-        if not _is_number(value, self.kind):
+        if not _is_number(value, self.kind) or not _is_finite(value):
             return False
         low_ok = self.left is None or (value >= self.left if self.closed in ("left", "both") else value > self.left)
         high_ok = self.right is None or (

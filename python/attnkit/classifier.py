@@ -528,7 +528,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         """A first fit: classes, vocabulary and a freshly initialised network."""
         self.classes_ = np.unique(y) if classes is None else np.unique(column_or_1d(classes))
         if len(self.classes_) < 2:
-            raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in the data, got only "
+            source = "y" if classes is None else "classes"
+            raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes in {source}, got only "
                              f"one class: {self.classes_.tolist()}")
         unknown = np.setdiff1d(np.unique(y), self.classes_)
         if unknown.size:
@@ -740,7 +741,10 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
 def _check_y(y, n_samples, name="y"):
     y = column_or_1d(y, warn=True)
-    check_classification_targets(y)
+    try:
+        check_classification_targets(y)
+    except ValueError as exc:  # scikit-learn's "Unknown label type: unknown" names no argument
+        raise ValueError(f"{name} must hold class labels: {exc}") from None
     if len(y) != n_samples:
         raise ValueError(f"X and {name} have inconsistent numbers of samples: {n_samples} and {len(y)}")
     return y

@@ -18,7 +18,8 @@ import math
 import numpy as np
 
 from attnkit import _core
-from attnkit._validation import check_int, check_real, float_array
+from attnkit._memory import checked_empty
+from attnkit._validation import check_bool, check_int, check_ndim, check_real, float_array
 
 __all__ = [
     "EluFeatureMap",
@@ -77,15 +78,17 @@ def projected_features(x, weights, kind, *, scale=1.0, offset=None, row_log=None
 def _gaussian_rows(rng, n_rows, d, orthogonal):
     """(n_rows, d) rows ~ N(0, I). Orthogonal: blocks of d mutually orthogonal rows whose norms are
     drawn like Gaussian vectors' (chi_d), which lowers the estimators' variance."""
+    n_blocks = math.ceil(n_rows / d) if orthogonal else 0
+    # Refused before drawing: a huge n_features would otherwise swap, or (orthogonal) spin for hours.
+    checked_empty((n_rows + 2 * n_blocks * d, d), np.float64, f"{n_rows} random directions of width {d}")
     if not orthogonal:
         return rng.standard_normal((n_rows, d))
-    blocks = []
-    for _ in range(math.ceil(n_rows / d)):
-        q, r = np.linalg.qr(rng.standard_normal((d, d)))
-        q = q * np.sign(np.diag(r))  # a uniformly random rotation (Haar), not QR's sign convention
-        blocks.append(q.T)
+    # One stacked QR: the same draws and bits as a QR per block, without a Python loop over blocks.
+    q, r = np.linalg.qr(rng.standard_normal((n_blocks, d, d)))
+    q = q * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[:, None, :]  # a Haar rotation, not QR's sign convention
+    rows = np.swapaxes(q, -1, -2).reshape(n_blocks * d, d)[:n_rows]
     norms = np.linalg.norm(rng.standard_normal((n_rows, d)), axis=1)
-    return np.concatenate(blocks)[:n_rows] * norms[:, None]
+    return rows * norms[:, None]
 
 
 class FeatureMap:
@@ -123,6 +126,22 @@ class FeatureMap:
     def _params(self):
         return {}
 
+    @staticmethod
+    def _checked(x):
+        """``x`` as a float array of shape (..., d)."""
+        x = float_array(x, "x")
+        check_ndim(x, "x", 1, "(..., d)")
+        return x
+
+    def _checked_grad(self, x, grad):
+        """``x`` (..., d) and ``grad`` of the shape of its features, (..., D), as float arrays."""
+        x, grad = self._checked(x), float_array(grad, "grad")
+        width = self.n_features_out(x.shape[-1])
+        if grad.shape != x.shape[:-1] + (width,):
+            raise ValueError(f"grad must have the shape of the features of x {x.shape}, "
+                             f"{x.shape[:-1] + (width,)}, got {grad.shape}")
+        return x, grad
+
 
 class EluFeatureMap(FeatureMap):
     """``phi(x) = elu(x) + 1`` (Katharopoulos et al., 2020): positive, D = d."""
@@ -131,13 +150,13 @@ class EluFeatureMap(FeatureMap):
         return d
 
     def transform(self, x):
-        x = float_array(x, "x")
+        x = self._checked(x)
         # exp(min(x, 0)) + max(x, 0): the same values (NaN and +-inf included) as where(x > 0, x + 1,
         # exp(x)) in two fewer passes over memory.
         return np.exp(np.minimum(x, 0)) + np.maximum(x, 0)
 
     def transform_backward(self, x, grad):
-        x = float_array(x, "x")
+        x, grad = self._checked_grad(x, grad)
         return grad * np.where(x > 0, 1, np.exp(np.minimum(x, 0)))
 
 
@@ -149,10 +168,11 @@ class ReluFeatureMap(FeatureMap):
         return d
 
     def transform(self, x):
-        return np.maximum(float_array(x, "x"), 0)
+        return np.maximum(self._checked(x), 0)
 
     def transform_backward(self, x, grad):
-        return grad * (float_array(x, "x") > 0)
+        x, grad = self._checked_grad(x, grad)
+        return grad * (x > 0)
 
 
 class PolynomialFeatureMap(FeatureMap):
@@ -182,21 +202,24 @@ class PolynomialFeatureMap(FeatureMap):
         return sum(d**i for i in range(self.degree + 1))
 
     def transform(self, x):
-        x = float_array(x, "x")
+        x = self._checked(x)
         p, parts, power = self.degree, [], np.ones(x.shape[:-1] + (1,), x.dtype)
         for i in range(p + 1):
             weight = math.sqrt(math.comb(p, i) * self.c ** (p - i))
             parts.append(weight * power)
             if i < p:
-                power = (power[..., :, None] * x[..., None, :]).reshape(x.shape[:-1] + (-1,))
+                width = power.shape[-1] * x.shape[-1]  # spelled out: -1 cannot be inferred when there are no rows
+                power = (power[..., :, None] * x[..., None, :]).reshape(x.shape[:-1] + (width,))
         return np.concatenate(parts, axis=-1).astype(x.dtype, copy=False)
 
     def transform_backward(self, x, grad):
-        x = float_array(x, "x")
+        x, grad = self._checked_grad(x, grad)
         d, p = x.shape[-1], self.degree
-        rows = x.reshape(-1, d)
-        grad = np.asarray(grad).reshape(rows.shape[0], -1)
+        rows = x.reshape(math.prod(x.shape[:-1]), d)  # not -1: there may be no rows
+        grad = grad.reshape(rows.shape[0], grad.shape[-1])
         dx, start = np.zeros_like(rows, dtype=np.result_type(rows, grad)), 1
+        if dx.size == 0:  # no rows or no features: nothing to differentiate (and no -1 to infer)
+            return dx.reshape(x.shape)
         for i in range(1, p + 1):
             weight = math.sqrt(math.comb(p, i) * self.c ** (p - i))
             g = grad[:, start:start + d**i].reshape((rows.shape[0],) + (d,) * i)
@@ -215,7 +238,7 @@ class _RandomFeatureMap(FeatureMap):
     def __init__(self, n_features, random_state, orthogonal):
         self.n_features = check_int(n_features, "n_features", minimum=1)
         self.random_state = random_state
-        self.orthogonal = bool(orthogonal)
+        self.orthogonal = check_bool(orthogonal, "orthogonal")
         self._rng = np.random.default_rng(random_state)
         self._weights = {}
 
@@ -235,9 +258,9 @@ class _RandomFeatureMap(FeatureMap):
 
     @staticmethod
     def _checked(x):
-        x = float_array(x, "x")
-        if x.ndim < 1:
-            raise ValueError(f"x must have at least 1 dimension (..., d), got shape {x.shape}")
+        x = FeatureMap._checked(x)
+        if x.shape[-1] == 0:  # a projection of nothing: the random directions need a width
+            raise ValueError(f"x must have at least one feature (d >= 1) for random features, got shape {x.shape}")
         return x
 
     def _project(self, x):
@@ -273,7 +296,7 @@ class RandomFourierFeatureMap(_RandomFeatureMap):
     def __init__(self, n_features=128, sigma=None, random_state=None, orthogonal=False, softmax_kernel=False):
         super().__init__(n_features, random_state, orthogonal)
         self.sigma = None if sigma is None else check_real(sigma, "sigma", positive=True)
-        self.softmax_kernel = bool(softmax_kernel)
+        self.softmax_kernel = check_bool(softmax_kernel, "softmax_kernel")
 
     def _params(self):
         return {"n_features": self.n_features, "sigma": self.sigma, "random_state": self.random_state,
@@ -303,7 +326,7 @@ class RandomFourierFeatureMap(_RandomFeatureMap):
         return self._features(x, False)
 
     def _backward(self, x, grad, with_norm_factor):
-        x = float_array(x, "x")
+        x, grad = self._checked_grad(x, grad)
         phi = self._features(x, with_norm_factor)
         n = self.n_features
         sin, cos, g_sin, g_cos = phi[..., :n], phi[..., n:], grad[..., :n], grad[..., n:]
@@ -378,6 +401,7 @@ class PositiveRandomFeatureMap(_RandomFeatureMap):
         return self.transform(x)
 
     def transform_backward(self, x, grad):
+        x, grad = self._checked_grad(x, grad)
         u = self._scaled(x)
         gp = grad * self.transform(x)  # d phi / d u = phi (w - u)
         du = gp @ self.weights(u.shape[-1]).astype(u.dtype) - u * np.sum(gp, axis=-1, keepdims=True)
@@ -386,6 +410,7 @@ class PositiveRandomFeatureMap(_RandomFeatureMap):
     def queries_backward(self, x, grad):
         # The per-row stabiliser is held constant: the attention output does not depend on a
         # per-query factor, so this is the exact gradient of the attention output.
+        x, grad = self._checked_grad(x, grad)
         u = self._scaled(x)
         du = (grad * self.queries(x)) @ self.weights(u.shape[-1]).astype(u.dtype)
         return du * u.dtype.type(self._input_scale(u.shape[-1]))

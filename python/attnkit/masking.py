@@ -7,38 +7,44 @@ a key-padding mask (the same for every query, True then False along the keys) is
 lengths here.
 """
 
+import math
+
 import numpy as np
 
+from attnkit._validation import as_array
 
-def check_mask(mask, nq, nk):
-    """Validate a boolean mask broadcastable to (..., nq, nk); return it as an array (>= 2-D)."""
-    m = np.asarray(mask)
+
+def check_mask(mask, nq, nk, inputs=None):
+    """Validate a boolean mask broadcastable to (..., nq, nk); return it as an array (>= 2-D). ``inputs``
+    (e.g. "q (2, 3, 4), k (2, 5, 4)") says where nq and nk come from, for the message."""
+    m = as_array(mask, "mask")
     if m.dtype != np.bool_:
         raise TypeError(
             f"mask must be a boolean array (True = may attend), got dtype {m.dtype}; "
             "use bias= for additive float masks, or mask.astype(bool)"
         )
+    given = m.shape
     if m.ndim < 2:
         m = m.reshape((1,) * (2 - m.ndim) + m.shape)
     mq, mk = m.shape[-2:]
     if mq not in (1, nq) or mk not in (1, nk):
-        raise ValueError(
-            f"mask must broadcast to (..., Nq, Nk) = (..., {nq}, {nk}), got shape {np.shape(mask)}"
-        )
+        source = f" of {inputs}" if inputs else ""
+        raise ValueError(f"mask must broadcast to (..., Nq, Nk) = (..., {nq}, {nk}){source}, got shape {given}")
     return m
 
 
-def check_key_lengths(key_lengths, batch_shape, nk):
+def check_key_lengths(key_lengths, batch_shape, nk, inputs=None):
     """Validate key lengths (shape: a leading prefix of the batch dims, aligned from the left; values
-    in [0, nk]); return one int64 length per flattened batch item."""
-    kl = np.asarray(key_lengths)
+    in [0, nk]); return one int64 length per flattened batch item. ``inputs`` (e.g. "q (2, 3, 4), k
+    ...") says where the batch dims come from, for the message."""
+    kl = as_array(key_lengths, "key_lengths")
     if kl.dtype.kind not in "iu":
         raise TypeError(f"key_lengths must be an integer array, got dtype {kl.dtype}")
     prefix = batch_shape[: kl.ndim]
     if kl.ndim > len(batch_shape) or any(s not in (1, p) for s, p in zip(kl.shape, prefix)):
         raise ValueError(
             f"key_lengths must have a shape that is a leading prefix of the batch dims {batch_shape} "
-            f"(e.g. {batch_shape[:1]}), got shape {kl.shape}"
+            f"{'of ' + inputs + ' ' if inputs else ''}(e.g. {batch_shape[:1]}), got shape {kl.shape}"
         )
     if kl.size and (kl.min() < 0 or kl.max() > nk):
         raise ValueError(
@@ -53,7 +59,7 @@ def padding_lengths(mask, batch_shape, nk):
     per flattened batch item; otherwise None."""
     if mask.shape[-2] != 1 or mask.shape[-1] != nk:
         return None
-    rows = np.broadcast_to(mask, batch_shape + (1, nk)).reshape(-1, nk)
+    rows = np.broadcast_to(mask, batch_shape + (1, nk)).reshape(math.prod(batch_shape), nk)  # nk may be 0
     lengths = rows.sum(axis=1)
     if not np.array_equal(rows, np.arange(nk) < lengths[:, None]):
         return None

@@ -22,14 +22,18 @@ def check_qkv(q: Any, k: Any, v: Any) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return q, k, v, np.result_type(q, k, v)
 
 
+def describe_shapes(**named: np.ndarray | None) -> str:
+    """"q (2, 3, 4), k (2, 5, 4)" for the named arrays (None entries are skipped), for messages."""
+    return ", ".join(f"{n} {a.shape}" for n, a in named.items() if a is not None)
+
+
 def batch_shape(**named: np.ndarray) -> tuple[int, ...]:
     """Broadcast of the leading (batch) dims of the named arrays (None entries are skipped)."""
-    present = {n: a for n, a in named.items() if a is not None}
     try:
-        return np.broadcast_shapes(*(a.shape[:-2] for a in present.values()))
+        return np.broadcast_shapes(*(a.shape[:-2] for a in named.values() if a is not None))
     except ValueError:
-        shapes = ", ".join(f"{n} {a.shape}" for n, a in present.items())
-        raise ValueError(f"the leading (batch) dims of the inputs do not broadcast: {shapes}") from None
+        raise ValueError(f"the leading (batch) dims of the inputs do not broadcast: {describe_shapes(**named)}") \
+            from None
 
 
 def operand(a: np.ndarray, batch: tuple[int, ...], dtype: Any) -> Any:

@@ -7,10 +7,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attnkit import _core
-from attnkit._validation import check_real, float_array
+from attnkit._memory import UNCHECKED_BYTES, checked_empty
+from attnkit._validation import check_bool, check_real, float_array
 from attnkit.masking import check_key_lengths, check_mask, padding_lengths
-from attnkit.ops._layout import batch_shape, check_qkv, operand, unbroadcast
-from attnkit.ops._memory import checked_empty
+from attnkit.ops._layout import batch_shape, check_qkv, describe_shapes, operand, unbroadcast
 
 __all__ = ["scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 
@@ -75,11 +75,12 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, ma
     >>> attnkit.scaled_dot_product_attention(q, k, v, causal=True).round(3).tolist()
     [[1.0, 0.0], [0.33, 0.67]]
     """
+    return_weights, return_lse = check_bool(return_weights, "return_weights"), check_bool(return_lse, "return_lse")
     p = _Problem(q, k, v, mask, key_lengths, causal, bias, scale)
     # Checked before any work: the weights are the one output that grows as Nq x Nk.
     weights = checked_empty(p.batch + (p.nq, p.nk), p.dtype, "return_weights=True: the weights") \
         if return_weights else None
-    out = np.empty(p.batch + (p.nq, p.dv), dtype=p.dtype)
+    out = checked_empty(p.batch + (p.nq, p.dv), p.dtype, "the output", unchecked_bytes=UNCHECKED_BYTES)
     lse = np.empty((p.flat, p.nq), dtype=p.dtype) if (return_weights or return_lse) else None
     _core.attention(v=p.v, out=out.reshape(p.flat, p.nq, p.dv), lse=lse, **p.operands)
     result: tuple[np.ndarray, ...] = (out,)
@@ -122,6 +123,7 @@ def scaled_dot_product_attention_backward(dout: ArrayLike, q: ArrayLike, k: Arra
     dbias : ndarray shaped like bias
         Only with ``bias_grad=True`` (requires ``bias``).
     """
+    bias_grad = check_bool(bias_grad, "bias_grad")
     p = _Problem(q, k, v, mask, key_lengths, causal, bias, scale)
     if bias_grad and bias is None:
         raise ValueError("bias_grad=True needs the bias the forward was given")
@@ -150,18 +152,21 @@ class _Problem:
         self.shapes = {"q": q.shape, "k": k.shape, "v": v.shape}
         (nq, d), (nk, dv) = q.shape[-2:], v.shape[-2:]
         scale = 1.0 / math.sqrt(d) if scale is None else check_real(scale, "scale")
+        sizes_from = describe_shapes(q=q, k=k)  # where Nq and Nk come from, for the messages
         if mask is not None:
-            mask = check_mask(mask, nq, nk)
+            mask = check_mask(mask, nq, nk, sizes_from)
         if bias is not None:
             bias = float_array(bias, "bias").astype(dtype, copy=False)
             if bias.ndim < 2:
                 bias = bias.reshape((1,) * (2 - bias.ndim) + bias.shape)
             if bias.shape[-2] not in (1, nq) or bias.shape[-1] not in (1, nk):
-                raise ValueError(f"bias must broadcast to (..., Nq, Nk) = (..., {nq}, {nk}), got shape {bias.shape}")
+                raise ValueError(f"bias must broadcast to (..., Nq, Nk) = (..., {nq}, {nk}) of {sizes_from}, "
+                                 f"got shape {bias.shape}")
             if bias.shape[-1] != nk:  # kernels read contiguous rows of keys
                 bias = np.ascontiguousarray(np.broadcast_to(bias, bias.shape[:-1] + (nk,)))
         batch = batch_shape(q=q, k=k, v=v, mask=mask, bias=bias)
-        lengths = None if key_lengths is None else check_key_lengths(key_lengths, batch, nk)
+        lengths = None if key_lengths is None else check_key_lengths(
+            key_lengths, batch, nk, describe_shapes(q=q, k=k, v=v, mask=mask, bias=bias))
         if mask is not None:
             if mask.shape[-1] != nk:
                 mask = np.ascontiguousarray(np.broadcast_to(mask, mask.shape[:-1] + (nk,)))
@@ -178,7 +183,7 @@ class _Problem:
             mask=None if mask is None else operand(mask.view(np.uint8), batch, np.uint8),
             bias=None if bias is None else operand(bias, batch, dtype),
             key_lengths=lengths,
-            causal=bool(causal),
+            causal=check_bool(causal, "causal"),
             scale=scale,
         )
 

@@ -6,11 +6,12 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attnkit import _core
-from attnkit._validation import check_int, check_ndim, check_real, float_array
+from attnkit._validation import as_array, check_bool, check_int, check_ndim, check_real, float_array
 
 __all__ = ["cross_entropy"]
 
 _REDUCTIONS = ("mean", "sum", "none")
+_INT64 = np.iinfo(np.int64)
 
 
 def cross_entropy(
@@ -73,6 +74,9 @@ def cross_entropy(
     if n_classes == 0:
         raise ValueError(f"logits must have at least one class (last axis), got shape {logits.shape}")
     ignore_index = check_int(ignore_index, "ignore_index")
+    if not _INT64.min <= ignore_index <= _INT64.max:  # the kernel compares it with int64 targets
+        raise ValueError(f"ignore_index must fit in int64, got {ignore_index}")
+    return_grad = check_bool(return_grad, "return_grad")
     targets = _check_targets(targets, lead, n_classes, ignore_index)
     label_smoothing = check_real(label_smoothing, "label_smoothing")
     if not 0.0 <= label_smoothing < 1.0:
@@ -112,7 +116,7 @@ def cross_entropy(
 
 def _check_targets(targets: ArrayLike, lead: tuple[int, ...], n_classes: int, ignore_index: int) -> np.ndarray:
     """``targets`` as a C-contiguous int64 array of shape ``lead``, every entry a class or ignored."""
-    targets = np.asarray(targets)
+    targets = as_array(targets, "targets")
     if targets.dtype.kind not in "iu":
         raise TypeError(f"targets must be an integer array of class indices, got dtype {targets.dtype}")
     if targets.shape != lead:

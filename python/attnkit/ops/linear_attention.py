@@ -6,12 +6,17 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attnkit import _core
-from attnkit._validation import check_ndim, check_real, float_array
+from attnkit._validation import check_bool, check_ndim, check_real, float_array
 from attnkit.feature_maps import FeatureMap, resolve_feature_map
 from attnkit.masking import check_key_lengths, check_mask
-from attnkit.ops._layout import batch_shape, check_qkv, unbroadcast
+from attnkit.ops._layout import batch_shape, check_qkv, describe_shapes, unbroadcast
 
 __all__ = ["LinearAttentionState", "linear_attention", "linear_attention_backward"]
+
+
+def _quiet_non_finite() -> np.errstate:
+    """NaN/inf inputs propagate (DESIGN.md) without NumPy's RuntimeWarnings (-W error makes them raise)."""
+    return np.errstate(invalid="ignore", over="ignore")
 
 
 def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, feature_map: str | FeatureMap = "elu",
@@ -58,7 +63,7 @@ def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, feature_map: s
     state : LinearAttentionState
         Only with ``return_state=True``.
     """
-    if return_state and not causal:
+    if check_bool(return_state, "return_state") and not check_bool(causal, "causal"):
         raise ValueError("return_state=True needs causal=True")
     p = _Problem(q, k, v, feature_map, causal, mask, key_lengths, eps)
     if causal:
@@ -129,12 +134,13 @@ class _Problem:
 
     def __init__(self, q, k, v, feature_map, causal, mask, key_lengths, eps):
         q, k, v, dtype = check_qkv(q, k, v)
+        causal = check_bool(causal, "causal")
         self.shapes = (q.shape, k.shape, v.shape)
         nq, nk = q.shape[-2], k.shape[-2]
         self.fm = resolve_feature_map(feature_map)
         self.eps = _check_eps(eps)
         if mask is not None:
-            mask = check_mask(mask, nq, nk)
+            mask = check_mask(mask, nq, nk, describe_shapes(q=q, k=k))
             if mask.shape[-2] != 1 and nq != 1:
                 raise ValueError(
                     "linear attention takes key-padding masks only, broadcastable to (..., 1, Nk): "
@@ -146,7 +152,8 @@ class _Problem:
         batch = batch_shape(q=q, k=k, v=v, mask=mask)
         keep = None
         if key_lengths is not None:
-            lengths = check_key_lengths(key_lengths, batch, nk).reshape(batch + (1,))
+            inputs = describe_shapes(q=q, k=k, v=v, mask=mask)
+            lengths = check_key_lengths(key_lengths, batch, nk, inputs).reshape(batch + (1,))
             keep = np.arange(nk) < lengths
         if mask is not None:
             per_key = np.broadcast_to(mask[..., 0, :], batch + (nk,))
@@ -186,8 +193,7 @@ def _causal_linear(phi_q, phi_k, v, fm, eps, return_state):
     out = np.empty((flat, n, dv), phi_q.dtype)
     s = np.empty((flat, big_d, dv)) if return_state else None
     z = np.empty((flat, big_d)) if return_state else None
-    _core.causal_linear_attention(
-        *(np.ascontiguousarray(a).reshape(flat, n, -1) for a in (phi_q, phi_k, v)), out, eps, s, z)
+    _core.causal_linear_attention(*_flat_rows((phi_q, phi_k, v), flat, n), out, eps, s, z)
     out = out.reshape(batch + (n, dv))
     if not return_state:
         return out
@@ -196,12 +202,18 @@ def _causal_linear(phi_q, phi_k, v, fm, eps, return_state):
 
 def _causal_linear_backward(p, dout):
     flat, (n, big_d), dv = math.prod(p.batch), p.phi_q.shape[-2:], p.v.shape[-1]
-    arrays = [np.ascontiguousarray(a).reshape(flat, n, -1) for a in (p.phi_q, p.phi_k, p.v)]
+    arrays = _flat_rows((p.phi_q, p.phi_k, p.v), flat, n)
     out = np.empty((flat, n, dv), p.dtype)
     _core.causal_linear_attention(*arrays, out, p.eps, None, None)
     grads = [np.empty((flat, n, width), p.dtype) for width in (big_d, big_d, dv)]
     _core.causal_linear_attention_backward(*arrays, out, p.eps, np.ascontiguousarray(dout).reshape(flat, n, dv), *grads)
     return tuple(g.reshape(p.batch + g.shape[1:]) for g in grads)
+
+
+def _flat_rows(arrays, flat, n):
+    """Each array (..., n, width) as a C-contiguous (flat, n, width) array (width spelled out: with a
+    zero-size batch or sequence, reshape cannot infer it)."""
+    return [np.ascontiguousarray(a).reshape(flat, n, a.shape[-1]) for a in arrays]
 
 
 class LinearAttentionState:
@@ -230,8 +242,13 @@ class LinearAttentionState:
         self.eps = _check_eps(eps)
         if (s is None) != (z is None):
             raise ValueError("s and z must be given together")
-        self.s = None if s is None else np.array(s, dtype=np.float64)
-        self.z = None if z is None else np.array(z, dtype=np.float64)
+        self.s = self.z = None
+        if s is not None:
+            s, z = float_array(s, "s"), float_array(z, "z")
+            if s.ndim < 2 or z.shape != s.shape[:-1]:
+                raise ValueError(f"s must have shape (..., D, dv) and z (..., D) with the same leading dims, got s "
+                                 f"{s.shape} and z {z.shape}")
+            self.s, self.z = np.array(s, dtype=np.float64), np.array(z, dtype=np.float64)
 
     @classmethod
     def from_keys(cls, k: ArrayLike, v: ArrayLike, *, feature_map: str | FeatureMap = "elu",
@@ -264,7 +281,8 @@ class LinearAttentionState:
         phi_k = np.broadcast_to(phi_k, batch + phi_k.shape[-2:])
         v = np.broadcast_to(v.astype(np.float64), batch + v.shape[-2:])
         if key_lengths is not None:  # where, not multiply: a NaN at a padded key must not leak as 0 * NaN
-            keep = np.arange(nk) < check_key_lengths(key_lengths, batch, nk).reshape(batch + (1,))
+            lengths = check_key_lengths(key_lengths, batch, nk, describe_shapes(k=k, v=v))
+            keep = np.arange(nk) < lengths.reshape(batch + (1,))
             phi_k = np.where(keep[..., None], phi_k, 0)
             v = np.where(keep[..., None], v, 0)
         state.s = np.swapaxes(phi_k, -1, -2) @ v
@@ -280,17 +298,21 @@ class LinearAttentionState:
         for a, name, what in ((q, "q", "(..., d)"), (k, "k", "(..., d)"), (v, "v", "(..., dv)")):
             check_ndim(a, name, 1, what)
         q, k, v, dtype = check_qkv(q[..., None, :], k[..., None, :], v[..., None, :])
+        batch_shape(q=q, k=k, v=v)  # a named error, not NumPy's, when the batch dims do not broadcast
         fm = self.feature_map
         phi_k = fm.keys(k).astype(np.float64)[..., 0, :]
         v = v.astype(np.float64)[..., 0, :]
-        update = phi_k[..., :, None] * v[..., None, :]
+        with _quiet_non_finite():  # 0 * inf: NaN in the sums, as in the causal op, without a warning
+            update = phi_k[..., :, None] * v[..., None, :]
+        phi_k = np.broadcast_to(phi_k, update.shape[:-1])  # z keeps the batch shape of s (v may have more dims)
         if self.s is None:
             self.s, self.z = np.zeros_like(update), np.zeros_like(phi_k)
-        if self.s.shape != update.shape:
-            raise ValueError(f"this state holds sums of shape {self.s.shape}; the step's phi(k) v^T has "
-                             f"shape {update.shape} (batch shape or widths changed)")
-        self.s += update
-        self.z += phi_k
+        if self.s.shape != update.shape or self.z.shape != phi_k.shape:
+            raise ValueError(f"this state holds sums of shape {self.s.shape}; the step's k and v give phi(k) v^T "
+                             f"of shape {update.shape} (batch shape or widths changed)")
+        with _quiet_non_finite():
+            self.s += update
+            self.z += phi_k
         return self._attend(q[..., 0, :], dtype)
 
     def attend(self, q: ArrayLike) -> np.ndarray:
@@ -307,8 +329,12 @@ class LinearAttentionState:
 
     def _attend(self, q, dtype):
         phi_q = self.feature_map.queries(q[..., None, :]).astype(np.float64)[..., 0, :]
+        if phi_q.shape[-1] != self.z.shape[-1]:
+            raise ValueError(f"q of width {q.shape[-1]} gives {phi_q.shape[-1]} features, but this state holds sums "
+                             f"over {self.z.shape[-1]} features (s {self.s.shape}, z {self.z.shape})")
         # A batched matrix-vector product and multiply-sums: ~2x and ~6x faster than einsum here.
-        num = (phi_q[..., None, :] @ self.s)[..., 0, :]
-        den = np.sum(phi_q * self.z, axis=-1, keepdims=True)
-        mag = np.sum(np.abs(phi_q) * np.abs(self.z), axis=-1, keepdims=True)
+        with _quiet_non_finite():
+            num = (phi_q[..., None, :] @ self.s)[..., 0, :]
+            den = np.sum(phi_q * self.z, axis=-1, keepdims=True)
+            mag = np.sum(np.abs(phi_q) * np.abs(self.z), axis=-1, keepdims=True)
         return _normalise(num, den, mag, self.eps).astype(dtype)

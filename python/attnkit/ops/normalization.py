@@ -6,7 +6,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attnkit import _core
-from attnkit._validation import check_ndim, check_real, float_array
+from attnkit._validation import check_bool, check_ndim, check_real, float_array
 
 __all__ = ["layer_norm", "layer_norm_backward"]
 
@@ -53,6 +53,7 @@ def layer_norm(x: ArrayLike, gamma: ArrayLike | None = None, beta: ArrayLike | N
     eps = check_real(eps, "eps")
     if eps < 0:
         raise ValueError(f"eps must be >= 0, got {eps}")
+    return_stats = check_bool(return_stats, "return_stats")
     dtype = np.result_type(x, *(a for a in (gamma, beta) if a is not None))
     rows = math.prod(x.shape[:-1])
     flat = np.ascontiguousarray(x, dtype=dtype).reshape(rows, n)

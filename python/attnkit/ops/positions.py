@@ -4,6 +4,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from attnkit import _core
+from attnkit._memory import checked_empty
 from attnkit._validation import check_dtype_choice, check_int, check_real
 
 __all__ = ["sinusoidal_positions"]
@@ -40,6 +41,6 @@ def sinusoidal_positions(n: int, d: int, *, base: float = 10000.0, start: float 
         raise ValueError(f"d must be even (sin/cos pairs), got {d}")
     base = check_real(base, "base", positive=True)
     start = check_int(start, "start", minimum=0)
-    out = np.empty((n, d), dtype=check_dtype_choice(dtype, "dtype"))
+    out = checked_empty((n, d), check_dtype_choice(dtype, "dtype"), "the positions (n, d)")
     _core.positions(out, base, float(start))
     return out

@@ -27,7 +27,7 @@ def feature_map_features(feature_map, x, role="transform"):
         parts, power = [], np.ones(x.shape[:-1] + (1,))
         for i in range(p + 1):
             parts.append(np.sqrt(comb(p, i) * c ** (p - i)) * power)
-            power = (power[..., :, None] * x[..., None, :]).reshape(x.shape[:-1] + (-1,))
+            power = (power[..., :, None] * x[..., None, :]).reshape(x.shape[:-1] + (power.shape[-1] * x.shape[-1],))
         return np.concatenate(parts, axis=-1)
     d = x.shape[-1]
     w = feature_map.weights(d)

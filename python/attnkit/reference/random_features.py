@@ -17,7 +17,7 @@ def random_fourier_features(x, weights, offsets=None, kind="cos"):
         z = z + np.asarray(offsets, dtype=np.float64)
     n = weights.shape[1]
     if kind == "cos":
-        out = np.sqrt(2.0 / n) * np.cos(z)
+        out = np.sqrt(2.0 / max(n, 1)) * np.cos(z)  # D = 0: an empty output, not a division by zero
     else:
-        out = np.sqrt(1.0 / n) * np.concatenate([np.sin(z), np.cos(z)], axis=-1)
+        out = np.sqrt(1.0 / max(n, 1)) * np.concatenate([np.sin(z), np.cos(z)], axis=-1)
     return out.astype(dtype)
