@@ -72,7 +72,10 @@ def check_sample_weight(sample_weight, n_samples):
     repeated; negative, NaN or infinite weights are refused."""
     if sample_weight is None:
         return np.ones(n_samples)
-    weights = np.asarray(sample_weight, dtype=np.float64)
+    try:
+        weights = np.asarray(sample_weight, dtype=np.float64)
+    except (ValueError, TypeError) as exc:  # strings, ragged lists, objects
+        raise TypeError(f"sample_weight must be numbers, got {type(sample_weight).__name__}: {exc}") from None
     if weights.ndim == 0:
         weights = np.full(n_samples, float(weights))
     if weights.shape != (n_samples,):

@@ -305,7 +305,7 @@ class LinearAttentionState:
         with _quiet_non_finite():  # 0 * inf: NaN in the sums, as in the causal op, without a warning
             update = phi_k[..., :, None] * v[..., None, :]
         phi_k = np.broadcast_to(phi_k, update.shape[:-1])  # z keeps the batch shape of s (v may have more dims)
-        if self.s is None:
+        if self.s is None or self.z is None:
             self.s, self.z = np.zeros_like(update), np.zeros_like(phi_k)
         if self.s.shape != update.shape or self.z.shape != phi_k.shape:
             raise ValueError(f"this state holds sums of shape {self.s.shape}; the step's k and v give phi(k) v^T "
