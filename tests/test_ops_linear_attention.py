@@ -293,6 +293,18 @@ def test_broadcast_leading_dims_and_dtypes():
     np.testing.assert_allclose(out, expected, rtol=1e-6)
 
 
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_mask_may_add_batch_dims(causal):
+    # NumPy broadcasting: a (3, 2, 1, Nk) mask over (2, N, d) inputs gives a (3, 2, N, dv) output.
+    q, k, v = _qkv(7, (2,), 5, 5, 4, 3, np.float64)
+    mask = np.random.default_rng(0).random((3, 2, 1, 5)) < 0.7
+    out = linear_attention(q, k, v, mask=mask, causal=causal)
+    assert out.shape == (3, 2, 5, 3)
+    expected = reference.linear_attention(q, k, v, feature_map=EluFeatureMap(), mask=mask, causal=causal)
+    np.testing.assert_allclose(out, expected, rtol=1e-6, atol=1e-12)
+
+
 def test_rows_that_see_nothing_are_zero():
     q, k, v = _qkv(7, (2,), 5, 5, 3, 2, np.float64)
     out = linear_attention(q, k, v, key_lengths=np.array([0, 5]))

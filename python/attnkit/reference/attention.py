@@ -159,7 +159,8 @@ def kernel_attention(q, k, v, similarity, *, mask=None, key_lengths=None, causal
     dtype = result_dtype(q=q, k=k, v=v)
     q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
     sim = np.asarray(similarity(q64, k64), dtype=np.float64)
-    batch_shape = np.broadcast_shapes(sim.shape[:-2], v.shape[:-2])
+    extras = [np.asarray(mask).shape[:-2]] if mask is not None else []  # a mask may add batch dims (NumPy rules)
+    batch_shape = np.broadcast_shapes(sim.shape[:-2], v.shape[:-2], *extras)
     visible = attention_mask(q.shape[-2], k.shape[-2], mask=mask, key_lengths=key_lengths, causal=causal,
                              batch_shape=batch_shape)
     a = np.where(visible, sim, 0.0)
