@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from attnkit import _core
+
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build-sanitize"
 SITE = BUILD / "site"
@@ -56,7 +58,8 @@ def test_kernels_under_address_and_undefined_behaviour_sanitizers():
     build = subprocess.run(
         [sys.executable, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--upgrade", "--quiet",
          "--target", str(SITE), f"-Cbuild-dir={BUILD / 'cmake'}", "-Ccmake.build-type=RelWithDebInfo",
-         "-Ccmake.define.ATTNKIT_SANITIZE=address,undefined", str(ROOT)],
+         "-Ccmake.define.ATTNKIT_SANITIZE=address,undefined",
+         f"-Ccmake.define.ATTNKIT_ISAS={';'.join(_core.available_isas())}", str(ROOT)],
         capture_output=True, text=True, timeout=3000)
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     env = {**os.environ, "PYTHONPATH": str(SITE), "LD_PRELOAD": _runtime("libasan.so"),
