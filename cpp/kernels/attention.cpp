@@ -49,7 +49,7 @@ void accumulate_values_skipping_zeros(T* acc, std::int64_t dv, const T* alpha, c
       const T p = St[j * bqp + i];
       if (p == T(0)) continue;
       const T* vj = v + j * v_rs;
-      for (std::int64_t c = 0; c < dv; ++c) o[c] += p * vj[c];
+      for (std::int64_t c = 0; c < dv; ++c) o[c] = fma_scalar(p, vj[c], o[c]);  // as accumulate_rows rounds
     }
   }
 }

@@ -194,7 +194,7 @@ void rows_strip(T* out, std::int64_t ldo, const T* alpha, const T* coef, std::in
   for (; c0 < cols; ++c0) {
     for (int r = 0; r < MR; ++r) {
       T o = out[r * ldo + c0] * (alpha ? alpha[r] : T(1));
-      for (std::int64_t s = 0; s < ns; ++s) o += coef[s * cs + r * cr] * x[s * x_rs + c0];
+      for (std::int64_t s = 0; s < ns; ++s) o = fma_scalar(coef[s * cs + r * cr], x[s * x_rs + c0], o);
       out[r * ldo + c0] = o;
     }
   }

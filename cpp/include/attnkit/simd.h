@@ -488,6 +488,18 @@ inline T exp_scalar(T x) {
   return lanes[0];
 }
 
+// a * b + c rounded as Vec<T>::fma rounds it: once on FMA ISAs, twice on baseline SSE2 (and as the
+// scalar lanes do elsewhere). A scalar loop then gives the bits of the vector one whatever the compiler
+// contracts: -O3 turns `o += p * x` into an FMA, -O1 (the sanitizer build) does not.
+template <class T>
+inline T fma_scalar(T a, T b, T c) {
+#if defined(__FMA__)
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
 // Vector body + partial tail: body(j, count) for count = W lanes, then once for the last D % W lanes,
 // which load_partial / store_partial pass through a lane buffer (so the tail runs the same polynomial).
 template <class T, class F>
