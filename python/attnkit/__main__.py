@@ -26,7 +26,7 @@ def demo(args):
     lengths = np.array([128, 100, 64, 17])
     print(f"Causal self-attention, batch={batch} heads={heads} N={n} d={d}, key lengths {lengths.tolist()}")
     start = time.perf_counter()
-    out = attnkit.scaled_dot_product_attention(q, k, v, key_lengths=lengths, causal=True)
+    out = np.asarray(attnkit.scaled_dot_product_attention(q, k, v, key_lengths=lengths, causal=True))
     elapsed = time.perf_counter() - start
     expected = reference.scaled_dot_product_attention(q, k, v, key_lengths=lengths, causal=True)
     print(f"output shape {out.shape}, {elapsed * 1e3:.2f} ms; "

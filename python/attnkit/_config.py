@@ -81,7 +81,7 @@ def with_single_threaded_blas(function):
 
 def config():
     """Return the build and runtime configuration as a dict (what :func:`show_config` prints)."""
-    info = dict(_core.build_info())
+    info: dict[str, object] = dict(_core.build_info())
     info.update(
         isa=_core.get_isa(),
         isa_available=", ".join(_core.available_isas()),

@@ -76,6 +76,6 @@ class NetworkStateMixin:
         return hasattr(self, "_weights")
 
     def __getstate__(self):
-        state = super().__getstate__()
+        state = super().__getstate__()  # type: ignore[misc]  # BaseEstimator's, next in the estimators' MRO
         state.pop("_cache", None)
         return state

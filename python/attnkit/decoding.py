@@ -31,7 +31,7 @@ Choices that differ from some other libraries, each on purpose:
 """
 
 import numbers
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -70,7 +70,7 @@ def _check_params(params, caller):
     """``params`` against GENERATION_CONSTRAINTS (the intervals let inf through: reals must be finite)."""
     validate_params(params, {name: GENERATION_CONSTRAINTS[name] for name in params}, caller=caller)
     for name, value in params.items():
-        if isinstance(value, numbers.Real) and not np.isfinite(value):
+        if isinstance(value, numbers.Real) and not np.isfinite(float(value)):
             raise InvalidParameterError(f"The {name!r} parameter of {caller} must be finite. Got {value!r} instead.")
 
 
@@ -486,7 +486,7 @@ class _Run:
         sums[:, 0] = 0.0  # one live beam per input at first: the others are copies
         history = np.empty((inputs.size * k, max_length), np.int64)
         tokens = np.full(inputs.size * k, self.bos_id, np.int64)
-        pools = [[] for _ in range(self.n_inputs)]
+        pools: list[list[Any]] = [[] for _ in range(self.n_inputs)]
         for t in range(max_length):
             _, allowed, state = self.log_probs(tokens, state, history[:, :t])
             vocab = allowed.shape[1]

@@ -242,6 +242,10 @@ class _RandomFeatureMap(FeatureMap):
         self._rng = np.random.default_rng(random_state)
         self._weights = {}
 
+    def _draw(self, d):
+        """(n_features, d) projection rows, from ``self._rng``."""
+        raise NotImplementedError
+
     def redraw(self, random_state=None):
         """Draw new random weights (from ``random_state``, or from the map's generator)."""
         if random_state is not None:

@@ -100,7 +100,8 @@ def bleu(references, hypotheses, *, tokenize="13a", lowercase=False):
     for refs, hyp in _pairs(references, hypotheses):
         prepare = (lambda s: s.lower().rstrip()) if lowercase else str.rstrip
         hyp_tokens = split(prepare(hyp))
-        ref_counts, lengths = Counter(), []
+        ref_counts: Counter[tuple[str, ...]] = Counter()
+        lengths: list[int] = []
         for ref in refs:
             tokens = split(prepare(ref))
             lengths.append(len(tokens))
@@ -188,7 +189,8 @@ def chrf(references, hypotheses, *, char_order=6, beta=2.0, lowercase=False, whi
     for refs, hyp in _pairs(references, hypotheses):
         prepare = str.lower if lowercase else str
         hyp_grams = _char_ngrams(prepare(hyp), char_order, whitespace)
-        best, best_score = None, -1.0
+        best: list[list[int]] = []
+        best_score = -1.0
         for ref in refs:
             stats = []
             for h, r in zip(hyp_grams, _char_ngrams(prepare(ref), char_order, whitespace)):

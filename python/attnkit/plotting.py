@@ -136,8 +136,8 @@ def _select(attention, tokens, part, layer, head):
         labels = (tokens, tokens)
     else:
         raise ValueError(f"a map of {rows} x {columns} needs (row labels, column labels), got one sequence")
-    labels = tuple([str(t) for t in axis] for axis in labels)
-    for name, axis, n in (("rows", labels[0], rows), ("columns", labels[1], columns)):
+    names = tuple([str(t) for t in axis] for axis in labels)
+    for name, axis, n in (("rows", names[0], rows), ("columns", names[1], columns)):
         if len(axis) != n:
             raise ValueError(f"tokens has {len(axis)} labels for {n} {name}")
-    return weights, labels
+    return weights, names

@@ -122,7 +122,7 @@ class Tokenizer:
         """
         if self.kind == "char":
             return "".join(tokens)
-        out = []
+        out: list[str] = []
         for token in tokens:
             if out and not _NO_SPACE_BEFORE.match(token) and out[-1] not in _NO_SPACE_AFTER:
                 out.append(" ")
@@ -209,7 +209,9 @@ class Vocabulary:
                 raise TypeError(f"max_features must be an int or None, got {type(max_features).__name__}")
             if max_features < 1:
                 raise ValueError(f"max_features must be >= 1, got {max_features}")
-        counts, doc_freq, n_docs = collections.Counter(), collections.Counter(), 0
+        counts: collections.Counter[str] = collections.Counter()
+        doc_freq: collections.Counter[str] = collections.Counter()
+        n_docs = 0
         for doc in documents:
             counts.update(doc)
             doc_freq.update(set(doc))
@@ -297,7 +299,7 @@ def _document_threshold(min_df, n_docs):
         if min_df < 1:
             raise ValueError(f"min_df must be >= 1 as an int (a document count), got {min_df}")
         return int(min_df)
-    if not 0.0 < min_df <= 1.0:
+    if not 0.0 < float(min_df) <= 1.0:
         raise ValueError(f"min_df must be in (0, 1] as a float (a fraction of the documents), got {min_df}")
     return max(1, math.ceil(min_df * n_docs))
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from attnkit import ops
 from attnkit._validation import check_int
-from attnkit.feature_maps import EluFeatureMap, PositiveRandomFeatureMap
+from attnkit.feature_maps import EluFeatureMap, FeatureMap, PositiveRandomFeatureMap
 from attnkit.masking import check_key_lengths
 from attnkit.nn.cache import CrossAttentionCache, SelfAttentionCache
 from attnkit.nn.module import Module
@@ -75,6 +75,7 @@ class MultiHeadAttention(Module):
             limit = math.sqrt(6.0 / (fan_in + fan_out))
             self.add_param(name, rng.uniform(-limit, limit, size=(fan_in, fan_out)))
             self.add_param("b" + name[1], np.zeros(fan_out))
+        self.feature_map: FeatureMap | None
         if attention == "linear":
             self.feature_map = EluFeatureMap()
         elif attention == "performer":
@@ -85,7 +86,7 @@ class MultiHeadAttention(Module):
 
     def redraw_features(self, rng):
         """Draw new Performer random features (the usual periodic redraw during training)."""
-        if self.feature_map is not None and self.feature_map.random:
+        if isinstance(self.feature_map, PositiveRandomFeatureMap):  # the only random map a layer holds
             self.feature_map.redraw(rng.integers(2**63))
 
     # -- forward / backward -----------------------------------------------------------------------------------
@@ -128,6 +129,7 @@ class MultiHeadAttention(Module):
             if return_weights:
                 raise ValueError(f"return_weights needs attention='softmax' ({self.attention!r} attention "
                                  "never forms the weights)")
+            assert self.feature_map is not None  # set for every attention but softmax
             heads = ops.linear_attention(q, k, v, feature_map=self.feature_map, **kw)
         merged = heads.swapaxes(-2, -3).reshape(x.shape[:-1] + (self.n_heads * self.d_head,))
         out = (_flat(merged) @ self.params["wo"] + self.params["bo"]).reshape(x.shape[:-1] + (self.d_model,))
@@ -146,9 +148,10 @@ class MultiHeadAttention(Module):
             grads = ops.scaled_dot_product_attention_backward(dheads, q, k, v, heads, lse, bias=bias,
                                                               bias_grad=bias is not None, **kw)
             dq, dk, dv = grads[:3]
-            if bias is not None:
+            if bias is not None and self.position_bias is not None:
                 self.position_bias.backward(grads[3], bias_cache)
         else:
+            assert self.feature_map is not None
             dq, dk, dv = ops.linear_attention_backward(dheads, q, k, v, feature_map=self.feature_map, **kw)
         dx = self._project_back(x, dq, "wq", "bq")
         dc = self._project_back(c, dk, "wk", "bk") + self._project_back(c, dv, "wv", "bv")

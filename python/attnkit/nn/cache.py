@@ -60,23 +60,26 @@ class SelfAttentionCache:
     def __init__(self, batch_size, capacity, state=None):
         self.batch_size, self.capacity, self.state = batch_size, max(int(capacity), 1), state
         self.length = 0
-        self._keys = self._values = None
+        self._keys: np.ndarray | None = None
+        self._values: np.ndarray | None = None
 
     def append(self, k, v):
         """Add one position's keys and values, each (B, H, 1, d_head); grow the buffers by doubling."""
-        if self._keys is None:
+        keys, values = self._keys, self._values
+        if keys is None or values is None:
             shape = k.shape[:2] + (self.capacity,)
-            self._keys = np.empty(shape + k.shape[3:], k.dtype)
-            self._values = np.empty(shape + v.shape[3:], v.dtype)
-        elif self.length == self._keys.shape[2]:
-            self._keys, self._values = (np.concatenate([a, np.empty_like(a)], axis=2)
-                                        for a in (self._keys, self._values))
-        self._keys[:, :, self.length] = k[:, :, 0]
-        self._values[:, :, self.length] = v[:, :, 0]
+            keys, values = np.empty(shape + k.shape[3:], k.dtype), np.empty(shape + v.shape[3:], v.dtype)
+        elif self.length == keys.shape[2]:
+            keys, values = (np.concatenate([a, np.empty_like(a)], axis=2) for a in (keys, values))
+        keys[:, :, self.length] = k[:, :, 0]
+        values[:, :, self.length] = v[:, :, 0]
+        self._keys, self._values = keys, values
         self.length += 1
 
     def keys_values(self):
         """Views (no copies) of the keys and values so far, each (B, H, length, d_head)."""
+        if self._keys is None or self._values is None:
+            raise ValueError("this cache holds no positions yet: append() first")
         return self._keys[:, :, : self.length], self._values[:, :, : self.length]
 
     def advance(self):
@@ -92,9 +95,8 @@ class SelfAttentionCache:
                      else _select_state(state, indices))
         new = SelfAttentionCache(indices.size, self.capacity if self._keys is None else self._keys.shape[2], state)
         new.length = self.length
-        if self._keys is not None:
-            new._keys = np.empty((indices.size,) + self._keys.shape[1:], self._keys.dtype)
-            new._values = np.empty((indices.size,) + self._values.shape[1:], self._values.dtype)
+        if self._keys is not None and self._values is not None:
+            new._keys, new._values = (np.empty((indices.size,) + a.shape[1:], a.dtype) for a in (self._keys, self._values))
             new._keys[:, :, : self.length] = self._keys[indices, :, : self.length]
             new._values[:, :, : self.length] = self._values[indices, :, : self.length]
         return new

@@ -110,7 +110,8 @@ class EncoderDecoder(Module):
             self-attention (B, H, N, N); ``"cross"``: per decoder layer (B, H, N, M).
         """
         x = self.children["source_embedding"].forward(source)[0]
-        encoder, maps = self.children["encoder"], {"encoder": [], "decoder": [], "cross": []}
+        encoder = self.children["encoder"]
+        maps: dict[str, list[np.ndarray]] = {"encoder": [], "decoder": [], "cross": []}
         for i in range(encoder.n_layers):
             layer = encoder.children[f"layer{i}"]
             x = _attend(layer.children["self_attention"], x, maps["encoder"], key_lengths=source_lengths)

@@ -6,6 +6,8 @@ the time steps of a shared layer) and returns the input gradient. Parameters are
 by default; ``astype(np.float64)`` converts a whole model (gradient checks run in float64).
 """
 
+from typing import Any
+
 import numpy as np
 
 __all__ = ["Module"]
@@ -33,10 +35,12 @@ class Module:
         return module
 
     # -- the layer contract ---------------------------------------------------------------------
-    def forward(self, x, training=False):
+    def forward(self, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        """(output, cache) for the layer's inputs; each layer names its own (x, training=False, ...)."""
         raise NotImplementedError
 
-    def backward(self, grad, cache):
+    def backward(self, grad: Any, cache: Any) -> Any:
+        """Accumulate parameter gradients; return the gradients of the inputs."""
         raise NotImplementedError
 
     # -- traversal ------------------------------------------------------------------------------

@@ -64,7 +64,7 @@ class NgramBag(Module):
         batch, n = ids.shape
         tokens = ids.astype(np.uint64) + np.uint64(1)
         real = np.arange(n) < lengths[:, None]
-        buckets, rows = [], []
+        bucket_parts, row_parts = [], []
         h = np.zeros((batch, n), dtype=np.uint64)
         for size in range(1, min(self.order, n) + 1):
             # h[:, i] hashes tokens i .. i + size - 1; the run is real if its last token is.
@@ -76,10 +76,10 @@ class NgramBag(Module):
             else:
                 mixed = h[keep]
                 mixed ^= mixed >> np.uint64(29)
-            buckets.append((mixed % np.uint64(self.buckets)).astype(np.int64))
-            rows.append(np.nonzero(keep)[0])
-        buckets = np.concatenate(buckets) if buckets else np.zeros(0, np.int64)
-        rows = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+            bucket_parts.append((mixed % np.uint64(self.buckets)).astype(np.int64))
+            row_parts.append(np.nonzero(keep)[0])
+        buckets = np.concatenate(bucket_parts) if bucket_parts else np.zeros(0, np.int64)
+        rows = np.concatenate(row_parts) if row_parts else np.zeros(0, np.int64)
         return buckets, rows, np.bincount(rows, minlength=batch)
 
     def forward(self, ids, training=False, *, lengths):

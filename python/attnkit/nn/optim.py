@@ -104,7 +104,7 @@ class WarmupSchedule:
         """Multiplier for update number ``step`` (int or array of ints); a float for an int."""
         t = np.asarray(step, dtype=np.float64)
         rise = t / self.warmup_steps if self.warmup_steps else np.ones_like(t)
-        if self.decay == "constant":
+        if self.decay == "constant" or self.total_steps is None:  # (total_steps is set unless constant)
             after = np.ones_like(t)
         else:
             p = np.clip((t - self.warmup_steps) / (self.total_steps - self.warmup_steps), 0.0, 1.0)
@@ -146,7 +146,7 @@ def clip_grad_norm(params, max_norm, *, error_if_nonfinite=True):
     FloatingPointError
         If the norm is not finite and ``error_if_nonfinite`` is True.
     """
-    if isinstance(max_norm, (bool, np.bool_)) or not isinstance(max_norm, numbers.Real) or not max_norm > 0:
+    if isinstance(max_norm, (bool, np.bool_)) or not isinstance(max_norm, numbers.Real) or not float(max_norm) > 0:
         raise ValueError(f"max_norm must be a positive number (inf allowed), got {max_norm!r}")
     triples = _named(params)
     total = math.sqrt(sum(float(np.square(grad, dtype=np.float64).sum()) for _, _, grad in triples))

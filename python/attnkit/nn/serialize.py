@@ -109,7 +109,7 @@ def from_arrays(arrays):
     if meta.get("format") != "attnkit" or meta.get("version", FORMAT_VERSION + 1) > FORMAT_VERSION:
         raise ValueError(f"unsupported checkpoint format {meta.get('format')!r} version {meta.get('version')!r}; "
                          f"this attnkit reads version <= {FORMAT_VERSION}")
-    states = {group: {} for group in meta["groups"]}
+    states: dict[str, dict[str, np.ndarray]] = {group: {} for group in meta["groups"]}
     for key in arrays:
         if key == META_KEY:
             continue

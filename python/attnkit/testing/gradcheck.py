@@ -100,7 +100,7 @@ def check_grad(f, inputs, analytic, *, eps=1e-6, rtol=1e-5, atol=1e-7, max_entri
                 n_bad += 1
                 if worst is None or not error <= worst[0]:
                     worst = (error, index, num, ana)
-        if n_bad:
+        if n_bad and worst is not None:
             _, index, num, ana = worst
             failures.append(f"{name}: {n_bad} of {flat.size} entries differ; worst {name}{[int(i) for i in index]}: "
                             f"analytic {ana!r}, numerical {num!r}")

@@ -209,9 +209,7 @@ def attention_problems(
         else:
             lengths = rng.choice([0, 1, nk - 1, nk], size=prefix)
         lengths = lengths.astype(draw(st.sampled_from((np.int64, np.int32, np.intp))))
-        if not prefix and draw(st.booleans()):
-            lengths = int(lengths)
-        problem["key_lengths"] = lengths
+        problem["key_lengths"] = int(lengths) if not prefix and draw(st.booleans()) else lengths
     return problem
 
 
