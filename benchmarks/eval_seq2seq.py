@@ -25,7 +25,7 @@ import numpy as np
 
 import _harness as harness
 import _seq2seq_data as data
-from attnkit import Seq2SeqTransformer, decoding, seq2seq
+from attnkit import Seq2SeqTransformer, decoding
 from attnkit._config import single_threaded_blas
 from attnkit.datasets import CASE_WORDS, make_case_pairs
 from attnkit.metrics import bleu, chrf, edit_distance, rouge_l, word_error_rate
@@ -82,10 +82,10 @@ def generate(model, X, *, cached=True, **params):
     returns a list of lists of Hypothesis.
     """
     net, vocab = model.model_, model.target_vocabulary_
-    sources = model._encode_sources(list(X))
+    sources = model._encode_sources([model.tokenizer_(x) for x in X])
     out = [None] * len(sources)
     with single_threaded_blas():
-        for rows in seq2seq._length_batches([len(s) for s in sources]):
+        for rows in model._inference_batches([len(s) for s in sources]):
             source, lengths = pad_sequences([sources[i] for i in rows])
             memory, _ = net.encode(source, lengths)
             decoder = decoding.DecoderModel(net.children["decoder"], memory, lengths, embed=net.embed_target,

@@ -108,7 +108,7 @@ def _rewrite(path, change):
     ("change", "match"),
     [
         (lambda s, c: c.update(format="other"), "is not an attnkit estimator file"),
-        (lambda s, c: c.update(version=2), "format version 2 is newer than this attnkit reads"),
+        (lambda s, c: c.update(version=3), "format version 3 is newer than this attnkit reads"),
         (lambda s, c: c.update(estimator="os.system"),
          r"unknown estimator 'os.system'.*loads \['Seq2SeqTransformer', 'TransformerClassifier'\]"),
         (lambda s, c: s["weights"].pop(next(iter(s["weights"]))), "state dict does not match the model: missing"),

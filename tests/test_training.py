@@ -1,4 +1,4 @@
-"""attnkit._training: batching, splits, and the training loop the estimators share."""
+"""attnkit.estimators._training: batching, splits, and the training loop the estimators share."""
 
 import math
 import re
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from attnkit import nn
-from attnkit._training import (
+from attnkit.estimators._training import (
     History,
     TrainingOptions,
     epoch_checkpointer,

@@ -125,6 +125,10 @@ class History:
         That value (validation loss or score with validation, training loss without).
     best_validation : (float, float) or None
         Validation loss and score of that epoch (None without validation).
+    kept_epoch : int or None
+        Epoch (1-based, over all calls) whose weights the model holds after the latest call: the best
+        one when early stopping (or an interruption) restored it, else the last one; None when the
+        call was interrupted before its first epoch ended.
     optimizer_state : dict of str to ndarray or None
         AdamW's moments and step count, to resume (``partial_fit``).
     warmup_steps : int
@@ -140,6 +144,7 @@ class History:
     best_epoch: int | None = None
     best_value: float | None = None
     best_validation: tuple | None = None
+    kept_epoch: int | None = None
     optimizer_state: dict | None = None
     warmup_steps: int = 0
     stopped_early: bool = False
@@ -172,7 +177,9 @@ def epoch_checkpointer(estimator, publish):
 
     def on_epoch_end(history):
         if history.n_epochs % estimator.checkpoint_every == 0:
-            publish(History.from_dict(history.to_dict()))
+            snapshot = History.from_dict(history.to_dict())
+            snapshot.kept_epoch = snapshot.n_epochs  # the model holds this epoch's weights
+            publish(snapshot)
             estimator.save(estimator.checkpoint_path)
 
     return on_epoch_end
@@ -429,6 +436,9 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
         history.interrupted = True
     if best_weights is not None and (options.early_stopping or history.interrupted):
         model.load_state_dict(best_weights)
+        history.kept_epoch = history.best_epoch
+    else:
+        history.kept_epoch = None if history.interrupted else history.n_epochs
     if history.interrupted:
         if best_weights is None:
             kept = "no epoch was completed: the weights are those of the last update"
