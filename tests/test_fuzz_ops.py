@@ -265,6 +265,24 @@ def test_random_fourier_features(x, data, kind):
             np.testing.assert_allclose(result, expected, rtol=1e-4, atol=1e-5)
 
 
+@given(m=sizes, k=sizes, n=sizes, data=st.data())
+def test_matmul(m, k, n, data):
+    a, b = data.draw(perturbed((m, k)), label="a"), data.draw(perturbed((k, n)), label="b")
+    bias = data.draw(st.one_of(st.none(), perturbed((n,))), label="bias")
+    out = data.draw(st.one_of(st.none(), perturbed((m, n))), label="out")
+    accumulate = data.draw(FLAGS, label="accumulate")
+    start = np.array(out) if isinstance(out, np.ndarray) else None
+    result, error = outcome(lambda: ops.matmul(a, b, bias=bias, out=out, accumulate=accumulate),
+                            ("a", "b", "bias", "out", "accumulate"), [a, b, bias, out])
+    if error is None:
+        assert result.shape == (m, n) and (out is None or result is out)
+        if finite(a, b, bias, start if accumulate else None):
+            expected = reference.matmul(a, b, bias=bias, out=start, accumulate=bool(accumulate))
+            scale = np.abs(np.asarray(a, np.float64)) @ np.abs(np.asarray(b, np.float64)) + 1.0
+            np.testing.assert_allclose(result, np.asarray(expected, result.dtype), rtol=1e-4,
+                                       atol=1e-5 * scale.max(initial=1.0))
+
+
 @given(x=st.lists(sizes, max_size=3).flatmap(lambda s: perturbed(tuple(s))), data=st.data())
 def test_normalization_activations_and_cross_entropy(x, data):
     gelu, error = outcome(lambda: ops.gelu(x), ("x",), [x])

@@ -242,3 +242,19 @@ def test_gelu_by_hand_and_by_finite_differences():
     assert reference.gelu(np.float32(1.0)).dtype == np.float32
     w = np.random.default_rng(7).normal(size=17)
     check_grad(lambda x: np.sum(reference.gelu(x) * w), {"x": x}, {"x": reference.gelu_backward(x, w)})
+
+
+def test_matmul_by_hand():
+    a, b = np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[5.0, 6.0], [7.0, 8.0]])
+    assert_array_equal(reference.matmul(a, b), [[19.0, 22.0], [43.0, 50.0]])
+    assert_array_equal(reference.matmul(a, b, bias=[1.0, -1.0]), [[20.0, 21.0], [44.0, 49.0]])
+    out = np.ones((2, 2))
+    assert reference.matmul(a.T, b, out=out, accumulate=True) is out
+    assert_array_equal(out, [[27.0, 31.0], [39.0, 45.0]])
+    assert_array_equal(reference.matmul(np.ones((2, 0)), np.ones((0, 3)), bias=[1.0, 2.0, 3.0]), [[1, 2, 3]] * 2)
+    assert reference.matmul(a.astype(np.float16), b.astype(np.float32)).dtype == np.float32
+    assert reference.matmul(a.astype(np.float32), b).dtype == np.float64
+    with pytest.raises(TypeError, match="a"):
+        reference.matmul(a.astype(np.int64), b)
+    with pytest.raises(ValueError, match="out"):
+        reference.matmul(a, b, accumulate=True)

@@ -6,6 +6,7 @@
 #include "attnkit/gelu.h"
 #include "attnkit/layer_norm.h"
 #include "attnkit/linear_attention.h"
+#include "attnkit/matmul.h"
 #include "attnkit/positions.h"
 #include "attnkit/random_features.h"
 #include "attnkit/softmax.h"
@@ -41,6 +42,8 @@ template <class T>
 void gelu(const GeluArgs<T>& a);
 template <class T>
 void gelu_backward(const GeluArgs<T>& a);
+template <class T>
+void matmul(const MatmulArgs<T>& a);
 
 }  // namespace ATTNKIT_KERNEL_NS
 }  // namespace attnkit

@@ -8,7 +8,7 @@ import typing
 import numpy
 import numpy.typing
 
-__all__: list[str] = ['attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_isa', 'get_num_threads', 'layer_norm', 'layer_norm_backward', 'positions', 'projected_random_features', 'random_features', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward']
+__all__: list[str] = ['attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_isa', 'get_num_threads', 'layer_norm', 'layer_norm_backward', 'matmul', 'positions', 'projected_random_features', 'random_features', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward']
 @typing.overload
 def attention(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float32], lse: typing.Any) -> None:
     ...
@@ -80,6 +80,12 @@ def layer_norm_backward(dy: numpy.typing.NDArray[numpy.float32], x: numpy.typing
     ...
 @typing.overload
 def layer_norm_backward(dy: numpy.typing.NDArray[numpy.float64], x: numpy.typing.NDArray[numpy.float64], gamma: typing.Any, mean: numpy.typing.NDArray[numpy.float64], rstd: numpy.typing.NDArray[numpy.float64], dx: numpy.typing.NDArray[numpy.float64], dgamma: typing.Any, dbeta: typing.Any) -> None:
+    ...
+@typing.overload
+def matmul(a: numpy.typing.NDArray[numpy.float32], b: numpy.typing.NDArray[numpy.float32], bias: typing.Any, out: numpy.typing.NDArray[numpy.float32], accumulate: bool) -> None:
+    ...
+@typing.overload
+def matmul(a: numpy.typing.NDArray[numpy.float64], b: numpy.typing.NDArray[numpy.float64], bias: typing.Any, out: numpy.typing.NDArray[numpy.float64], accumulate: bool) -> None:
     ...
 @typing.overload
 def positions(out: numpy.typing.NDArray[numpy.float32], base: typing.SupportsFloat | typing.SupportsIndex, start: typing.SupportsFloat | typing.SupportsIndex) -> None:

@@ -9,6 +9,7 @@
 #include "attnkit/gelu.h"
 #include "attnkit/layer_norm.h"
 #include "attnkit/linear_attention.h"
+#include "attnkit/matmul.h"
 #include "attnkit/positions.h"
 #include "attnkit/random_features.h"
 #include "attnkit/softmax.h"
@@ -31,6 +32,7 @@ struct TypedKernels {
   void (*layer_norm_backward)(const LayerNormBackwardArgs<T>&);
   void (*gelu)(const GeluArgs<T>&);
   void (*gelu_backward)(const GeluArgs<T>&);
+  void (*matmul)(const MatmulArgs<T>&);
 };
 
 struct KernelTable {

@@ -8,6 +8,7 @@ from attnkit.ops.activations import gelu, gelu_backward
 from attnkit.ops.attention import scaled_dot_product_attention, scaled_dot_product_attention_backward
 from attnkit.ops.cross_entropy import cross_entropy
 from attnkit.ops.linear_attention import LinearAttentionState, linear_attention, linear_attention_backward
+from attnkit.ops.matmul import matmul
 from attnkit.ops.normalization import layer_norm, layer_norm_backward
 from attnkit.ops.positions import sinusoidal_positions
 from attnkit.ops.random_features import random_fourier_features
@@ -24,6 +25,7 @@ __all__ = [
     "linear_attention_backward",
     "log_softmax",
     "log_softmax_backward",
+    "matmul",
     "random_fourier_features",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",

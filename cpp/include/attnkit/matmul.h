@@ -1,0 +1,22 @@
+// Matrix product: C = A B (+ C if accumulate) (+ bias per row)   A (m, k), B (k, n), C (m, n), bias (n,)
+// A and B are read in place through element strides along both axes (transposed views, slices and
+// negative strides need no copy); C is row-major with contiguous rows, row_stride elements apart.
+#pragma once
+#include <cstdint>
+
+namespace attnkit {
+
+template <class T>
+struct MatmulArgs {
+  const T* a;
+  const T* b;
+  const T* bias = nullptr;  // (n,) contiguous, optional
+  T* c;
+  std::int64_t m = 0, k = 0, n = 0;
+  std::int64_t a_row_stride = 0, a_col_stride = 0;  // element (i, p) of A at a[i * a_row_stride + p * a_col_stride]
+  std::int64_t b_row_stride = 0, b_col_stride = 0;  // element (p, j) of B at b[p * b_row_stride + j * b_col_stride]
+  std::int64_t c_row_stride = 0;                    // element (i, j) of C at c[i * c_row_stride + j]
+  bool accumulate = false;
+};
+
+}  // namespace attnkit

@@ -1,0 +1,232 @@
+// Matrix product (see attnkit/matmul.h): a Goto/BLIS-style packed GEMM written once against Vec<T>.
+//
+// Each thread owns a rectangle of C (whole MR x NR tiles) and walks it as
+//   columns in NC blocks -> k in KC blocks: pack B's KC x NC block into NR-column micro-panels
+//     -> rows in MR panels: pack A's MR x KC micro-panel -> NR columns: register-tile micro-kernel.
+// The A micro-panel (MR x KC) stays in L1 while the micro-kernel sweeps the B block, which stays in L2.
+// Edges are zero-padded in the packed panels, and an edge tile is computed in full into a local tile.
+//
+// Determinism: element (i, j) of C always gets the same roundings, s_b = an FMA chain from 0 over k in
+// KC block b (in k order), then c = s_0 (or c + s_0 when accumulating), c = c + s_b for each later
+// block, c = c + bias_j after the last. The blocks start at fixed multiples of KC and the tile layout
+// never changes a lane's arithmetic, so neither the thread count nor the strides of A and B can.
+#include <omp.h>
+
+#include <cstdint>
+
+#include "attention_tiles.h"
+#include "attnkit/isa.h"
+#include "attnkit/simd.h"
+#include "kernels.h"
+
+namespace attnkit {
+namespace ATTNKIT_KERNEL_NS {
+
+namespace {
+
+template <class T>
+struct GemmShape {
+  using V = Vec<T>;
+  static constexpr int W = V::W;
+  static constexpr int kRegs = W * int(sizeof(T)) == 64 ? 32 : 16;  // vector registers of the ISA
+  static constexpr int NV = 2;                                      // vectors per tile row
+  static constexpr int NR = NV * W;                                 // columns per tile
+  // Rows per tile: MR x NV accumulators, NV vectors of B and one broadcast of A fill the registers.
+  static constexpr int MR = (kRegs - NV - 1) / NV;
+  // A's MR x KC micro-panel (14 KB in float, 7 KB in double) stays in L1 beside the B stream;
+  // B's KC x NC block (512 KB) in L2.
+  static constexpr std::int64_t KC = 1024 / sizeof(T);
+  static constexpr std::int64_t NC = 512;
+  static_assert(NC % NR == 0, "NC must be whole tiles");
+};
+
+// Products below this many multiply-adds run on one thread: a parallel region costs more.
+constexpr std::int64_t kMinParallelWork = std::int64_t(1) << 18;
+
+// ap: MR x kc (element (i, p) at p * MR + i); rows past mr are zeros.
+template <class T>
+void pack_a(const MatmulArgs<T>& g, std::int64_t i0, int mr, std::int64_t p0, std::int64_t kc, T* ap) {
+  constexpr int MR = GemmShape<T>::MR;
+  const std::int64_t rs = g.a_row_stride, cs = g.a_col_stride;
+  const T* src = g.a + i0 * rs + p0 * cs;
+  if (cs == 1 || (rs != 1 && (cs < 0 ? -cs : cs) <= (rs < 0 ? -rs : rs))) {
+    for (int i = 0; i < mr; ++i) {
+      const T* row = src + i * rs;
+      for (std::int64_t p = 0; p < kc; ++p) ap[p * MR + i] = row[p * cs];
+    }
+  } else {
+    for (std::int64_t p = 0; p < kc; ++p)
+      for (int i = 0; i < mr; ++i) ap[p * MR + i] = src[p * cs + i * rs];
+  }
+  for (std::int64_t p = 0; p < kc; ++p)
+    for (int i = mr; i < MR; ++i) ap[p * MR + i] = T(0);
+}
+
+// bp: the kc x nc block as NR-column micro-panels (panel q at q * kc * NR, element (p, j) at p * NR + j);
+// columns past nc are zeros.
+template <class T>
+void pack_b(const MatmulArgs<T>& g, std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* bp) {
+  using V = Vec<T>;
+  constexpr int W = V::W, NV = GemmShape<T>::NV, NR = GemmShape<T>::NR;
+  const std::int64_t rs = g.b_row_stride, cs = g.b_col_stride;
+  for (std::int64_t jr = 0; jr < nc; jr += NR, bp += kc * NR) {
+    const int nr = int(min_scalar<std::int64_t>(NR, nc - jr));
+    const T* src = g.b + p0 * rs + (j0 + jr) * cs;
+    if (cs == 1 && nr == NR) {
+      for (std::int64_t p = 0; p < kc; ++p)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) V::load(src + p * rs + v * W).store(bp + p * NR + v * W);
+      continue;
+    }
+    if (cs == 1 || (rs != 1 && (cs < 0 ? -cs : cs) <= (rs < 0 ? -rs : rs))) {
+      for (std::int64_t p = 0; p < kc; ++p)
+        for (int j = 0; j < nr; ++j) bp[p * NR + j] = src[p * rs + j * cs];
+    } else {
+      for (int j = 0; j < nr; ++j)
+        for (std::int64_t p = 0; p < kc; ++p) bp[p * NR + j] = src[p * rs + j * cs];
+    }
+    for (std::int64_t p = 0; p < kc; ++p)
+      for (int j = nr; j < NR; ++j) bp[p * NR + j] = T(0);
+  }
+}
+
+// c = s (first block, not accumulating) or c + s, then + bias when given (the last block).
+template <class T>
+inline Vec<T> combine(Vec<T> s, const T* c, bool overwrite, const T* bias) {
+  using V = Vec<T>;
+  if (!overwrite) s = V::load(c) + s;
+  if (bias) s = s + V::load(bias);
+  return s;
+}
+
+// The mr x nr tile of C at c gets the kc-long products of the packed panels ap and bp (see combine).
+template <class T>
+inline void micro_tile(std::int64_t kc, const T* __restrict ap, const T* __restrict bp, T* c, std::int64_t ldc,
+                       int mr, int nr, bool overwrite, const T* bias) {
+  using V = Vec<T>;
+  using S = GemmShape<T>;
+  constexpr int W = S::W, NV = S::NV, MR = S::MR, NR = S::NR;
+  V acc[MR][NV];
+#pragma GCC unroll 32
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v] = V::zero();
+  for (std::int64_t p = 0; p < kc; ++p, ap += MR, bp += NR) {
+    V b[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) b[v] = V::load(bp + v * W);
+#pragma GCC unroll 32
+    for (int i = 0; i < MR; ++i) {
+      const V ai = V::set1(ap[i]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[i][v] = V::fma(ai, b[v], acc[i][v]);
+    }
+  }
+  if (mr == MR && nr == NR) {
+#pragma GCC unroll 32
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) {
+        T* cv = c + i * ldc + v * W;
+        combine(acc[i][v], cv, overwrite, bias ? bias + v * W : nullptr).store(cv);
+      }
+    return;
+  }
+  // Edge tile: the same additions, lane by lane, on the valid part only.
+  alignas(64) T tile[MR * NR];
+#pragma GCC unroll 32
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[i][v].store(tile + i * NR + v * W);
+  for (int i = 0; i < mr; ++i)
+    for (int j = 0; j < nr; ++j) {
+      T s = tile[i * NR + j];
+      T* cij = c + i * ldc + j;
+      if (!overwrite) s = *cij + s;
+      if (bias) s = s + bias[j];
+      *cij = s;
+    }
+}
+
+// Rows [r0, r1) x columns [c0, c1) of C, with one thread's scratch (ap: MR x KC, bp: KC x NC).
+template <class T>
+void rectangle(const MatmulArgs<T>& g, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1, T* ap,
+               T* bp) {
+  using S = GemmShape<T>;
+  constexpr int MR = S::MR, NR = S::NR;
+  const std::int64_t k = g.k, ldc = g.c_row_stride;
+  const std::int64_t kblocks = k > 0 ? (k + S::KC - 1) / S::KC : 1;  // k = 0: one empty block
+  for (std::int64_t jc = c0; jc < c1; jc += S::NC) {
+    const std::int64_t nc = min_scalar(S::NC, c1 - jc);
+    for (std::int64_t blk = 0; blk < kblocks; ++blk) {
+      const std::int64_t pc = blk * S::KC, kc = min_scalar(S::KC, k - pc);
+      const bool overwrite = blk == 0 && !g.accumulate;
+      const T* bias = blk == kblocks - 1 && g.bias ? g.bias + jc : nullptr;
+      pack_b(g, pc, kc, jc, nc, bp);
+      for (std::int64_t ir = r0; ir < r1; ir += MR) {
+        const int mr = int(min_scalar<std::int64_t>(MR, r1 - ir));
+        pack_a(g, ir, mr, pc, kc, ap);
+        T* crow = g.c + ir * ldc + jc;
+        for (std::int64_t jr = 0; jr < nc; jr += NR)
+          micro_tile(kc, ap, bp + jr * kc, crow + jr, ldc, mr, int(min_scalar<std::int64_t>(NR, nc - jr)),
+                     overwrite, bias ? bias + jr : nullptr);
+      }
+    }
+  }
+}
+
+// tm x tn rectangles of C for up to `threads` threads: as many as there are threads (and tiles),
+// then the least packing (A is packed once per column group, B once per row group: m tn + n tm),
+// ties split rows. Independent of k, and of nothing but the sizes and the thread count.
+struct Grid {
+  int rows = 1, cols = 1;
+};
+
+inline Grid split(std::int64_t m, std::int64_t n, std::int64_t tiles_m, std::int64_t tiles_n, int threads) {
+  Grid best;
+  std::int64_t best_used = 0, best_cost = 0;
+  for (int tm = threads; tm >= 1; --tm)
+    for (int tn = threads / tm; tn >= 1; --tn) {
+      if (tm > tiles_m || tn > tiles_n) continue;
+      const std::int64_t used = std::int64_t(tm) * tn, cost = m * tn + n * tm;
+      if (used > best_used || (used == best_used && cost < best_cost)) {
+        best = {tm, tn};
+        best_used = used;
+        best_cost = cost;
+      }
+    }
+  return best;
+}
+
+}  // namespace
+
+template <class T>
+void matmul(const MatmulArgs<T>& g) {
+  using S = GemmShape<T>;
+  const std::int64_t m = g.m, n = g.n, k = g.k;
+  if (m == 0 || n == 0) return;
+  const std::int64_t tiles_m = (m + S::MR - 1) / S::MR, tiles_n = (n + S::NR - 1) / S::NR;
+  const int threads = m * n * k >= kMinParallelWork ? kernel_threads() : 1;
+  const Grid grid = split(m, n, tiles_m, tiles_n, threads);
+  const int parts = grid.rows * grid.cols;
+  // Scratch for the widest rectangle, 64-byte aligned pieces.
+  constexpr std::int64_t align = 64 / sizeof(T);
+  const std::int64_t kc_max = max_scalar<std::int64_t>(1, min_scalar(S::KC, k));
+  const std::int64_t nc_max = min_scalar(S::NC, (tiles_n + grid.cols - 1) / grid.cols * S::NR);
+  const std::int64_t a_size = round_up(S::MR * kc_max, align), b_size = round_up(kc_max * nc_max, align);
+  auto scratch = aligned_buffer<T>(parts * (a_size + b_size));
+#pragma omp parallel for num_threads(parts) schedule(static, 1) if (parts > 1)
+  for (int part = 0; part < parts; ++part) {
+    const int r = part / grid.cols, s = part % grid.cols;
+    const std::int64_t r0 = tiles_m * r / grid.rows * S::MR, r1 = min_scalar(m, tiles_m * (r + 1) / grid.rows * S::MR);
+    const std::int64_t c0 = tiles_n * s / grid.cols * S::NR, c1 = min_scalar(n, tiles_n * (s + 1) / grid.cols * S::NR);
+    T* ap = scratch.get() + omp_get_thread_num() * (a_size + b_size);
+    rectangle(g, r0, r1, c0, c1, ap, ap + a_size);
+  }
+}
+
+template void matmul<float>(const MatmulArgs<float>&);
+template void matmul<double>(const MatmulArgs<double>&);
+
+}  // namespace ATTNKIT_KERNEL_NS
+}  // namespace attnkit

@@ -1,0 +1,110 @@
+"""Matrix product on attnkit's own threads, with a result that does not depend on the thread count."""
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from attnkit import _core
+from attnkit._validation import check_bool, float_array
+
+__all__ = ["matmul"]
+
+
+def matmul(a: ArrayLike, b: ArrayLike, *, bias: ArrayLike | None = None, out: np.ndarray | None = None,
+           accumulate: bool = False) -> np.ndarray:
+    """Matrix product ``a @ b (+ out if accumulate) (+ bias)``, deterministic whatever the thread count.
+
+    Runs attnkit's packed GEMM kernel on attnkit's OpenMP threads (:func:`attnkit.set_num_threads`),
+    not on NumPy's BLAS, so NumPy's own thread settings are left alone.
+
+    For a given ISA (:func:`attnkit.show_config`), the result is bit-identical whatever the number of
+    threads and whatever the memory layout of ``a`` and ``b``: each output element is always the same
+    sequence of roundings (fused multiply-adds in ``k`` order, in blocks of fixed length summed in
+    order onto the output, then the bias). It can differ from NumPy's in the last bits, as two BLAS
+    libraries differ from each other. NaN and inf behave as in BLAS: a NaN in row ``i`` of ``a``
+    reaches only row ``i`` of the result, one in column ``j`` of ``b`` only column ``j``.
+
+    Parameters
+    ----------
+    a : array-like of float32 or float64, shape (m, k)
+        Left operand, read in place whatever its strides (a transposed view ``x.T``, Fortran order,
+        slices, negative strides); copied only when a stride is not a whole number of elements, or
+        when ``a`` overlaps ``out``. float16 widens to float32.
+    b : array-like of float32 or float64, shape (k, n)
+        Right operand, read like ``a``.
+    bias : array-like of float, shape (n,), optional
+        Added to every row of the result.
+    out : ndarray, shape (m, n), optional
+        Written in place and returned. Its dtype must be the result dtype and its rows contiguous
+        (``out.strides[1] == out.itemsize``); the rows themselves may be any distance apart.
+    accumulate : bool, default=False
+        Add the product into ``out`` (which is then required) instead of overwriting it: a layer's
+        ``grads["weight"] += x.T @ g`` without a temporary.
+
+    Returns
+    -------
+    ndarray of shape (m, n)
+        ``out`` when given. float32 when every input is float32 (or float16), else float64.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit import ops
+    >>> ops.matmul(np.array([[1.0, 2.0]]), np.array([[3.0], [4.0]]), bias=[0.5]).tolist()
+    [[11.5]]
+    >>> grad = np.zeros((2, 1))
+    >>> _ = ops.matmul(np.ones((3, 2)).T, np.ones((3, 1)), out=grad, accumulate=True)
+    >>> grad.tolist()
+    [[3.0], [3.0]]
+    """
+    a, b = float_array(a, "a"), float_array(b, "b")
+    if a.ndim != 2:
+        raise ValueError(f"a must be 2-D (m, k), got shape {a.shape}")
+    if b.ndim != 2:
+        raise ValueError(f"b must be 2-D (k, n), got shape {b.shape}")
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"a (m, k) and b (k, n) must have the same k, got a {a.shape} and b {b.shape}")
+    (m, _), n = a.shape, b.shape[1]
+    accumulate = check_bool(accumulate, "accumulate")
+    if bias is not None:
+        bias = float_array(bias, "bias")
+        if bias.shape != (n,):
+            raise ValueError(f"bias must have shape (n,) = ({n},) to match b {b.shape}, got {bias.shape}")
+    dtype = np.result_type(a, b, *(() if bias is None else (bias,)))
+    if out is None:
+        if accumulate:
+            raise ValueError("accumulate=True adds into out, so out is required; got out=None")
+        out = np.empty((m, n), dtype)
+    else:
+        _check_out(out, (m, n), dtype)
+    a, b = (_operand(x, dtype, out) for x in (a, b))
+    if bias is not None:
+        bias = np.ascontiguousarray(bias, dtype=dtype)
+        bias = bias.copy() if np.may_share_memory(bias, out) else bias
+    _core.matmul(a, b, bias, out, accumulate)
+    return out
+
+
+def _check_out(out, shape, dtype):
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+    if out.dtype != dtype:
+        raise TypeError(f"out must have the result dtype {dtype}, got {out.dtype}")
+    if out.shape != shape:
+        raise ValueError(f"out must have shape (m, n) = {shape}, got {out.shape}")
+    if not out.flags.writeable:
+        raise ValueError("out must be writeable, got a read-only array")
+    if out.size and shape[1] > 1 and out.strides[1] != out.itemsize:
+        raise ValueError(f"out must have contiguous rows (strides[1] == itemsize {out.itemsize}), "
+                         f"got strides {out.strides}")
+    if not out.flags.aligned:
+        raise ValueError(f"out must be aligned to its {out.itemsize}-byte elements, got strides {out.strides} and "
+                         f"address {out.ctypes.data:#x}")
+
+
+def _operand(x: np.ndarray, dtype: np.dtype, out: np.ndarray) -> np.ndarray:
+    """``x`` as ``dtype``, read in place unless it is not aligned to whole elements (a stride or its
+    address) or it overlaps ``out`` (which the kernel writes while other threads still read it)."""
+    x = x.astype(dtype, copy=False)
+    if not x.flags.aligned or np.may_share_memory(x, out):
+        return np.array(x, order="C")
+    return x
