@@ -17,6 +17,7 @@ from attnkit import ops
 from attnkit._config import with_single_threaded_blas
 from attnkit._network_state import NetworkStateMixin
 from attnkit._pretraining import pretrain_masked_lm
+from attnkit._random import generator
 from attnkit._token_input import IDS, id_rows_to_tokens, input_kind
 from attnkit._training import (
     History,
@@ -25,7 +26,6 @@ from attnkit._training import (
     reseed_dropout,
     train,
     train_validation_split,
-    training_generator,
 )
 from attnkit._validation import Interval, Options, check_sample_weight, validate_params
 from attnkit.io import from_json, to_json
@@ -493,7 +493,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             raise ValueError("X is empty: fit needs at least one sample")
         y = _check_y(y, len(tokens))
         sample_weight = check_sample_weight(sample_weight, len(tokens))
-        rng = training_generator(self.random_state, self._training_state["n_epochs"] if continuing else 0)
+        # One stream per (seed, epochs done): partial_fit calls shuffle differently, a loaded model goes on as saved.
+        rng = generator(self.random_state, self._training_state["n_epochs"] if continuing else 0)
         if continuing:
             unseen = np.setdiff1d(np.unique(y), self.classes_)
             if unseen.size:

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from attnkit import _core
-from attnkit._memory import checked_empty
+from attnkit._random import gaussian_rows
 from attnkit._validation import check_bool, check_int, check_ndim, check_real, float_array
 
 __all__ = [
@@ -73,22 +73,6 @@ def projected_features(x, weights, kind, *, scale=1.0, offset=None, row_log=None
         row_log = np.ascontiguousarray(row_log, dtype=x.dtype).reshape(-1)
     _core.projected_random_features(flat, weights, offset, row_log, out, float(scale), _KINDS[kind])
     return out.reshape(lead + (width,))
-
-
-def _gaussian_rows(rng, n_rows, d, orthogonal):
-    """(n_rows, d) rows ~ N(0, I). Orthogonal: blocks of d mutually orthogonal rows whose norms are
-    drawn like Gaussian vectors' (chi_d), which lowers the estimators' variance."""
-    n_blocks = math.ceil(n_rows / d) if orthogonal else 0
-    # Refused before drawing: a huge n_features would otherwise swap, or (orthogonal) spin for hours.
-    checked_empty((n_rows + 2 * n_blocks * d, d), np.float64, f"{n_rows} random directions of width {d}")
-    if not orthogonal:
-        return rng.standard_normal((n_rows, d))
-    # One stacked QR: the same draws and bits as a QR per block, without a Python loop over blocks.
-    q, r = np.linalg.qr(rng.standard_normal((n_blocks, d, d)))
-    q = q * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[:, None, :]  # a Haar rotation, not QR's sign convention
-    rows = np.swapaxes(q, -1, -2).reshape(n_blocks * d, d)[:n_rows]
-    norms = np.linalg.norm(rng.standard_normal((n_rows, d)), axis=1)
-    return rows * norms[:, None]
 
 
 class FeatureMap:
@@ -313,7 +297,7 @@ class RandomFourierFeatureMap(_RandomFeatureMap):
         return self.sigma if self.sigma is not None else d**0.25
 
     def _draw(self, d):
-        return _gaussian_rows(self._rng, self.n_features, d, self.orthogonal) / self.bandwidth(d)
+        return gaussian_rows(self._rng, self.n_features, d, self.orthogonal) / self.bandwidth(d)
 
     def _features(self, x, with_norm_factor):
         x = self._checked(x)
@@ -379,7 +363,7 @@ class PositiveRandomFeatureMap(_RandomFeatureMap):
         return self.n_features
 
     def _draw(self, d):
-        return _gaussian_rows(self._rng, self.n_features, d, self.orthogonal)
+        return gaussian_rows(self._rng, self.n_features, d, self.orthogonal)
 
     def _input_scale(self, d):
         return self.scale if self.scale is not None else d**-0.25

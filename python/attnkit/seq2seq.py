@@ -11,8 +11,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from attnkit import decoding, ops
 from attnkit._config import single_threaded_blas
+from attnkit._random import generator
 from attnkit._training import History, TrainingOptions, epoch_checkpointer, train, train_validation_split
-from attnkit._validation import Interval, Options, generator, validate_params
+from attnkit._validation import Interval, Options, validate_params
 from attnkit.nn import CrossEntropyLoss
 from attnkit.nn.encoder_decoder import EncoderDecoder
 from attnkit.text import Texts, Tokenizer, Vocabulary, check_texts, pad_sequences
