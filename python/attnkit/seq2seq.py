@@ -364,7 +364,7 @@ class Seq2SeqTransformer(BaseEstimator):
         check_is_fitted(self, "model_")
         sources = self._encode_sources(check_texts(X, "X"))
         params.update(max_length=self.max_target_len if max_length is None else max_length)
-        decoding._check_params(params, "predict")
+        decoding.check_generation_params(params, "predict")
         per_input = None
         if params["strategy"] == "sample":
             per_input = decoding.input_generators(random_state, max(len(sources), 1))
