@@ -17,8 +17,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from attnkit._random import gaussian_rows, generator
 from attnkit._validation import Interval, Options, validate_params
-from attnkit.feature_maps import fused_features, projected_features
-from attnkit.ops import random_fourier_features
+from attnkit.ops.random_features import fused_features, projected_features, random_fourier_features
 
 try:
     from sklearn.utils.validation import validate_data
@@ -26,7 +25,6 @@ except ImportError:  # scikit-learn < 1.6 has the method instead of the function
 
     def validate_data(estimator, X, **kwargs):
         return estimator._validate_data(X, **kwargs)
-
 
 __all__ = ["RandomFourierFeatures"]
 

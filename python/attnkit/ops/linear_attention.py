@@ -1,13 +1,16 @@
 """Kernelized linear attention, batch and step by step."""
 
+# Annotations stay unevaluated: feature_maps imports this package (its kernels live in
+# ops.random_features), so when it is imported first its names do not exist yet here.
+from __future__ import annotations
+
 import math
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attnkit import _core
+from attnkit import _core, feature_maps
 from attnkit._validation import check_bool, check_ndim, check_real, float_array
-from attnkit.feature_maps import FeatureMap, resolve_feature_map
 from attnkit.masking import check_key_lengths, check_mask
 from attnkit.ops._layout import batch_shape, check_qkv, describe_shapes, unbroadcast
 
@@ -19,10 +22,10 @@ def _quiet_non_finite() -> np.errstate:
     return np.errstate(invalid="ignore", over="ignore")
 
 
-def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, feature_map: str | FeatureMap = "elu",
-                     causal: bool = False, mask: ArrayLike | None = None, key_lengths: ArrayLike | None = None,
-                     eps: float = 1e-6,
-                     return_state: bool = False) -> np.ndarray | tuple[np.ndarray, "LinearAttentionState"]:
+def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *,
+                     feature_map: str | feature_maps.FeatureMap = "elu", causal: bool = False,
+                     mask: ArrayLike | None = None, key_lengths: ArrayLike | None = None, eps: float = 1e-6,
+                     return_state: bool = False) -> np.ndarray | tuple[np.ndarray, LinearAttentionState]:
     """Kernelized linear attention: O(N) time and memory in the sequence length.
 
     ``out_i = phi(q_i)^T S / (phi(q_i)^T Z)`` with ``S = sum_j phi(k_j) v_j^T`` and
@@ -74,7 +77,7 @@ def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, feature_map: s
 
 
 def linear_attention_backward(dout: ArrayLike, q: ArrayLike, k: ArrayLike, v: ArrayLike, *,
-                              feature_map: str | FeatureMap = "elu", causal: bool = False,
+                              feature_map: str | feature_maps.FeatureMap = "elu", causal: bool = False,
                               mask: ArrayLike | None = None, key_lengths: ArrayLike | None = None,
                               eps: float = 1e-6) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Gradients of :func:`linear_attention` with respect to q, k and v.
@@ -137,7 +140,7 @@ class _Problem:
         causal = check_bool(causal, "causal")
         self.shapes = (q.shape, k.shape, v.shape)
         nq, nk = q.shape[-2], k.shape[-2]
-        self.fm = resolve_feature_map(feature_map)
+        self.fm = feature_maps.resolve_feature_map(feature_map)
         self.eps = _check_eps(eps)
         if mask is not None:
             mask = check_mask(mask, nq, nk, describe_shapes(q=q, k=k))
@@ -238,9 +241,9 @@ class LinearAttentionState:
         Initial sums (..., D, dv) and (..., D), e.g. from ``linear_attention(..., return_state=True)``.
     """
 
-    def __init__(self, feature_map: str | FeatureMap = "elu", *, eps: float = 1e-6, s: ArrayLike | None = None,
-                 z: ArrayLike | None = None) -> None:
-        self.feature_map = resolve_feature_map(feature_map)
+    def __init__(self, feature_map: str | feature_maps.FeatureMap = "elu", *, eps: float = 1e-6,
+                 s: ArrayLike | None = None, z: ArrayLike | None = None) -> None:
+        self.feature_map = feature_maps.resolve_feature_map(feature_map)
         self.eps = _check_eps(eps)
         if (s is None) != (z is None):
             raise ValueError("s and z must be given together")
@@ -253,8 +256,8 @@ class LinearAttentionState:
             self.s, self.z = np.array(s, dtype=np.float64), np.array(z, dtype=np.float64)
 
     @classmethod
-    def from_keys(cls, k: ArrayLike, v: ArrayLike, *, feature_map: str | FeatureMap = "elu",
-                  key_lengths: ArrayLike | None = None, eps: float = 1e-6) -> "LinearAttentionState":
+    def from_keys(cls, k: ArrayLike, v: ArrayLike, *, feature_map: str | feature_maps.FeatureMap = "elu",
+                  key_lengths: ArrayLike | None = None, eps: float = 1e-6) -> LinearAttentionState:
         """The sums over every key of ``k`` (..., Nk, d) and ``v`` (..., Nk, dv), padded keys left out.
 
         :meth:`attend` then gives, for each new query, the row of the non-causal
