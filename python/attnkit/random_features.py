@@ -13,18 +13,11 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from attnkit._random import gaussian_rows, generator
 from attnkit._validation import Interval, Options, validate_params
 from attnkit.ops.random_features import fused_features, projected_features, random_fourier_features
-
-try:
-    from sklearn.utils.validation import validate_data
-except ImportError:  # scikit-learn < 1.6 has the method instead of the function
-
-    def validate_data(estimator, X, **kwargs):
-        return estimator._validate_data(X, **kwargs)
 
 __all__ = ["RandomFourierFeatures"]
 
