@@ -22,8 +22,9 @@ def input_kind(X):
 
     Numeric means: a NumPy array (or anything with a ``dtype``) of bools, integers, floats or
     complex numbers, a 2-D object array whose first entry is not a string (an empty one with other
-    than one column), or a list of lists whose first entry is a number. A 1-D numeric array is the ids route too, so that it gets
-    scikit-learn's "Reshape your data" error rather than a complaint about strings.
+    than one column), or a list of lists whose first entry is a number. A 1-D numeric array is the
+    ids route too, so that it gets scikit-learn's "Reshape your data" error rather than a complaint
+    about strings.
     """
     if sp.issparse(X):
         return IDS
