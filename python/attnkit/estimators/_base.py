@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from attnkit._random import generator
 from attnkit._validation import validate_params
 from attnkit.estimators._training import (
     History,
@@ -36,7 +37,6 @@ from attnkit.estimators._training import (
     reseed_dropout,
     train,
     train_validation_split,
-    training_generator,
 )
 from attnkit.io import from_json, save, to_json
 
@@ -153,7 +153,7 @@ class NetworkEstimator(BaseEstimator):
         continuing = (incremental or self.warm_start) and self.__sklearn_is_fitted__()
         # One stream per (seed, epochs done): a fit is reproducible, consecutive partial_fit and warm_start
         # calls shuffle differently, and a model loaded from a file continues as the saved one would.
-        rng = training_generator(self.random_state, self._training_state["n_epochs"] if continuing else 0)
+        rng = generator(self.random_state, self._training_state["n_epochs"] if continuing else 0)
         if not continuing:
             self.__dict__.pop("_cache", None)
         samples = self._read_training_data(X, y, sample_weight, reset=not continuing, classes=classes,

@@ -15,7 +15,6 @@ it between ``partial_fit`` calls and still pickle, clone and save as plain data.
 
 import dataclasses
 import math
-import numbers
 import sys
 import time
 import warnings
@@ -33,7 +32,6 @@ __all__ = [
     "reseed_dropout",
     "train",
     "train_validation_split",
-    "training_generator",
 ]
 
 # Batches are cut from pools of this many batches' worth of samples sorted by length: the samples
@@ -221,21 +219,6 @@ def train_validation_split(n_samples, fraction, rng, *, stratify=None):
                          "turn early_stopping off")
     train = np.setdiff1d(np.arange(n_samples), validation, assume_unique=True)
     return train, validation
-
-
-def training_generator(random_state, epochs_done):
-    """The Generator of a fit or partial_fit call that starts after ``epochs_done`` epochs.
-
-    An int seed gives one stream per (seed, epochs_done): a fit is reproducible, consecutive
-    partial_fit calls shuffle differently, and a model loaded from a file continues exactly as the
-    saved one would have. A Generator is used as it is (it advances); a legacy RandomState gives a
-    seed; None, fresh entropy.
-    """
-    if isinstance(random_state, np.random.RandomState):
-        random_state = random_state.randint(np.iinfo(np.int64).max, dtype=np.int64)
-    if isinstance(random_state, numbers.Integral):
-        return np.random.default_rng([int(random_state), epochs_done])
-    return np.random.default_rng(random_state)
 
 
 def reseed_dropout(model, rng):

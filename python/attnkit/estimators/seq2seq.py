@@ -521,7 +521,7 @@ class Seq2SeqTransformer(NetworkEstimator):
         check_is_fitted(self)
         sources = self._encode_sources(read_tokens(self, X, reset=False))
         params.update(max_length=self._input["max_target_len"] if max_length is None else max_length)
-        decoding._check_params(params, "predict")
+        decoding.check_generation_params(params, "predict")
         per_input = None
         if params["strategy"] == "sample":
             per_input = decoding.input_generators(random_state, max(len(sources), 1))

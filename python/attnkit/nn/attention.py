@@ -117,42 +117,38 @@ class MultiHeadAttention(Module):
         bias, bias_cache = (None, None)
         if self.position_bias is not None:
             bias, bias_cache = self.position_bias.forward(q.shape[-2], k.shape[-2])
-        kw = dict(key_lengths=key_lengths, causal=self.causal)
-        weights = lse = None
+        kw = dict(key_lengths=key_lengths, causal=self.causal, return_context=True)
+        weights = None
         if self.attention == "softmax":
             if return_weights:
-                heads, weights, lse = ops.scaled_dot_product_attention(q, k, v, bias=bias, return_weights=True,
-                                                                       return_lse=True, **kw)
+                heads, weights, context = ops.scaled_dot_product_attention(q, k, v, bias=bias, return_weights=True,
+                                                                           **kw)
             else:
-                heads, lse = ops.scaled_dot_product_attention(q, k, v, bias=bias, return_lse=True, **kw)
+                heads, context = ops.scaled_dot_product_attention(q, k, v, bias=bias, **kw)
         else:
             if return_weights:
                 raise ValueError(f"return_weights needs attention='softmax' ({self.attention!r} attention "
                                  "never forms the weights)")
             assert self.feature_map is not None  # set for every attention but softmax
-            heads = ops.linear_attention(q, k, v, feature_map=self.feature_map, **kw)
+            heads, context = ops.linear_attention(q, k, v, feature_map=self.feature_map, **kw)
         merged = heads.swapaxes(-2, -3).reshape(x.shape[:-1] + (self.n_heads * self.d_head,))
         out = (_flat(merged) @ self.params["wo"] + self.params["bo"]).reshape(x.shape[:-1] + (self.d_model,))
-        cache = (x, c, cross, q, k, v, heads, merged, lse, bias, bias_cache, key_lengths)
+        # The ops' context keeps the checked q, k, v (and what the backward reuses): no second validation.
+        cache = (x, c, cross, merged, context, bias_cache)
         return (out, cache, weights) if return_weights else (out, cache)
 
     def backward(self, grad, cache):
         """Accumulate parameter gradients; return dx, or (dx, dcontext) for cross-attention."""
-        x, c, cross, q, k, v, heads, merged, lse, bias, bias_cache, key_lengths = cache
+        x, c, cross, merged, context, bias_cache = cache
         self.grads["wo"] += _flat(merged).T @ _flat(grad)
         self.grads["bo"] += _flat(grad).sum(axis=0)
-        dheads = (_flat(grad) @ self.params["wo"].T).reshape(heads.shape[:-3] + (heads.shape[-2], self.n_heads,
-                                                                           self.d_head)).swapaxes(-2, -3)
-        kw = dict(key_lengths=key_lengths, causal=self.causal)
-        if self.attention == "softmax":
-            grads = ops.scaled_dot_product_attention_backward(dheads, q, k, v, heads, lse, bias=bias,
-                                                              bias_grad=bias is not None, **kw)
-            dq, dk, dv = grads[:3]
-            if bias is not None and self.position_bias is not None:
-                self.position_bias.backward(grads[3], bias_cache)
+        dheads = (_flat(grad) @ self.params["wo"].T).reshape(x.shape[:-1] + (self.n_heads, self.d_head))
+        dheads = dheads.swapaxes(-2, -3)
+        if self.position_bias is not None:  # softmax attention only
+            dq, dk, dv, dbias = context.backward(dheads, bias_grad=True)
+            self.position_bias.backward(dbias, bias_cache)
         else:
-            assert self.feature_map is not None
-            dq, dk, dv = ops.linear_attention_backward(dheads, q, k, v, feature_map=self.feature_map, **kw)
+            dq, dk, dv = context.backward(dheads)
         dx = self._project_back(x, dq, "wq", "bq")
         dc = self._project_back(c, dk, "wk", "bk") + self._project_back(c, dv, "wv", "bv")
         return (dx, dc) if cross else dx + dc
