@@ -58,15 +58,11 @@ def fitted(negation):
 # integer arrays. Every silenced check, and why:
 _FEEDS_CONTINUOUS_X = ("feeds continuous floats without the categorical-tag conversion the other checks apply; "
                        "token ids must be whole numbers, so fit refuses them with a ValueError")
-_FLOAT32_LAST_BITS = ("float32 outputs move in the last bits (~1e-7 relative) when the batch around a sample "
-                      "changes: BLAS picks its kernel by matrix shape; the predicted labels do not change")
 EXPECTED_FAILED_CHECKS = {
     "check_sample_weight_equivalence_on_dense_data": _FEEDS_CONTINUOUS_X,
     "check_class_weight_classifiers": _FEEDS_CONTINUOUS_X,
     "check_decision_proba_consistency": _FEEDS_CONTINUOUS_X,
     "check_classifiers_one_label_sample_weights": _FEEDS_CONTINUOUS_X,
-    "check_methods_sample_order_invariance": _FLOAT32_LAST_BITS,
-    "check_methods_subset_invariance": _FLOAT32_LAST_BITS,
 }
 
 

@@ -21,7 +21,6 @@ import warnings
 
 import numpy as np
 
-from attnkit._config import with_single_threaded_blas
 from attnkit.nn.layers import Dropout
 from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm
 
@@ -289,7 +288,6 @@ def _epoch_line(history, options, epoch, total, tokens_per_second, elapsed, impr
     return "  ".join(parts)
 
 
-@with_single_threaded_blas
 def train(model, batch_loss, lengths, options, *, rng, validate=None, history=None):
     """Train ``model`` in place for up to ``options.max_epochs`` epochs.
 

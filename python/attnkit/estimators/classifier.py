@@ -14,7 +14,6 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from attnkit import ops
-from attnkit._config import with_single_threaded_blas
 from attnkit._validation import Interval, Options, check_sample_weight
 from attnkit.estimators._base import NetworkEstimator, Samples
 from attnkit.estimators._pretraining import pretrain_masked_lm
@@ -607,7 +606,6 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         return self._cached("vocabulary", rebuild)
 
     # ---------------------------------------------------------------------------- inference
-    @with_single_threaded_blas
     def _batched(self, docs, fn, width):
         """``fn(ids, lengths)`` (rows of ``width`` floats) over ``docs``, in batches of similar lengths;
         rows in input order."""

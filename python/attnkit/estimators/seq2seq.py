@@ -9,7 +9,6 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from attnkit import decoding, ops
-from attnkit._config import single_threaded_blas
 from attnkit._validation import Interval, Options
 from attnkit.estimators._base import NetworkEstimator, Samples
 from attnkit.estimators._token_input import IDS, read_target_tokens, read_tokens
@@ -325,12 +324,11 @@ class Seq2SeqTransformer(NetworkEstimator):
         pairs = self._encode_pairs(X, y)
         network = self._network()
         out = np.zeros(len(pairs))
-        with single_threaded_blas():
-            for rows in self._inference_batches([len(s) + len(t) for s, t in pairs]):
-                source, lengths, target_in, target_out = self._batch([pairs[i] for i in rows])
-                logits, _ = network.forward(source, lengths, target_in)
-                picked = np.take_along_axis(_log_softmax(logits), target_out[..., None], axis=-1)[..., 0]
-                out[rows] = np.sum(np.where(target_out != 0, picked, 0.0), axis=1)
+        for rows in self._inference_batches([len(s) + len(t) for s, t in pairs]):
+            source, lengths, target_in, target_out = self._batch([pairs[i] for i in rows])
+            logits, _ = network.forward(source, lengths, target_in)
+            picked = np.take_along_axis(_log_softmax(logits), target_out[..., None], axis=-1)[..., 0]
+            out[rows] = np.sum(np.where(target_out != 0, picked, 0.0), axis=1)
         return out
 
     def score(self, X: Texts, y: Texts) -> float:
@@ -526,11 +524,10 @@ class Seq2SeqTransformer(NetworkEstimator):
         if params["strategy"] == "sample":
             per_input = decoding.input_generators(random_state, max(len(sources), 1))
         out: list[Any] = [None] * len(sources)
-        with single_threaded_blas():
-            for rows in self._inference_batches([len(s) for s in sources]):
-                rngs = None if per_input is None else [per_input[i] for i in rows]
-                for i, hyps in zip(rows, self._generate_batch([sources[i] for i in rows], rngs, params)):
-                    out[i] = hyps
+        for rows in self._inference_batches([len(s) for s in sources]):
+            rngs = None if per_input is None else [per_input[i] for i in rows]
+            for i, hyps in zip(rows, self._generate_batch([sources[i] for i in rows], rngs, params)):
+                out[i] = hyps
         return out
 
     def _generate_batch(self, sources, rngs, params):

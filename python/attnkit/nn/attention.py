@@ -10,6 +10,7 @@ from attnkit._validation import check_int
 from attnkit.feature_maps import EluFeatureMap, FeatureMap, PositiveRandomFeatureMap
 from attnkit.masking import check_key_lengths
 from attnkit.nn.cache import CrossAttentionCache, SelfAttentionCache
+from attnkit.nn.layers import add_product
 from attnkit.nn.module import Module
 
 __all__ = ["MultiHeadAttention"]
@@ -92,7 +93,7 @@ class MultiHeadAttention(Module):
     # -- forward / backward -----------------------------------------------------------------------------------
     def _heads(self, x, w, b):
         """(B, N, d_in) @ (d_in, H dh) -> (B, H, N, dh)."""
-        y = _flat(x) @ self.params[w] + self.params[b]  # one 2-D GEMM: a 3-D @ is a loop of small ones
+        y = ops.matmul(_flat(x), self.params[w], bias=self.params[b])  # one 2-D GEMM: a 3-D @ loops over small ones
         return y.reshape(x.shape[:-1] + (self.n_heads, self.d_head)).swapaxes(-2, -3)
 
     def forward(self, x, training=False, *, context=None, key_lengths=None, return_weights=False):
@@ -132,7 +133,8 @@ class MultiHeadAttention(Module):
             assert self.feature_map is not None  # set for every attention but softmax
             heads, context = ops.linear_attention(q, k, v, feature_map=self.feature_map, **kw)
         merged = heads.swapaxes(-2, -3).reshape(x.shape[:-1] + (self.n_heads * self.d_head,))
-        out = (_flat(merged) @ self.params["wo"] + self.params["bo"]).reshape(x.shape[:-1] + (self.d_model,))
+        out = ops.matmul(_flat(merged), self.params["wo"], bias=self.params["bo"])
+        out = out.reshape(x.shape[:-1] + (self.d_model,))
         # The ops' context keeps the checked q, k, v (and what the backward reuses): no second validation.
         cache = (x, c, cross, merged, context, bias_cache)
         return (out, cache, weights) if return_weights else (out, cache)
@@ -140,9 +142,9 @@ class MultiHeadAttention(Module):
     def backward(self, grad, cache):
         """Accumulate parameter gradients; return dx, or (dx, dcontext) for cross-attention."""
         x, c, cross, merged, context, bias_cache = cache
-        self.grads["wo"] += _flat(merged).T @ _flat(grad)
+        add_product(self.grads["wo"], _flat(merged).T, _flat(grad))
         self.grads["bo"] += _flat(grad).sum(axis=0)
-        dheads = (_flat(grad) @ self.params["wo"].T).reshape(x.shape[:-1] + (self.n_heads, self.d_head))
+        dheads = ops.matmul(_flat(grad), self.params["wo"].T).reshape(x.shape[:-1] + (self.n_heads, self.d_head))
         dheads = dheads.swapaxes(-2, -3)
         if self.position_bias is not None:  # softmax attention only
             dq, dk, dv, dbias = context.backward(dheads, bias_grad=True)
@@ -242,14 +244,14 @@ class MultiHeadAttention(Module):
                 # One query after every cached key: nothing to mask, so no causal flag.
                 heads = ops.scaled_dot_product_attention(q, keys, values, bias=bias)
         merged = heads.reshape(x.shape[0], self.n_heads * self.d_head)
-        out = merged @ self.params["wo"] + self.params["bo"]
+        out = ops.matmul(merged, self.params["wo"], bias=self.params["bo"])
         return out[:, None, :], cache
 
     def _project_back(self, inp, dheads, w, b):
         dy = dheads.swapaxes(-2, -3).reshape(inp.shape[:-1] + (self.n_heads * self.d_head,))
-        self.grads[w] += _flat(inp).T @ _flat(dy)
+        add_product(self.grads[w], _flat(inp).T, _flat(dy))
         self.grads[b] += _flat(dy).sum(axis=0)
-        return (_flat(dy) @ self.params[w].T).reshape(inp.shape)
+        return ops.matmul(_flat(dy), self.params[w].T).reshape(inp.shape)
 
 
 def _flat(a):

@@ -14,7 +14,7 @@ from attnkit import ops
 from attnkit._validation import check_int, check_real
 from attnkit.nn.module import Module
 
-__all__ = ["Dropout", "Embedding", "FeedForward", "LayerNorm", "Linear"]
+__all__ = ["Dropout", "Embedding", "FeedForward", "LayerNorm", "Linear", "add_product"]
 
 
 class Embedding(Module):
@@ -83,6 +83,15 @@ class Embedding(Module):
         return None
 
 
+def add_product(out, a, b):
+    """``out += a @ b`` in place (a parameter's gradient): with no temporary when ``out`` has the product's
+    dtype, through :func:`attnkit.ops.matmul`, whose result does not depend on the thread count."""
+    if out.dtype == np.result_type(a, b):
+        ops.matmul(a, b, out=out, accumulate=True)
+    else:  # e.g. float64 inputs through a float32 layer: the product rounds into the parameter's dtype
+        out += ops.matmul(a, b)
+
+
 class Linear(Module):
     """Affine map of the last axis: ``out = x @ weight + bias`` for x of shape (..., in_features).
 
@@ -121,18 +130,16 @@ class Linear(Module):
         if x.ndim < 1 or x.shape[-1] != self.in_features:
             raise ValueError(f"x must have in_features={self.in_features} as its last dimension, got shape {x.shape}")
         # One GEMM over all leading dims (matmul of a 3-D x would loop over the first one).
-        out = x.reshape(-1, self.in_features) @ self.params["weight"]
-        if "bias" in self.params:
-            out += self.params["bias"]
+        out = ops.matmul(x.reshape(-1, self.in_features), self.params["weight"], bias=self.params.get("bias"))
         return out.reshape(x.shape[:-1] + (self.out_features,)), x
 
     def backward(self, grad, cache):
         x = cache
         grad2 = np.asarray(grad).reshape(-1, self.out_features)
-        self.grads["weight"] += x.reshape(-1, self.in_features).T @ grad2
+        add_product(self.grads["weight"], x.reshape(-1, self.in_features).T, grad2)
         if "bias" in self.params:
             self.grads["bias"] += grad2.sum(axis=0)
-        return (grad2 @ self.params["weight"].T).reshape(x.shape)
+        return ops.matmul(grad2, self.params["weight"].T).reshape(x.shape)
 
 
 class LayerNorm(Module):

@@ -12,13 +12,15 @@ from numpy.typing import ArrayLike
 
 from attnkit import _core
 from attnkit._validation import check_ndim, float_array
+from attnkit.ops.matmul import matmul
 
 __all__ = ["random_fourier_features"]
 
 _KINDS = {"cos": 0, "sincos": 1, "exp": 2}
 
 # Up to this input width the kernel's own projection (z stays in cache, one OpenMP region) beats a
-# BLAS matmul and then the sweep; from ~96 on OpenBLAS's blocking wins (measured: AVX2, f32 and f64).
+# packed GEMM and then the sweep; from ~96 on the GEMM's blocking wins (measured against OpenBLAS: AVX2,
+# f32 and f64). Wider inputs go through ops.matmul, whose result does not depend on the thread count.
 _KERNEL_PROJECTION_MAX_WIDTH = 64
 
 
@@ -80,10 +82,10 @@ def fused_features(z, kind, *, scale=1.0, offset=None, row_log=None):
 def projected_features(x, weights, kind, *, scale=1.0, offset=None, row_log=None):
     """``fused_features(x @ weights, ...)`` for x (..., f) and weights (f, D), the fastest way: for
     narrow x the kernel projects a block of rows at a time, so ``z`` never goes through memory."""
-    if x.shape[-1] > _KERNEL_PROJECTION_MAX_WIDTH:
-        return fused_features(x @ weights.astype(x.dtype, copy=False), kind, scale=scale, offset=offset,
-                              row_log=row_log)
     lead, f = x.shape[:-1], x.shape[-1]
+    if f > _KERNEL_PROJECTION_MAX_WIDTH:
+        z = matmul(x.reshape(math.prod(lead), f), weights.astype(x.dtype, copy=False))
+        return fused_features(z.reshape(lead + (z.shape[-1],)), kind, scale=scale, offset=offset, row_log=row_log)
     flat = np.ascontiguousarray(x).reshape(math.prod(lead), f)
     weights = np.ascontiguousarray(weights, dtype=x.dtype)
     width = weights.shape[1] * (2 if kind == "sincos" else 1)
