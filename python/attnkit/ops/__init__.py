@@ -18,7 +18,7 @@ from attnkit.ops.linear_attention import (
     linear_attention_backward,
 )
 from attnkit.ops.matmul import matmul
-from attnkit.ops.normalization import layer_norm, layer_norm_backward
+from attnkit.ops.normalization import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from attnkit.ops.positions import sinusoidal_positions
 from attnkit.ops.random_features import random_fourier_features
 from attnkit.ops.softmax import log_softmax, log_softmax_backward, softmax, softmax_backward
@@ -38,6 +38,8 @@ __all__ = [
     "log_softmax_backward",
     "matmul",
     "random_fourier_features",
+    "rms_norm",
+    "rms_norm_backward",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",
     "sinusoidal_positions",
