@@ -11,8 +11,8 @@ file in the same folder is renamed over it).
 
 An estimator takes part by registering its class (:func:`register_estimator`; the estimators do it
 when they are defined, so this module imports none of them) and implementing
-``_fitted_state() -> (groups, config)`` (groups: dict of dicts of arrays; config: JSON-able) and
-``_set_fitted_state(groups, config, version)``.
+``__attnkit_state__() -> (groups, config)`` (groups: dict of dicts of arrays; config: JSON-able) and
+``__attnkit_set_state__(groups, config, version)``, a protocol named like scikit-learn's ``__sklearn_tags__``.
 
 Examples
 --------
@@ -88,7 +88,7 @@ def save(estimator: Any, path: str | os.PathLike[str], *, compress: bool = False
     from sklearn.utils.validation import check_is_fitted
 
     check_is_fitted(estimator)
-    groups, fitted = estimator._fitted_state()
+    groups, fitted = estimator.__attnkit_state__()
     config = {
         "format": FORMAT, "version": FORMAT_VERSION, "estimator": name,
         "attnkit_version": _attnkit_version(),
@@ -140,7 +140,7 @@ def load(path: str | os.PathLike[str] | BinaryIO) -> Any:
     if name not in ESTIMATORS:
         raise ValueError(f"unknown estimator {name!r} in the file; this attnkit loads {sorted(ESTIMATORS)}")
     estimator = ESTIMATORS[name](**from_json(config["params"]))
-    estimator._set_fitted_state(groups, config["fitted"], version)
+    estimator.__attnkit_set_state__(groups, config["fitted"], version)
     return estimator
 
 

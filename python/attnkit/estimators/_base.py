@@ -27,9 +27,11 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.utils.validation import validate_data
 
 from attnkit._random import generator
 from attnkit._validation import validate_params
+from attnkit.estimators._token_input import TEXT, input_kind, read_target_tokens, read_tokens
 from attnkit.estimators._training import (
     History,
     TrainingOptions,
@@ -246,6 +248,26 @@ class NetworkEstimator(BaseEstimator):
 
         return self._cached("network", rebuild)
 
+    def _read_tokens(self, X, *, reset, name="X"):
+        """Token lists of inputs ``X`` by the route the first fit recorded (see :mod:`._token_input`).
+
+        On ``reset`` (a first fit) the route is recorded as ``_input``: the kind of ``X`` (text or token ids)
+        and ``_input_settings()`` (tokenizer settings, ``padding_id``, lengths), which later calls read, so
+        that ``set_params`` without a refit changes nothing. Token-id rows keep the width seen in fit
+        (``n_features_in_``), as scikit-learn requires; text has no columns, so a refit on text drops it.
+        """
+        if reset:
+            self._input = {"kind": input_kind(X), **self._input_settings()}
+            if self._input["kind"] == TEXT:
+                for attribute in ("n_features_in_", "feature_names_in_"):
+                    self.__dict__.pop(attribute, None)
+        return read_tokens(X, self._input, name=name, owner=type(self).__name__,
+                           validate=lambda ids: validate_data(self, ids, reset=reset, dtype="numeric"))
+
+    def _read_target_tokens(self, y, *, name="y"):
+        """Token lists of target sequences ``y``, by the route of the inputs (see :mod:`._token_input`)."""
+        return read_target_tokens(y, self._input, name=name)
+
     def _inference_batches(self, lengths):
         """Index arrays of inference batches: samples sorted by length, each batch at most
         ``_batch_tokens`` padded tokens (at least one sample)."""
@@ -273,7 +295,7 @@ class NetworkEstimator(BaseEstimator):
         """
         save(self, path, compress=compress)
 
-    def _fitted_state(self):
+    def __attnkit_state__(self):
         """Arrays and JSON-able config of the fitted state, for :func:`attnkit.io.save`."""
         training = dict(self._training_state)
         optimizer = training.pop("optimizer_state")
@@ -289,8 +311,8 @@ class NetworkEstimator(BaseEstimator):
         config.update(extras)
         return groups, config
 
-    def _set_fitted_state(self, groups, config, version):
-        """Restore what :meth:`_fitted_state` gave (from :func:`attnkit.io.load`); the arrays must match the
+    def __attnkit_set_state__(self, groups, config, version):
+        """Restore what :meth:`__attnkit_state__` gave (from :func:`attnkit.io.load`); the arrays must match the
         network they describe. Files of older format versions are upgraded first."""
         if version < 2:
             groups, config = self._upgrade_fitted_state(groups, config, version)

@@ -11,7 +11,6 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_array
-from sklearn.utils.validation import validate_data
 
 from attnkit._validation import as_array
 from attnkit.text import Tokenizer, check_texts
@@ -87,14 +86,19 @@ def _what(kind):
     return "a 2-D array of token ids" if kind == IDS else "text"
 
 
-def read_tokens(estimator, X, *, reset, name="X"):
-    """Token lists of ``X`` (the estimator's inputs), read by the route its first fit recorded.
+def read_tokens(X, route, *, validate, name="X", owner="estimator"):
+    """Token lists of ``X`` read by ``route`` (a dict: ``kind``, ``tokenizer``, ``lowercase``, ``padding_id``).
 
-    On ``reset`` (a first fit) the route is recorded as ``estimator._input``: ``{"kind": ..., **
-    estimator._input_settings()}`` (tokenizer settings, ``padding_id``, lengths), which later calls
-    read, so that ``set_params`` without a refit changes nothing. Token-id rows keep the width seen in
-    fit (``n_features_in_``), as scikit-learn requires; text has no columns, so a refit on text drops
-    ``n_features_in_``.
+    Parameters
+    ----------
+    X : texts or array-like of token ids
+    route : dict
+        How the estimator was fitted (its ``_input``).
+    validate : callable
+        Checks a token-id array and returns it (scikit-learn's ``validate_data`` for the estimator, which
+        also keeps the width seen in fit).
+    name, owner : str
+        The argument's and the estimator's names, for the messages.
 
     Raises
     ------
@@ -102,30 +106,22 @@ def read_tokens(estimator, X, *, reset, name="X"):
         When ``X`` takes the other route than the one the estimator was fitted on.
     """
     kind = input_kind(X)
-    if reset:
-        estimator._input = {"kind": kind, **estimator._input_settings()}
-    elif kind != estimator._input["kind"]:
-        fitted_on = "token ids" if estimator._input["kind"] == IDS else "text"
-        raise ValueError(f"{name} is {_what(kind)}, but this {type(estimator).__name__} was fitted on {fitted_on}")
-    route = estimator._input
+    if kind != route["kind"]:
+        fitted_on = "token ids" if route["kind"] == IDS else "text"
+        raise ValueError(f"{name} is {_what(kind)}, but this {owner} was fitted on {fitted_on}")
     if kind == IDS:
-        X = validate_data(estimator, X, reset=reset, dtype="numeric")
-        return id_rows_to_tokens(X, route["padding_id"], name=name)
+        return id_rows_to_tokens(validate(X), route["padding_id"], name=name)
     texts = check_texts(X, name=name)
-    if reset:
-        for attribute in ("n_features_in_", "feature_names_in_"):
-            estimator.__dict__.pop(attribute, None)
     tokenizer = Tokenizer(route["tokenizer"], lowercase=route["lowercase"])
     return [tokenizer(t) for t in texts]
 
 
-def read_target_tokens(estimator, y, *, name="y"):
-    """Token lists of target sequences ``y``, by the route of the estimator's inputs.
+def read_target_tokens(y, route, *, name="y"):
+    """Token lists of target sequences ``y``, by the ``route`` of the estimator's inputs.
 
     Text inputs take texts (tokenized as the inputs are); token-id inputs take a 2-D array of target
     ids (``padding_id`` entries removed) or a 1-D array: one target token per sample.
     """
-    route = estimator._input
     if route["kind"] == TEXT:
         texts = check_texts(y, name=name)
         tokenizer = Tokenizer(route["tokenizer"], lowercase=route["lowercase"])

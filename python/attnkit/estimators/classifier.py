@@ -17,7 +17,6 @@ from attnkit import ops
 from attnkit._validation import Interval, Options, check_sample_weight
 from attnkit.estimators._base import NetworkEstimator, Samples
 from attnkit.estimators._pretraining import pretrain_masked_lm
-from attnkit.estimators._token_input import read_tokens
 from attnkit.estimators._training import reseed_dropout
 from attnkit.io import from_json, register_estimator, to_json
 from attnkit.nn import CrossEntropyLoss, SequenceClassifier
@@ -474,7 +473,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     def _read_training_data(self, X, y, sample_weight, *, reset, classes, incremental):
         if incremental and reset and classes is None:
             raise ValueError("classes must be given on the first call to partial_fit (every label of the problem)")
-        tokens = read_tokens(self, X, reset=reset)
+        tokens = self._read_tokens(X, reset=reset)
         if not tokens:
             raise ValueError("X is empty: fit needs at least one sample")
         y = _check_y(y, len(tokens))
@@ -596,7 +595,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         return [vocab.encode(doc, prefix=prefix, max_len=max_len) for doc in tokens]
 
     def _encode(self, X, name="X"):
-        return self._encode_tokens(read_tokens(self, X, reset=False, name=name))
+        return self._encode_tokens(self._read_tokens(X, reset=False, name=name))
 
     def _vocabulary(self):
         def rebuild():

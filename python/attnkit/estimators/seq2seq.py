@@ -11,7 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 from attnkit import decoding, ops
 from attnkit._validation import Interval, Options
 from attnkit.estimators._base import NetworkEstimator, Samples
-from attnkit.estimators._token_input import IDS, read_target_tokens, read_tokens
+from attnkit.estimators._token_input import IDS
 from attnkit.io import register_estimator, to_json
 from attnkit.nn import CrossEntropyLoss
 from attnkit.nn.encoder_decoder import EncoderDecoder
@@ -336,8 +336,8 @@ class Seq2SeqTransformer(NetworkEstimator):
         normalisation (lowercasing when ``lowercase=True``, word spacing for word tokens), token ids
         after removing padding."""
         check_is_fitted(self)
-        targets = read_target_tokens(self, y)
-        n_sources = len(read_tokens(self, X, reset=False))
+        targets = self._read_target_tokens(y)
+        n_sources = len(self._read_tokens(X, reset=False))
         if n_sources != len(targets):
             raise ValueError(f"X and y must have the same length, got {n_sources} and {len(targets)} samples")
         if not targets:
@@ -399,8 +399,8 @@ class Seq2SeqTransformer(NetworkEstimator):
     def _read_training_data(self, X, y, sample_weight, *, reset, classes, incremental):
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
-        sources = read_tokens(self, X, reset=reset)
-        targets = read_target_tokens(self, y)
+        sources = self._read_tokens(X, reset=reset)
+        targets = self._read_target_tokens(y)
         if len(sources) != len(targets):
             raise ValueError(f"X and y must have the same length, got {len(sources)} and {len(targets)} samples")
         if not sources:
@@ -471,8 +471,8 @@ class Seq2SeqTransformer(NetworkEstimator):
 
     # -- encoding ----------------------------------------------------------------------------------------------
     def _encode_pairs(self, X, y, names=("X", "y")):
-        sources = read_tokens(self, X, reset=False, name=names[0])
-        targets = read_target_tokens(self, y, name=names[1])
+        sources = self._read_tokens(X, reset=False, name=names[0])
+        targets = self._read_target_tokens(y, name=names[1])
         if len(sources) != len(targets):
             raise ValueError(f"{names[0]} and {names[1]} must have the same length, got {len(sources)} and "
                              f"{len(targets)} samples")
@@ -517,7 +517,7 @@ class Seq2SeqTransformer(NetworkEstimator):
     # -- generation --------------------------------------------------------------------------------------------
     def _generate(self, X, *, max_length, random_state, **params):
         check_is_fitted(self)
-        sources = self._encode_sources(read_tokens(self, X, reset=False))
+        sources = self._encode_sources(self._read_tokens(X, reset=False))
         params.update(max_length=self._input["max_target_len"] if max_length is None else max_length)
         decoding.check_generation_params(params, "predict")
         per_input = None

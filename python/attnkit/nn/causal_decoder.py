@@ -11,7 +11,7 @@ from attnkit.nn.cache import DecoderCache
 from attnkit.nn.layers import FeedForward
 from attnkit.nn.module import Module
 from attnkit.nn.residual import Residual
-from attnkit.nn.transformer import _attention, _DecodingStack
+from attnkit.nn.transformer import DecodingStack, make_attention
 
 __all__ = ["CausalDecoder", "CausalDecoderLayer"]
 
@@ -46,7 +46,7 @@ class CausalDecoderLayer(Module):
                  relative_positions=None, n_features=128, norm_first=True, norm="layer", norm_eps=None):
         super().__init__()
         block = dict(norm_first=norm_first, norm=norm, norm_eps=norm_eps)
-        self_attn = _attention(d_model, n_heads, rng, attention=attention, causal=True,
+        self_attn = make_attention(d_model, n_heads, rng, attention=attention, causal=True,
                                relative_positions=relative_positions, n_features=n_features)
         self.add_child("self_attention", Residual(d_model, self_attn, dropout, rng, **block))
         ff = FeedForward(d_model, d_ff, rng, activation=activation, dropout=dropout)
@@ -77,7 +77,7 @@ class CausalDecoderLayer(Module):
         return self.children["feed_forward"].step(x), cache
 
 
-class CausalDecoder(_DecodingStack):
+class CausalDecoder(DecodingStack):
     """``n_layers`` CausalDecoderLayers and (pre-LN) a final norm: a GPT-style language model's body.
 
     Input: embedded tokens (B, N, d_model); ``forward(x, training, key_lengths=None)``; :meth:`backward`

@@ -3,7 +3,7 @@
 Each layer is a chain of residual blocks (:mod:`attnkit.nn.residual`): pre-LN by default
 (``x + Dropout(F(Norm(x)))``, then a final Norm at the end of the stack), post-LN with
 ``norm_first=False`` (``Norm(x + Dropout(F(x)))``, as BERT). The decoder-only (GPT-style) stack lives in
-:mod:`attnkit.nn.causal_decoder`; it shares :class:`_Stack` and :class:`_DecodingStack` from here.
+:mod:`attnkit.nn.causal_decoder`; it shares :class:`Stack` and :class:`DecodingStack` from here.
 
 Every layer and stack takes the same block options: ``norm_first``, ``norm`` ({"layer", "rms"}),
 ``norm_eps``, ``activation`` ({"gelu_tanh", "gelu", "relu"}: "gelu" is exact), and their defaults are
@@ -23,7 +23,9 @@ from attnkit.nn.residual import Residual, make_norm
 __all__ = ["Decoder", "DecoderLayer", "Encoder", "EncoderLayer"]
 
 
-def _attention(d_model, n_heads, rng, *, attention, causal, relative_positions, n_features, d_context=None):
+def make_attention(d_model, n_heads, rng, *, attention, causal, relative_positions, n_features, d_context=None):
+    """The attention sublayer of a block: :class:`MultiHeadAttention` with a :class:`RelativePositionBias`
+    of its own when ``relative_positions`` (the clipping distance) is given."""
     bias = None
     if relative_positions is not None:
         bias = RelativePositionBias(n_heads, check_int(relative_positions, "relative_positions", minimum=0), rng)
@@ -62,7 +64,7 @@ class EncoderLayer(Module):
                  relative_positions=None, n_features=128, norm_first=True, norm="layer", norm_eps=None):
         super().__init__()
         block = dict(norm_first=norm_first, norm=norm, norm_eps=norm_eps)
-        attn = _attention(d_model, n_heads, rng, attention=attention, causal=False,
+        attn = make_attention(d_model, n_heads, rng, attention=attention, causal=False,
                           relative_positions=relative_positions, n_features=n_features)
         self.add_child("self_attention", Residual(d_model, attn, dropout, rng, **block))
         ff = FeedForward(d_model, d_ff, rng, activation=activation, dropout=dropout)
@@ -99,12 +101,12 @@ class DecoderLayer(Module):
                  norm_eps=None):
         super().__init__()
         block = dict(norm_first=norm_first, norm=norm, norm_eps=norm_eps)
-        self_attn = _attention(d_model, n_heads, rng, attention=attention, causal=True,
+        self_attn = make_attention(d_model, n_heads, rng, attention=attention, causal=True,
                                relative_positions=relative_positions, n_features=n_features)
         self.add_child("self_attention", Residual(d_model, self_attn, dropout, rng, **block))
         # Cross-attention is never causal and takes no relative positions (queries and keys come
         # from different sequences); it uses the same attention rule as the rest of the layer.
-        cross = _attention(d_model, n_heads, rng, attention=attention, causal=False, relative_positions=None,
+        cross = make_attention(d_model, n_heads, rng, attention=attention, causal=False, relative_positions=None,
                            n_features=n_features, d_context=d_memory)
         self.add_child("cross_attention", Residual(d_model, cross, dropout, rng, **block))
         ff = FeedForward(d_model, d_ff, rng, activation=activation, dropout=dropout)
@@ -145,7 +147,7 @@ class DecoderLayer(Module):
         return self.children["self_attention"].backward(grad, c_self), dmemory
 
 
-class _Stack(Module):
+class Stack(Module):
     """``n_layers`` layers of one kind, then (pre-LN) a final norm; post-LN layers end in their own norm.
 
     The block options ``norm_first``, ``norm`` and ``norm_eps`` go to every layer and to the final norm;
@@ -194,7 +196,7 @@ class _Stack(Module):
         return grad, extras
 
 
-class _DecodingStack(_Stack):
+class DecodingStack(Stack):
     """A stack of causal layers that decodes one position at a time: :meth:`step` and :meth:`reorder`
     over the :class:`DecoderCache` the subclass's ``start`` makes."""
 
@@ -215,7 +217,7 @@ class _DecodingStack(_Stack):
         return cache.reorder(indices)
 
 
-class Encoder(_Stack):
+class Encoder(Stack):
     """``n_layers`` EncoderLayers and (pre-LN) a final norm. Input: embedded tokens (B, N, d_model);
     ``forward(x, training, key_lengths=None)``. Options: those of :class:`EncoderLayer`."""
 
@@ -234,7 +236,7 @@ class Encoder(_Stack):
         return self.final_norm(x), weights
 
 
-class Decoder(_DecodingStack):
+class Decoder(DecodingStack):
     """``n_layers`` DecoderLayers and (pre-LN) a final norm, attending over an encoder's ``memory``:
     ``forward(x, training, memory=..., memory_lengths=None)``. Options: those of :class:`DecoderLayer`."""
 
