@@ -16,15 +16,16 @@ Five parts, one run, one table file (``results/training.md``):
 1. tokens/s of one step, batch 32 x 128 tokens: all sequences full, and padded (lengths uniform in
    [16, 128], the longest 128; attnkit gets ``key_lengths``, torch ``src_key_padding_mask``; tokens/s
    counts real tokens only);
-2. attnkit's two thread pools: its GEMMs run in NumPy's OpenBLAS pool, its kernels in its OpenMP pool,
-   and the idle threads of each spin on the cores the other needs. The step again with NumPy's BLAS on
-   one thread (same rounds), and part 1 rerun in a child process with ``OMP_WAIT_POLICY=PASSIVE``;
+2. OpenMP's wait policy: attnkit runs its products (``ops.matmul``) and its kernels on its own OpenMP
+   threads, which attnkit makes sleep when idle; torch's spin. Part 1 rerun in a child process with
+   ``OMP_WAIT_POLICY=PASSIVE`` for both;
 3. where each library's step spends its time, part by part (forward and backward): attnkit by
    wall-clock timers around its layers' methods (time inside nested timed calls is charged to them,
    not to the caller), by default and in the passive child; torch by ``torch.profiler`` (self CPU
    time of each op, charged to the module that ran it; backward ops to the module whose forward op
    recorded their autograd node), the two taking turns step by step; plus torch's own profiler table;
-4. the step's GEMMs alone: NumPy (attnkit's matmuls) against ``torch.mm``;
+4. the step's GEMMs alone: attnkit's ``ops.matmul`` (as its layers call it) against NumPy's BLAS and
+   ``torch.mm``;
 5. the target (attnkit >= 1.0x torch's tokens/s), met or not, and the parts where attnkit is slower.
 
 Run ``python benchmarks/bench_training.py --help`` for the options.
@@ -64,7 +65,6 @@ MAX_SECONDS = 60.0  # per library and case: fewer steps (at least 3) beyond this
 PROFILE_STEPS = 7
 GEMM_REPEAT_SECONDS = 0.5
 TORCH_TABLE_ROWS = 25
-BLAS_1 = "attnkit, BLAS 1 thread"
 PASSIVE_CHILD = "--omp-passive-child"
 
 # (batch, sequence length, shortest padded length): full runs, --quick runs.
@@ -252,12 +252,11 @@ class TorchTrainer:
 # ------------------------------------------------------------------------------------- part 1
 
 
-def measure_steps(args, torch, sizes, variants=True):
+def measure_steps(args, torch, sizes):
     """Time one step per case and library in interleaved rounds.
 
     Returns {case: {name: Timing}}, the batches and, per case, the largest logit difference of the two
-    models in evaluation mode before any step (when both hold the same initial weights). With
-    ``variants``, attnkit also runs with NumPy's BLAS on one thread (needs threadpoolctl).
+    models in evaluation mode before any step (when both hold the same initial weights).
     """
     batch_size, n, min_length = sizes
     rng = np.random.default_rng(1)
@@ -266,13 +265,11 @@ def measure_steps(args, torch, sizes, variants=True):
     theirs = None if torch is None else torch_trainer(torch, ours.model, n)
     diffs = {case: None if theirs is None else float(np.max(np.abs(ours.logits(b) - theirs.logits(b))))
              for case, b in batches.items()}
-    one_blas_thread = _one_blas_thread() if variants else None
     results = {}
     for case, batch in batches.items():
         fns = {
             "attnkit": lambda b=batch: ours.step(b),
             "torch": None if theirs is None else (lambda b=batch: theirs.step(b)),
-            BLAS_1: None if one_blas_thread is None else (lambda b=batch: _with(one_blas_thread, ours.step, b)),
         }
         results[case] = harness.compare(fns, repeats=STEPS_PER_REPEAT * args.repeats, warmup=WARMUP,
                                         min_repeat_seconds=0.0, max_seconds=MAX_SECONDS)
@@ -306,26 +303,24 @@ def bench_steps(report, args, torch, sizes):
 
 
 def bench_thread_pools(report, results, passive):
-    """Part 2: attnkit's step with its two thread pools kept from competing, two ways."""
+    """Part 2: the step with OpenMP's threads sleeping as soon as they are idle, in both libraries."""
     table = report.table(
-        "attnkit's two thread pools",
-        ["case", "attnkit run with", "attnkit step", "torch step", "attnkit / torch"],
-        "attnkit's GEMMs run in NumPy's OpenBLAS thread pool, its kernels in its OpenMP pool; after a call "
-        "the threads of each pool spin-wait for a while, holding a core the other pool needs. *default*: "
-        "part 1. *NumPy's BLAS on 1 thread*: the same rounds as part 1, the BLAS limited around each step "
-        "(threadpoolctl). *OMP_WAIT_POLICY=PASSIVE*: a child process in which OpenMP threads sleep as soon "
-        "as they are idle; it runs part 1 again (torch shares the OpenMP runtime, so it is passive too).",
+        "OpenMP's wait policy",
+        ["case", "run with", "attnkit step", "torch step", "attnkit / torch"],
+        "attnkit runs every product (ops.matmul) and kernel on its own OpenMP threads, and sets "
+        "OMP_WAIT_POLICY=PASSIVE for them at import unless the user set it; torch's threads spin-wait after "
+        "a parallel region. *default*: part 1. *OMP_WAIT_POLICY=PASSIVE*: a child process in which both "
+        "libraries' OpenMP threads sleep as soon as they are idle; it runs part 1 again.",
     )
     for case, timings in results.items():
         t = timings.get("torch")
-        rows = [("default", timings["attnkit"], t), ("NumPy's BLAS on 1 thread", timings.get(BLAS_1), t)]
+        rows = [("default", timings["attnkit"], t)]
         if passive:
             child = {name: harness.Timing(**d, result=None) for name, d in passive["steps"][case].items()}
             rows.append(("OMP_WAIT_POLICY=PASSIVE", child["attnkit"], child.get("torch")))
         for name, ours, theirs in rows:
-            if ours is not None:
-                table.add_row(case, name, harness.fmt_time(ours), harness.fmt_time(theirs),
-                              harness.fmt_ratio(harness.ratio(theirs, ours)))
+            table.add_row(case, name, harness.fmt_time(ours), harness.fmt_time(theirs),
+                          harness.fmt_ratio(harness.ratio(theirs, ours)))
     report.data["passive"] = passive
 
 
@@ -340,7 +335,7 @@ def run_passive_child(args):
 
 def child_main(args, torch):
     """Part 1's timings and attnkit's profile (part 3) as one line of JSON."""
-    results, batches, _ = measure_steps(args, torch, QUICK_SIZES if args.quick else SIZES, variants=False)
+    results, batches, _ = measure_steps(args, torch, QUICK_SIZES if args.quick else SIZES)
     profile = AttnkitProfile(batches["full"])
     profile.warm_up()
     for _ in range(_profile_steps(args)):
@@ -355,21 +350,6 @@ def child_main(args, torch):
 
 def _rate(batch, timing):
     return "–" if timing is None else f"{batch.tokens / timing.median:,.0f}"
-
-
-def _one_blas_thread():
-    """A context-manager factory limiting NumPy's BLAS to one thread, or None without threadpoolctl."""
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:
-        return None
-    blas = ThreadpoolController().select(user_api="blas")
-    return lambda: blas.limit(limits=1)
-
-
-def _with(scope, fn, *args):
-    with scope():
-        return fn(*args)
 
 
 # ------------------------------------------------------------------------------------- part 3
@@ -663,19 +643,16 @@ def bench_gemms(report, args, torch, sizes):
                  rng.standard_normal((m, o), dtype=np.float32), in_attention) for i, o, in_attention in weights]
     flops = sum(3 * 2 * m * i * o for i, o, _ in weights)
 
+    def attnkit_matmul():  # as Linear and MultiHeadAttention call it: forward, weight gradient in place, dx
+        for x, w, dy, _ in operands:
+            ops.matmul(x, w), ops.matmul(x.T, dy, out=grads[id(w)], accumulate=True), ops.matmul(dy, w.T)
+
     def numpy_2d():
         for x, w, dy, _ in operands:
             x @ w, x.T @ dy, dy @ w.T
 
-    def numpy_as_attnkit():
-        for x, w, dy, in_attention in operands:
-            if in_attention:  # MultiHeadAttention multiplies (B, N, d) arrays by 2-D weights
-                x3, dy3 = x.reshape(batch_size, n, -1), dy.reshape(batch_size, n, -1)
-                x3 @ w, x.T @ dy, dy3 @ w.T
-            else:
-                x @ w, x.T @ dy, dy @ w.T
-
-    fns = {"NumPy, 2-D operands": numpy_2d, "NumPy, as attnkit calls it": numpy_as_attnkit, "torch.mm": None}
+    grads = {id(w): np.zeros_like(w) for _, w, _, _ in operands}
+    fns = {"attnkit ops.matmul": attnkit_matmul, "NumPy (its BLAS)": numpy_2d, "torch.mm": None}
     if torch is not None:
         tensors = [tuple(torch.from_numpy(a) for a in op[:3]) for op in operands]
 
@@ -689,8 +666,8 @@ def bench_gemms(report, args, torch, sizes):
         f"The step's GEMMs alone: {len(weights)} weights, M = {m} rows, float32",
         ["GEMMs by", "time", "GFLOP/s", "vs torch.mm"],
         "Per weight: forward x @ W, backward x^T dy and dy W^T (3 GEMMs; torch's packed QKV shapes are "
-        "replaced by attnkit's three). *as attnkit calls it*: MultiHeadAttention's x @ W and dy @ W^T "
-        "take (B, N, d) arrays, for which NumPy runs one GEMM per batch item.",
+        "replaced by attnkit's three). *attnkit ops.matmul*: what its layers run (the weight gradient "
+        "accumulated in place); *NumPy*: the same products through NumPy's BLAS, which attnkit 0.1.0 used.",
     )
     t = timings.get("torch.mm")
     for name, timing in timings.items():
