@@ -32,16 +32,21 @@ struct GemmShape {
   static constexpr int NV = 2;                                      // vectors per tile row
   static constexpr int NR = NV * W;                                 // columns per tile
   // Rows per tile: MR x NV accumulators, NV vectors of B and one broadcast of A fill the registers.
-  static constexpr int MR = (kRegs - NV - 1) / NV;
-  // A's MR x KC micro-panel (14 KB in float, 7 KB in double) stays in L1 beside the B stream;
-  // B's KC x NC block (512 KB) in L2.
-  static constexpr std::int64_t KC = 1024 / sizeof(T);
+  static constexpr int MR = kRegs * 3 / 4 / NV;
+  // A's MR x KC micro-panel (2 KB a row: 12 KB on AVX2, 24 KB on AVX-512) stays in L1 while the
+  // B micro-panels stream by from B's KC x NC block (1 MB in float, L2/L3). Measured on Zen 4:
+  // KC of 1 KB a row lost 10-15% at k = 384 and 1536 (C re-read per block), 3 KB gained nothing;
+  // NC of 256 or 384 lost up to 15% at k = 1536, 1024 gained nothing.
+  static constexpr std::int64_t KC = 2048 / sizeof(T);
   static constexpr std::int64_t NC = 512;
   static_assert(NC % NR == 0, "NC must be whole tiles");
 };
 
-// Products below this many multiply-adds run on one thread: a parallel region costs more.
-constexpr std::int64_t kMinParallelWork = std::int64_t(1) << 18;
+// Products below this many multiply-adds run on one thread. attnkit's OpenMP threads wait passively
+// (python/attnkit/__init__.py), so a parallel region pays for waking the other thread and being woken
+// at its end: 40-90 us on the 2-core KVM guest where a second thread first paid off at 8M (512 x 128
+// x 128: 1.02x; 256 x 128 x 128 was 0.87x). With spinning threads the break-even is below 0.3M.
+constexpr std::int64_t kMinParallelWork = std::int64_t(1) << 23;
 
 // ap: MR x kc (element (i, p) at p * MR + i); rows past mr are zeros.
 template <class T>
@@ -106,6 +111,13 @@ inline void micro_tile(std::int64_t kc, const T* __restrict ap, const T* __restr
   using V = Vec<T>;
   using S = GemmShape<T>;
   constexpr int W = S::W, NV = S::NV, MR = S::MR, NR = S::NR;
+  // A tile of C that will be read (a later KC block, or accumulating), fetched while the FMA chain
+  // runs: between KC blocks it leaves the cache. (Also fetching a tile that is only written slowed
+  // two threads by 10% at k = 128.)
+  for (int i = 0; i < mr && !overwrite; ++i) {
+    __builtin_prefetch(c + i * ldc, 1);
+    __builtin_prefetch(c + i * ldc + nr - 1, 1);
+  }
   V acc[MR][NV];
 #pragma GCC unroll 32
   for (int i = 0; i < MR; ++i)
@@ -175,24 +187,24 @@ void rectangle(const MatmulArgs<T>& g, std::int64_t r0, std::int64_t r1, std::in
   }
 }
 
-// tm x tn rectangles of C for up to `threads` threads: as many as there are threads (and tiles),
-// then the least packing (A is packed once per column group, B once per row group: m tn + n tm),
-// ties split rows. Independent of k, and of nothing but the sizes and the thread count.
+// tm x tn rectangles of C for up to `threads` threads: the fewest tiles for the busiest thread, then
+// the least packing (A is packed once per column group, B once per row group: m tn + n tm), then
+// rows split before columns. (128 x 128 outputs, 11 x 4 tiles: 6 + 5 rows of tiles left a thread
+// idle 9% of the time, 2 + 2 columns none.)
 struct Grid {
   int rows = 1, cols = 1;
 };
 
 inline Grid split(std::int64_t m, std::int64_t n, std::int64_t tiles_m, std::int64_t tiles_n, int threads) {
   Grid best;
-  std::int64_t best_used = 0, best_cost = 0;
-  for (int tm = threads; tm >= 1; --tm)
-    for (int tn = threads / tm; tn >= 1; --tn) {
-      if (tm > tiles_m || tn > tiles_n) continue;
-      const std::int64_t used = std::int64_t(tm) * tn, cost = m * tn + n * tm;
-      if (used > best_used || (used == best_used && cost < best_cost)) {
+  std::int64_t best_load = 0, best_packing = 0;
+  for (int tm = min_scalar<std::int64_t>(threads, tiles_m); tm >= 1; --tm)
+    for (int tn = min_scalar<std::int64_t>(threads / tm, tiles_n); tn >= 1; --tn) {
+      const std::int64_t load = (tiles_m + tm - 1) / tm * ((tiles_n + tn - 1) / tn), packing = m * tn + n * tm;
+      if (best_load == 0 || load < best_load || (load == best_load && packing < best_packing)) {
         best = {tm, tn};
-        best_used = used;
-        best_cost = cost;
+        best_load = load;
+        best_packing = packing;
       }
     }
   return best;
