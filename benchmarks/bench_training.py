@@ -408,7 +408,7 @@ _ATTNKIT_PARTS = {
     "Embedding": "embedding + positions", "SinusoidalPositions": "embedding + positions",
     "MultiHeadAttention": "Q/K/V/out projections", "LayerNorm": "layer norm", "Dropout": "dropout",
     "FeedForward": "GELU",  # its own work is the activation and its gradient; the linears are timed apart
-    "_Residual": "residual adds", "EncoderLayer": "residual adds", "Encoder": "residual adds", "Tagger": "other",
+    "Residual": "residual adds", "EncoderLayer": "residual adds", "Encoder": "residual adds", "Tagger": "other",
 }
 
 
@@ -436,11 +436,12 @@ class AttnkitProfile:
         stopwatch.time(trainer.loss, "backward", "loss", "backward")
         stopwatch.time(trainer.model, "zero_grad", "zero_grad", "update")
         stopwatch.time(trainer.optimizer, "step", "AdamW step", "update")
-        # nn.MultiHeadAttention looks the kernels up in attnkit.ops at each call: during a step, timed
-        # versions stand there.
-        self._kernels = {name: (getattr(ops, name), stopwatch.wrap(getattr(ops, name), "attention kernel", phase))
-                         for name, phase in (("scaled_dot_product_attention", "forward"),
-                                             ("scaled_dot_product_attention_backward", "backward"))}
+        # nn.MultiHeadAttention looks the forward up in attnkit.ops at each call and runs the backward
+        # through the context the forward returned: during a step, timed versions stand there.
+        self._kernels = {(owner, name): (getattr(owner, name),
+                                         stopwatch.wrap(getattr(owner, name), "attention kernel", phase))
+                         for owner, name, phase in ((ops, "scaled_dot_product_attention", "forward"),
+                                                    (ops.AttentionContext, "backward", "backward"))}
 
     def warm_up(self):
         for _ in range(WARMUP):
@@ -448,15 +449,15 @@ class AttnkitProfile:
 
     def step(self):
         self.stopwatch.totals.clear()
-        for name, (_, timed) in self._kernels.items():
-            setattr(ops, name, timed)
+        for (owner, name), (_, timed) in self._kernels.items():
+            setattr(owner, name, timed)
         try:
             start = time.perf_counter()
             self.trainer.step(self.batch)
             total = time.perf_counter() - start
         finally:
-            for name, (original, _) in self._kernels.items():
-                setattr(ops, name, original)
+            for (owner, name), (original, _) in self._kernels.items():
+                setattr(owner, name, original)
         parts = dict(self.stopwatch.totals)
         parts["other", "update"] = parts.get(("other", "update"), 0.0) + total - sum(parts.values())
         self.per_step.append(parts)

@@ -25,8 +25,7 @@ import numpy as np
 
 import _harness as harness
 import _seq2seq_data as data
-from attnkit import Seq2SeqTransformer, decoding, seq2seq
-from attnkit._config import single_threaded_blas
+from attnkit import Seq2SeqTransformer, decoding
 from attnkit.datasets import CASE_WORDS, make_case_pairs
 from attnkit.metrics import bleu, chrf, edit_distance, rouge_l, word_error_rate
 from attnkit.text import pad_sequences
@@ -78,22 +77,20 @@ def generate(model, X, *, cached=True, **params):
     """``model.predict``'s hypotheses, with the decoder's key/value cache or without it.
 
     The loop of ``Seq2SeqTransformer._generate`` with :class:`attnkit.decoding.DecoderModel`'s
-    ``cached`` exposed (``predict`` always uses the cache; like it, NumPy's BLAS runs on one thread);
-    returns a list of lists of Hypothesis.
+    ``cached`` exposed (``predict`` always uses the cache); returns a list of lists of Hypothesis.
     """
     net, vocab = model.model_, model.target_vocabulary_
-    sources = model._encode_sources(list(X))
+    sources = model._encode_sources([model.tokenizer_(x) for x in X])
     out = [None] * len(sources)
-    with single_threaded_blas():
-        for rows in seq2seq._length_batches([len(s) for s in sources]):
-            source, lengths = pad_sequences([sources[i] for i in rows])
-            memory, _ = net.encode(source, lengths)
-            decoder = decoding.DecoderModel(net.children["decoder"], memory, lengths, embed=net.embed_target,
-                                            project=net.project, cached=cached, capacity=model.max_target_len)
-            found = decoding.generate(decoder, len(rows), bos_id=vocab.bos_id, eos_id=vocab.eos_id,
-                                      max_length=model.max_target_len, **params)
-            for i, hyps in zip(rows, found):
-                out[i] = hyps
+    for rows in model._inference_batches([len(s) for s in sources]):
+        source, lengths = pad_sequences([sources[i] for i in rows])
+        memory, _ = net.encode(source, lengths)
+        decoder = decoding.DecoderModel(net.children["decoder"], memory, lengths, embed=net.embed_target,
+                                        project=net.project, cached=cached, capacity=model.max_target_len)
+        found = decoding.generate(decoder, len(rows), bos_id=vocab.bos_id, eos_id=vocab.eos_id,
+                                  max_length=model.max_target_len, **params)
+        for i, hyps in zip(rows, found):
+            out[i] = hyps
     return out
 
 

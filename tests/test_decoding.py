@@ -13,6 +13,7 @@ from attnkit import decoding, nn
 from attnkit.decoding import (
     DecoderModel,
     apply_temperature,
+    check_generation_params,
     generate,
     input_generators,
     top_k_filter,
@@ -414,6 +415,14 @@ def test_invalid_parameters_name_the_parameter(name, value):
     with pytest.raises(ValueError, match=name):
         generate(PrefixModel(1), 1, **GOOD, **{name: value})
 
+
+
+def test_check_generation_params_names_the_caller_and_takes_good_values():
+    check_generation_params({"strategy": "beam", "num_beams": 4, "top_p": 1.0, "temperature": 0.0}, "predict")
+    with pytest.raises(ValueError, match=r"The 'top_p' parameter of predict must be a float in the range \(0, 1\]"):
+        check_generation_params({"top_p": 0.0}, "predict")
+    with pytest.raises(TypeError, match=r"The 'temperature' parameter of predict must be a float in the range \[0"):
+        check_generation_params({"temperature": float("inf")}, "predict")
 
 def test_inconsistent_parameters():
     with pytest.raises(ValueError, match="num_return_sequences"):

@@ -13,8 +13,6 @@ from attnkit.feature_maps import (
     PositiveRandomFeatureMap,
     RandomFourierFeatureMap,
     ReluFeatureMap,
-    fused_features,
-    projected_features,
     resolve_feature_map,
 )
 
@@ -131,26 +129,6 @@ def test_same_seed_same_features_on_every_isa(isa, dtype):
     z = u @ favor.weights(12).T
     exact = np.exp(z - 0.5 * np.sum(u * u, axis=-1, keepdims=True)) / 4
     np.testing.assert_allclose(favor.transform(x), exact, rtol=2e-6 if dtype == np.float32 else 1e-13)
-
-
-@given(seed=st.integers(0, 2**32 - 1), n=st.sampled_from([1, 5, 6, 13, 700]), f=st.sampled_from([0, 1, 7, 64, 65, 97]),
-       D=st.sampled_from([0, 1, 9, 16, 33, 70]), kind=st.sampled_from(["cos", "sincos", "exp"]),
-       offset=st.booleans(), row_log=st.booleans(), dtype=st.sampled_from([np.float32, np.float64]))
-def test_projected_features_equal_the_sweep_over_a_blas_projection(isa, seed, n, f, D, kind, offset, row_log,
-                                                                    dtype):
-    # Both routes of projected_features (the kernel's own projection up to f = 64, BLAS beyond),
-    # row blocks with and without a tail, panels with and without one, threads from n = 700.
-    rng = np.random.default_rng(seed)
-    x, w = rng.standard_normal((n, f)).astype(dtype), rng.standard_normal((f, D)).astype(dtype) / 4
-    b = rng.uniform(-1, 1, D).astype(dtype) if offset else None
-    rl = rng.uniform(-2, 1, n).astype(dtype) if row_log else None
-    out = projected_features(x, w, kind, scale=0.3, offset=b, row_log=rl)
-    expected = fused_features(x.astype(np.float64) @ w.astype(np.float64), kind, scale=0.3,
-                              offset=None if b is None else b.astype(np.float64),
-                              row_log=None if rl is None else rl.astype(np.float64))
-    assert out.shape == (n, D * (2 if kind == "sincos" else 1)) and out.dtype == dtype
-    tol = 5e-6 * max(1.0, math.sqrt(f)) if dtype == np.float32 else 1e-12 * max(1.0, math.sqrt(f))
-    np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
 
 
 def test_resolve_and_errors():

@@ -108,7 +108,7 @@ def _rewrite(path, change):
     ("change", "match"),
     [
         (lambda s, c: c.update(format="other"), "is not an attnkit estimator file"),
-        (lambda s, c: c.update(version=2), "format version 2 is newer than this attnkit reads"),
+        (lambda s, c: c.update(version=3), "format version 3 is newer than this attnkit reads"),
         (lambda s, c: c.update(estimator="os.system"),
          r"unknown estimator 'os.system'.*loads \['Seq2SeqTransformer', 'TransformerClassifier'\]"),
         (lambda s, c: s["weights"].pop(next(iter(s["weights"]))), "state dict does not match the model: missing"),
@@ -221,3 +221,53 @@ def test_json_encoding_round_trips(value):
 def test_json_decoding_refuses_odd_dtypes():
     with pytest.raises(ValueError, match="array dtype .* is not allowed"):
         from_json({"__array__": [1], "dtype": "<M8[s]"})
+
+
+# ------------------------------------------------------------------------- files of attnkit 0.1.0
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")
+
+
+@pytest.fixture(scope="module")
+def legacy():
+    """What attnkit 0.1.0 predicted for the models it saved in tests/fixtures (see its README)."""
+    with open(os.path.join(FIXTURES, "legacy-0.1.0.json"), encoding="utf-8") as file:
+        return json.load(file)
+
+
+def test_a_classifier_saved_by_0_1_0_loads_and_predicts_as_it_did(legacy, tmp_path):
+    expected = legacy["classifier"]
+    clf = attnkit.load(os.path.join(FIXTURES, "classifier-0.1.0.npz"))
+    # The products now run on attnkit's own kernels, not OpenBLAS: float32 rounding may differ in the last bits.
+    np.testing.assert_allclose(clf.predict_proba(expected["X"]), expected["predict_proba"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(clf.transform(expected["X"]), expected["transform"], rtol=1e-4, atol=1e-5)
+    for name in ("n_iter_", "loss_curve_", "validation_scores_", "best_validation_score_"):
+        assert getattr(clf, name) == expected[name], name
+    clf.save(tmp_path / "again.npz")  # written in today's format, read back the same
+    np.testing.assert_array_equal(attnkit.load(tmp_path / "again.npz").predict_proba(expected["X"]),
+                                  clf.predict_proba(expected["X"]))
+
+
+def test_a_seq2seq_saved_by_0_1_0_loads_and_predicts_as_it_did(legacy, tmp_path):
+    expected = legacy["seq2seq"]
+    model = attnkit.load(os.path.join(FIXTURES, "seq2seq-0.1.0.npz"))
+    assert list(model.predict(expected["X"], max_length=20)) == expected["predict"]
+    np.testing.assert_allclose(model.predict_log_proba(expected["X"], expected["y"]), expected["predict_log_proba"],
+                               rtol=1e-5)
+    assert model.n_iter_ == expected["n_iter_"] and model.loss_curve_ == expected["loss_curve_"]
+    assert model.validation_scores_ == expected["validation_scores_"]
+    # 0.1.0 reported the highest score; it is now the kept epoch's (here the lowest validation loss).
+    kept = 1 + int(np.argmin(model.validation_loss_curve_))
+    assert model.best_validation_score_ == model.validation_scores_[kept - 1]
+    model.save(tmp_path / "again.npz")
+    assert list(attnkit.load(tmp_path / "again.npz").predict(expected["X"], max_length=20)) == expected["predict"]
+
+
+def test_a_performer_classifier_of_0_1_0_loads_as_0_1_0_loaded_it_and_says_so(legacy):
+    """0.1.0 saved no seed for Performer's random features, so its own load drew other ones; the file is
+    read the same way, with a warning that says what was lost."""
+    expected = legacy["classifier_ids"]
+    with pytest.warns(UserWarning, match="did not keep the seed of its Performer random features"):
+        clf = attnkit.load(os.path.join(FIXTURES, "classifier-ids-performer-0.1.0.npz"))
+    np.testing.assert_allclose(clf.predict_proba(np.array(expected["X"])), expected["predict_proba_after_load"],
+                               rtol=1e-5, atol=1e-6)

@@ -97,6 +97,38 @@ def test_matches_reference(seed, steps, weight_decay, betas, warmup):
     assert opt.last_lr == 0.05 * schedule(steps)
 
 
+
+class Scalar(Module):
+    """A 0-d parameter (a learned temperature, say) beside an ordinary one."""
+
+    def __init__(self):
+        super().__init__()
+        self.add_param("temperature", 2.0, dtype=np.float64)
+        self.add_param("weight", [[1.0, -1.0]], dtype=np.float64)
+
+
+def test_a_0d_parameter_takes_steps():
+    model = Scalar()
+    opt = AdamW(model, lr=0.1, weight_decay=0.5, decay=lambda name, p: True)
+    model.grads["temperature"][...] = 0.25
+    model.grads["weight"][...] = [[0.5, 0.0]]
+    opt.step()
+    # One step: p (1 - lr wd) - lr g / (|g| + eps), as m_hat = g and v_hat = g^2.
+    temperature = model.params["temperature"]
+    assert temperature.shape == () and temperature.dtype == np.float64
+    assert_allclose(temperature, 2.0 * (1 - 0.1 * 0.5) - 0.1 * 0.25 / (0.25 + 1e-8), rtol=1e-15)
+    grads = [{"temperature": np.array(0.25), "weight": np.array([[0.5, 0.0]])}]
+    for g in (-1.0, 3.0):
+        model.grads["temperature"][...] = g
+        grads.append({"temperature": np.array(g), "weight": np.array([[0.5, 0.0]])})
+        opt.step()
+    expected = reference_adamw({"temperature": np.array(2.0), "weight": np.array([[1.0, -1.0]])}, grads, lr=0.1,
+                               betas=(0.9, 0.999), eps=1e-8, weight_decay=0.5, decayed=opt.decayed,
+                               schedule=lambda t: 1.0)
+    for name, value in model.state_dict().items():
+        assert_allclose(value, expected[name], rtol=1e-13, err_msg=name)
+    assert opt.state_dict()["exp_avg.temperature"].shape == ()
+
 def test_float32_parameters_stay_float32():
     model = Toy(np.random.default_rng(0))
     fill_grads(model)

@@ -117,3 +117,43 @@ def test_errors():
         ops.scaled_dot_product_attention_backward(np.ones((4, 2)), q, q, q, out, lse)
     with pytest.raises(ValueError, match="lse must have shape"):
         ops.scaled_dot_product_attention_backward(out, q, q, q, out, lse[:2])
+
+
+# -------------------------------------------------------------- the forward's context, reused by the backward
+
+
+@settings(max_examples=60)
+@given(problem=attention_problems(max_n=70, max_d=40), seed=st.integers(0, 2**32 - 1), weights=st.booleans(),
+       fortran_dout=st.booleans())
+def test_context_backward_is_the_explicit_backward_bit_for_bit(isa, problem, seed, weights, fortran_dout):
+    # Masks of every form, key lengths, causal, bias (with its gradient), broadcast and strided layouts.
+    *results, context = ops.scaled_dot_product_attention(**problem, return_weights=weights, return_lse=True,
+                                                         return_context=True)
+    out, lse = results[0], results[-1]
+    np.testing.assert_array_equal(out, ops.scaled_dot_product_attention(**problem))
+    dout = np.random.default_rng(seed).standard_normal(out.shape).astype(out.dtype)
+    dout = np.asfortranarray(dout) if fortran_dout else dout
+    bias_grad = problem["bias"] is not None
+    got = context.backward(dout, bias_grad=bias_grad)
+    expected = ops.scaled_dot_product_attention_backward(dout, out=out, lse=lse, bias_grad=bias_grad, **problem)
+    assert len(got) == len(expected) == 3 + bias_grad
+    for name, g, e in zip(("dq", "dk", "dv", "dbias"), got, expected):
+        assert g.shape == e.shape and g.dtype == e.dtype, name
+        np.testing.assert_array_equal(g, e, err_msg=name)
+
+
+def test_context_comes_last_and_checks_its_arguments():
+    rng = np.random.default_rng(5)
+    q, k, v = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 5, 4)), rng.standard_normal((2, 5, 2))
+    out, weights, lse, context = ops.scaled_dot_product_attention(q, k, v, return_weights=True, return_lse=True,
+                                                                  return_context=True)
+    assert isinstance(context, ops.AttentionContext) and weights.shape == (2, 3, 5) and lse.shape == (2, 3)
+    out, context = ops.scaled_dot_product_attention(q, k, v, return_context=True)
+    with pytest.raises(ValueError, match="bias_grad=True needs the bias"):
+        context.backward(np.ones_like(out), bias_grad=True)
+    with pytest.raises(ValueError, match=r"dout must have shape \(2, 3, 2\)"):
+        context.backward(np.ones((2, 3, 3)))
+    with pytest.raises(TypeError, match="return_context must be a bool"):
+        ops.scaled_dot_product_attention(q, k, v, return_context="yes")
+    with pytest.raises(TypeError, match="bias_grad must be a bool"):
+        context.backward(np.ones_like(out), bias_grad=None)

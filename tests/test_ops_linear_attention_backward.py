@@ -12,7 +12,7 @@ from attnkit.feature_maps import (
     RandomFourierFeatureMap,
     resolve_feature_map,
 )
-from attnkit.ops import linear_attention, linear_attention_backward
+from attnkit.ops import LinearAttentionContext, linear_attention, linear_attention_backward
 from attnkit.testing.gradcheck import check_grad
 
 MAPS = {
@@ -139,3 +139,41 @@ def test_errors():
         linear_attention_backward(w[:, :3], q, k, v)
     with pytest.raises(ValueError, match="Nq == Nk"):
         linear_attention_backward(w[:, :3], q[:, :3], k, v, causal=True)
+
+
+# -------------------------------------------------------------- the forward's context, reused by the backward
+
+
+@settings(max_examples=40)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 140), d=st.integers(1, 6), dv=st.integers(1, 5),
+       fm=st.sampled_from(sorted(MAPS)), causal=st.booleans(), padding=st.sampled_from(["none", "lengths", "mask"]),
+       state=st.booleans(), dtype=st.sampled_from([np.float32, np.float64]), shared_keys=st.booleans())
+def test_context_backward_is_the_explicit_backward_bit_for_bit(isa, seed, n, d, dv, fm, causal, padding, state,
+                                                               dtype, shared_keys):
+    if causal and padding == "mask":
+        padding = "lengths"
+    q, k, v, w, kw = _problem(seed, n, d, dv, (2, 2), padding)
+    q, k, v, w = (a.astype(dtype) for a in (q, k, v, w))
+    if shared_keys:  # keys and values broadcast over the heads
+        k, v = k[:, :1], v[:, :1]
+    feature_map = MAPS[fm](seed)
+    state = state and causal
+    *results, context = linear_attention(q, k, v, feature_map=feature_map, causal=causal, return_state=state,
+                                         return_context=True, **kw)
+    np.testing.assert_array_equal(results[0], linear_attention(q, k, v, feature_map=feature_map, causal=causal, **kw))
+    assert len(results) == 1 + state
+    got = context.backward(w)
+    expected = linear_attention_backward(w, q, k, v, feature_map=feature_map, causal=causal, **kw)
+    for name, g, e in zip(("dq", "dk", "dv"), got, expected):
+        assert g.shape == e.shape and g.dtype == e.dtype, name
+        np.testing.assert_array_equal(g, e, err_msg=name)
+
+
+def test_context_checks_dout():
+    q, k, v, w, _ = _problem(3, 5, 3, 2, (2,), "none")
+    out, context = linear_attention(q, k, v, return_context=True)
+    assert isinstance(context, LinearAttentionContext)
+    with pytest.raises(ValueError, match=r"dout must have shape \(2, 5, 2\)"):
+        context.backward(w[:, :3])
+    with pytest.raises(TypeError, match="return_context must be a bool"):
+        linear_attention(q, k, v, return_context=1)

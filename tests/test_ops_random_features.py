@@ -1,4 +1,7 @@
-"""ops.random_fourier_features (the fused transform) against the NumPy reference on every ISA."""
+"""ops.random_features: random_fourier_features (the fused transform) against the NumPy reference on every
+ISA; projected_features (its in-kernel projection) against fused_features over a BLAS projection."""
+
+import math
 
 import numpy as np
 import pytest
@@ -7,6 +10,7 @@ from hypothesis import strategies as st
 
 from attnkit import reference
 from attnkit.ops import random_fourier_features
+from attnkit.ops.random_features import fused_features, projected_features
 
 
 @given(seed=st.integers(0, 2**32 - 1), lead=st.sampled_from([(), (5,), (3, 4)]), f=st.integers(1, 40),
@@ -56,3 +60,23 @@ def test_errors():
         random_fourier_features(x, np.ones((3, 5)), np.ones(4))
     with pytest.raises(TypeError, match="x must be a float32 or float64"):
         random_fourier_features(np.ones((4, 3), dtype=complex), np.ones((3, 5)))
+
+
+@given(seed=st.integers(0, 2**32 - 1), n=st.sampled_from([1, 5, 6, 13, 700]), f=st.sampled_from([0, 1, 7, 64, 65, 97]),
+       D=st.sampled_from([0, 1, 9, 16, 33, 70]), kind=st.sampled_from(["cos", "sincos", "exp"]),
+       offset=st.booleans(), row_log=st.booleans(), dtype=st.sampled_from([np.float32, np.float64]))
+def test_projected_features_equal_the_sweep_over_a_blas_projection(isa, seed, n, f, D, kind, offset, row_log,
+                                                                    dtype):
+    # Both routes of projected_features (the kernel's own projection up to f = 64, BLAS beyond),
+    # row blocks with and without a tail, panels with and without one, threads from n = 700.
+    rng = np.random.default_rng(seed)
+    x, w = rng.standard_normal((n, f)).astype(dtype), rng.standard_normal((f, D)).astype(dtype) / 4
+    b = rng.uniform(-1, 1, D).astype(dtype) if offset else None
+    rl = rng.uniform(-2, 1, n).astype(dtype) if row_log else None
+    out = projected_features(x, w, kind, scale=0.3, offset=b, row_log=rl)
+    expected = fused_features(x.astype(np.float64) @ w.astype(np.float64), kind, scale=0.3,
+                              offset=None if b is None else b.astype(np.float64),
+                              row_log=None if rl is None else rl.astype(np.float64))
+    assert out.shape == (n, D * (2 if kind == "sincos" else 1)) and out.dtype == dtype
+    tol = 5e-6 * max(1.0, math.sqrt(f)) if dtype == np.float32 else 1e-12 * max(1.0, math.sqrt(f))
+    np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)

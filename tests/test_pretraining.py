@@ -1,10 +1,10 @@
-"""attnkit._pretraining: masked-language-model pre-training lowers its loss and changes only the encoder."""
+"""attnkit.estimators._pretraining: masked-language-model pre-training lowers its loss and changes only the encoder."""
 
 import numpy as np
 
 from attnkit import nn
-from attnkit._pretraining import pretrain_masked_lm
-from attnkit._training import TrainingOptions
+from attnkit.estimators._pretraining import pretrain_masked_lm
+from attnkit.estimators._training import TrainingOptions
 
 
 def _docs(rng, n=300):

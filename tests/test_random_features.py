@@ -23,9 +23,10 @@ from sklearn.pipeline import make_pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import attnkit
-from attnkit import _core, random_features
+from attnkit import _core
 from attnkit._validation import Interval, InvalidParameterError, Options, validate_params
-from attnkit.random_features import RandomFourierFeatures
+from attnkit.estimators import random_features
+from attnkit.estimators.random_features import RandomFourierFeatures
 
 KINDS = ("cos", "sincos", "positive")
 

@@ -53,6 +53,7 @@ def _skip_reason():
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
 def test_kernels_under_address_and_undefined_behaviour_sanitizers():
     build = subprocess.run(

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
+from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import attnkit
-from attnkit import Seq2SeqTransformer, seq2seq
+from attnkit import Seq2SeqTransformer
 from attnkit.datasets import make_case_pairs
 from attnkit.nn.encoder_decoder import EncoderDecoder
 
@@ -27,6 +28,74 @@ def upper():
     """A model that learnt to upper-case two-word phrases (fits in a few seconds)."""
     X, y = _upper_task()
     return Seq2SeqTransformer(max_iter=40, **TINY).fit(X, y)
+
+
+# ------------------------------------------------------------------ scikit-learn's common checks
+
+# The checks reach the estimator through its token-id route (2-D integer X, 1-D integer y: one target
+# token per sample), as they reach TransformerClassifier; every check passes, none is silenced.
+@parametrize_with_checks([Seq2SeqTransformer(d_model=16, n_heads=2, encoder_layers=1, decoder_layers=1, max_iter=5,
+                                             early_stopping=False, max_target_len=8, random_state=0)])
+def test_sklearn_estimator_checks(estimator, check):
+    check(estimator)
+
+
+# ------------------------------------------------------------------------------- token-id route
+
+IDS_X = np.array([[5, 6, 7, 0], [8, 9, 0, 0], [5, 9, 7, 6]] * 20)
+IDS_Y = np.array([[7, 6, 5, 0], [9, 8, 0, 0], [6, 7, 9, 5]] * 20)
+
+
+@pytest.fixture(scope="module")
+def reverser():
+    """Reverses rows of token ids (padding 0), learnt from a 2-D y."""
+    return Seq2SeqTransformer(max_iter=30, **TINY).fit(IDS_X, IDS_Y)
+
+
+def test_token_ids_in_token_ids_out(reverser):
+    out = reverser.predict(IDS_X[:3], max_length=6)
+    assert out.dtype == np.int64 and out.shape == (3, 6)
+    np.testing.assert_array_equal(out, [[7, 6, 5, 0, 0, 0], [9, 8, 0, 0, 0, 0], [6, 7, 9, 5, 0, 0]])
+    assert reverser.predict(IDS_X[:3]).shape == (3, reverser.max_target_len)  # a fixed width, padded
+    assert reverser.score(IDS_X, IDS_Y) == 1.0 and reverser.n_features_in_ == 4 and reverser.tokenizer_ is None
+    assert reverser.source_vocabulary_.tokens[5:] == [5, 9, 7, 6, 8] or set(reverser.source_vocabulary_.tokens[5:]) \
+        == {5, 6, 7, 8, 9}
+    beams = reverser.predict(IDS_X[:2], strategy="beam", num_return_sequences=2)
+    assert beams[0][0] == [7, 6, 5] and beams[1][0] == [9, 8]
+    assert reverser.predict_log_proba(IDS_X[:3], IDS_Y[:3]).shape == (3,)
+    maps = reverser.attention_maps(IDS_X[:1])
+    assert maps[0]["source_tokens"] == [5, 6, 7, "<eos>"] and maps[0]["target_tokens"] == [7, 6, 5, "<eos>"]
+
+
+def test_a_1d_y_gives_one_token_per_sample():
+    model = Seq2SeqTransformer(max_iter=30, **TINY).fit(IDS_X, IDS_Y[:, 0])
+    out = model.predict(IDS_X[:3])
+    assert out.shape == (3,) and out.tolist() == [7, 9, 6] and model.score(IDS_X, IDS_Y[:, 0]) == 1.0
+
+
+def test_text_and_token_ids_cannot_be_mixed(reverser, upper):
+    with pytest.raises(ValueError, match="X is text, but this Seq2SeqTransformer was fitted on token ids"):
+        reverser.predict(["cat dog"])
+    with pytest.raises(ValueError, match="X is a 2-D array of token ids, but this Seq2SeqTransformer was fitted "
+                                         "on text"):
+        upper.predict(IDS_X[:2])
+    with pytest.raises(ValueError, match=r"y must hold token ids \(numbers\), as the inputs do"):
+        Seq2SeqTransformer(**TINY).fit(IDS_X, ["a", "b", "c"] * 20)
+    with pytest.raises(ValueError, match="y must hold integer token ids; got 3.5"):
+        Seq2SeqTransformer(**TINY).fit(IDS_X, IDS_Y * 0.5)
+    with pytest.raises(ValueError, match="requires y to be passed, but the target y is None"):
+        Seq2SeqTransformer(**TINY).fit(IDS_X, None)
+
+
+def test_validation_data_is_monitored():
+    X, y = _upper_task()
+    model = Seq2SeqTransformer(max_iter=3, **{**TINY, "early_stopping": True}).fit(
+        X[:60], y[:60], validation_data=(X[60:], y[60:]))
+    assert len(model.validation_scores_) == 3
+    best = int(np.argmin(model.validation_loss_curve_))  # early stopping follows the loss
+    assert model.best_validation_score_ == model.validation_scores_[best]
+    with pytest.raises(TypeError, match=r"validation_data must be a tuple \(X_val, y_val\)"):
+        Seq2SeqTransformer(**TINY).fit(X, y, validation_data=[X, y])
 
 
 def test_learns_a_rewriting_task(upper):
@@ -60,7 +129,7 @@ def test_sampling_is_reproducible_and_independent_of_the_batching(upper, monkeyp
     kw = dict(strategy="sample", temperature=1.5, num_return_sequences=2, random_state=11)
     first = upper.predict(X, **kw)
     assert upper.predict(X, **kw) == first
-    monkeypatch.setattr(seq2seq, "BATCH_TOKENS", 8)  # one or two inputs per batch instead of all of them
+    monkeypatch.setattr(upper, "_batch_tokens", 8)  # one or two inputs per batch instead of all of them
     assert upper.predict(X, **kw) == first
     assert upper.predict(X, **{**kw, "random_state": 12}) != first
 

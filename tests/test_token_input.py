@@ -1,10 +1,10 @@
-"""attnkit._token_input: which inputs are text and which are token ids; rows of ids to token lists."""
+"""attnkit.estimators._token_input: which inputs are text and which are token ids; rows of ids to token lists."""
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from attnkit._token_input import IDS, TEXT, id_rows_to_tokens, input_kind
+from attnkit.estimators._token_input import IDS, TEXT, id_rows_to_tokens, input_kind
 
 
 class _ArrayLike:

@@ -1,4 +1,4 @@
-"""attnkit._training: batching, splits, and the training loop the estimators share."""
+"""attnkit.estimators._training: batching, splits, and the training loop the estimators share."""
 
 import math
 import re
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from attnkit import nn
-from attnkit._training import (
+from attnkit.estimators._training import (
     History,
     TrainingOptions,
     epoch_checkpointer,
@@ -17,7 +17,6 @@ from attnkit._training import (
     reseed_dropout,
     train,
     train_validation_split,
-    training_generator,
 )
 
 # ---------------------------------------------------------------------------------- batching
@@ -370,12 +369,3 @@ def test_reseeding_dropout_makes_masks_depend_on_the_seed_only():
     assert all(np.array_equal(a, b) for a, b in zip(masks(used, 7), masks(fresh, 7)))
     assert not np.array_equal(masks(fresh, 7)[0], masks(fresh, 8)[0])
 
-
-def test_training_generator_streams():
-    def draw(random_state, epochs):
-        return training_generator(random_state, epochs).integers(2**32, size=3).tolist()
-
-    assert draw(3, 0) == draw(3, 0) and draw(3, 0) != draw(3, 1) and draw(3, 0) != draw(4, 0)
-    assert draw(np.random.RandomState(0), 5) == draw(np.random.RandomState(0), 5)  # a seed from the RandomState
-    generator = np.random.default_rng(0)
-    assert training_generator(generator, 2) is not None and draw(None, 0) != draw(None, 0)

@@ -29,6 +29,7 @@ def test_the_stub_declares_exactly_the_compiled_functions():
     assert declared == compiled, "regenerate python/attnkit/_core.pyi with pybind11-stubgen attnkit._core"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("mypy") is None and not importlib.util.find_spec("mypy"),
                     reason="mypy is not installed (it is in the test extra)")
 @pytest.mark.skipif(not (ROOT / "pyproject.toml").is_file(), reason="not run from a source checkout")

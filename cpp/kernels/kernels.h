@@ -1,5 +1,5 @@
 // Declarations of the kernels of one ISA variant (this header is compiled inside each variant's
-// namespace). Each kernel assumes valid input: checks live in python/attnkit/ops.py.
+// namespace). Each kernel assumes valid input: checks live in python/attnkit/ops/.
 #pragma once
 #include "attnkit/attention.h"
 #include "attnkit/cross_entropy.h"

@@ -1,4 +1,4 @@
-// NumPy arrays -> kernel views. The op layer (python/attnkit/ops.py) validates and lays out every
+// NumPy arrays -> kernel views. The op layer (python/attnkit/ops/) validates and lays out every
 // input; these checks only make sure a view can never reach outside its array's memory.
 #pragma once
 #include <pybind11/numpy.h>

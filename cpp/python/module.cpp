@@ -1,7 +1,7 @@
 // attnkit._core. cpp/python is the only place pybind11 appears: module.cpp defines the module and
 // the configuration functions; bind_<concept>.cpp bind the kernels. Arguments are converted and
 // checked with the GIL held; kernels run with it released. Arrays are taken exactly as given
-// (noconvert): ops.py lays them out, so a hidden conversion copy fails loudly instead.
+// (noconvert): attnkit.ops lays them out, so a hidden conversion copy fails loudly instead.
 // std::invalid_argument -> ValueError, std::bad_alloc -> MemoryError.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>

@@ -15,7 +15,7 @@ if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
 from attnkit import feature_maps, metrics, ops, reference, text  # noqa: E402
 from attnkit._config import get_num_threads, set_num_threads, show_config
 from attnkit._core import __version__
-from attnkit.classifier import TransformerClassifier
+from attnkit.estimators import RandomFourierFeatures, Seq2SeqTransformer, TransformerClassifier
 from attnkit.io import load
 from attnkit.ops import (
     LinearAttentionState,
@@ -26,8 +26,6 @@ from attnkit.ops import (
     sinusoidal_positions,
     softmax,
 )
-from attnkit.random_features import RandomFourierFeatures
-from attnkit.seq2seq import Seq2SeqTransformer
 
 __all__ = [
     "LinearAttentionState",

@@ -1,6 +1,5 @@
 """Runtime configuration: which kernels run, and on how many threads."""
 
-import functools
 import os
 import platform
 import sys
@@ -52,31 +51,6 @@ if hasattr(os, "register_at_fork"):
 def get_num_threads() -> int:
     """Return the number of threads attnkit's kernels use in the calling thread."""
     return _core.get_num_threads()
-
-
-def single_threaded_blas():
-    """A context in which NumPy's BLAS runs on one thread (attnkit's kernels keep theirs).
-
-    The estimators train and predict inside it. Their matrix products are small (a batch of short
-    sequences), so a second BLAS thread gains little even on an idle machine, while on a busy one
-    (or beside attnkit's own OpenMP threads) OpenBLAS's threads wait on each other: a training step
-    of a 64-wide model took 0.37-2.3 s with two BLAS threads and 0.045-0.07 s with one, measured on
-    2 shared cores. threadpoolctl comes with scikit-learn.
-    """
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1, user_api="blas")
-
-
-def with_single_threaded_blas(function):
-    """Decorator: run ``function`` inside :func:`single_threaded_blas`."""
-
-    @functools.wraps(function)
-    def wrapper(*args, **kwargs):
-        with single_threaded_blas():
-            return function(*args, **kwargs)
-
-    return wrapper
 
 
 def config():

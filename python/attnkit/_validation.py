@@ -7,13 +7,6 @@ from typing import Any
 import numpy as np
 
 
-def generator(random_state):
-    """A numpy Generator from an int, None, a Generator, or a legacy RandomState (which gives a seed)."""
-    if isinstance(random_state, np.random.RandomState):
-        random_state = random_state.randint(np.iinfo(np.int64).max, dtype=np.int64)
-    return np.random.default_rng(random_state)
-
-
 def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
     """Return ``value`` as an int, rejecting bools, floats and anything below ``minimum``."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):

@@ -36,13 +36,14 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from attnkit import ops
-from attnkit._validation import Interval, InvalidParameterError, Options, check_int, validate_params
+from attnkit._validation import Interval, Options, check_int, validate_params
 
 __all__ = [
     "DecoderModel",
     "DecodingModel",
     "Hypothesis",
     "apply_temperature",
+    "check_generation_params",
     "generate",
     "input_generators",
     "top_k_filter",
@@ -66,12 +67,26 @@ GENERATION_CONSTRAINTS = {
 }
 
 
-def _check_params(params, caller):
-    """``params`` against GENERATION_CONSTRAINTS (the intervals let inf through: reals must be finite)."""
+def check_generation_params(params, caller):
+    """Check generation parameters against :data:`GENERATION_CONSTRAINTS`, as :func:`generate` does.
+
+    For callers that pass them on to :func:`generate` later (an estimator's ``predict``), so a bad
+    value is reported before any work, under the caller's name.
+
+    Parameters
+    ----------
+    params : dict of str to object
+        Some of the parameters of :func:`generate` (``strategy``, ``num_beams``, ``top_p``, ...).
+    caller : str
+        Who takes the parameters, for the message.
+
+    Raises
+    ------
+    InvalidParameterError
+        A ValueError and a TypeError, for the first value outside its constraints (NaN and inf are
+        outside every interval).
+    """
     validate_params(params, {name: GENERATION_CONSTRAINTS[name] for name in params}, caller=caller)
-    for name, value in params.items():
-        if isinstance(value, numbers.Real) and not np.isfinite(float(value)):
-            raise InvalidParameterError(f"The {name!r} parameter of {caller} must be finite. Got {value!r} instead.")
 
 
 class DecodingModel(Protocol):
@@ -182,7 +197,7 @@ def apply_temperature(logits, temperature):
     ndarray of float64, the shape of ``logits``
     """
     logits = np.asarray(logits, dtype=np.float64)
-    _check_params({"temperature": temperature}, "apply_temperature")
+    check_generation_params({"temperature": temperature}, "apply_temperature")
     if temperature > 0:
         return logits / temperature
     best = np.argmax(logits, axis=-1)[..., None]
@@ -213,7 +228,7 @@ def top_k_filter(logits, k):
     [-inf, 3.0, -inf, 3.0]
     """
     logits = np.array(logits, dtype=np.float64)
-    _check_params({"top_k": k}, "top_k_filter")
+    check_generation_params({"top_k": k}, "top_k_filter")
     if k == 0 or k >= logits.shape[-1]:
         return logits
     kth = -np.partition(-logits, k - 1, axis=-1)[..., k - 1 : k]
@@ -249,7 +264,7 @@ def top_p_filter(logits, p):
     [-inf, -0.693, -1.204]
     """
     logits = np.array(logits, dtype=np.float64)
-    _check_params({"top_p": p}, "top_p_filter")
+    check_generation_params({"top_p": p}, "top_p_filter")
     if p == 1:
         return logits
     order = np.argsort(-logits, axis=-1, kind="stable")
@@ -394,7 +409,7 @@ def generate(model, n_inputs, *, bos_id, eos_id, strategy="greedy", max_length=6
     params = dict(strategy=strategy, max_length=max_length, min_length=min_length, num_beams=num_beams,
                   length_penalty=length_penalty, no_repeat_ngram_size=no_repeat_ngram_size,
                   temperature=temperature, top_k=top_k, top_p=top_p, num_return_sequences=num_return_sequences)
-    _check_params(params, "generate")
+    check_generation_params(params, "generate")
     n_inputs = check_int(n_inputs, "n_inputs", minimum=1)
     bos_id, eos_id = check_int(bos_id, "bos_id", minimum=0), check_int(eos_id, "eos_id", minimum=0)
     if min_length > max_length:

@@ -17,9 +17,9 @@ import math
 
 import numpy as np
 
-from attnkit import _core
-from attnkit._memory import checked_empty
+from attnkit._random import gaussian_rows
 from attnkit._validation import check_bool, check_int, check_ndim, check_real, float_array
+from attnkit.ops.random_features import fused_features, projected_features
 
 __all__ = [
     "EluFeatureMap",
@@ -30,66 +30,6 @@ __all__ = [
     "ReluFeatureMap",
     "resolve_feature_map",
 ]
-
-_KINDS = {"cos": 0, "sincos": 1, "exp": 2}
-
-
-def fused_features(z, kind, *, scale=1.0, offset=None, row_log=None):
-    """Apply the fused SIMD transform to projections ``z`` (..., D) (see cpp random_features.h).
-
-    ``cos``: ``scale e^row_log cos(z + offset)``; ``sincos``: the same with ``[sin, cos]`` (2D wide);
-    ``exp``: ``scale e^(z + offset + row_log)``. Works in place for cos/exp when ``z`` is C-contiguous.
-    """
-    lead, width = z.shape[:-1], z.shape[-1]
-    flat = np.ascontiguousarray(z).reshape(math.prod(lead), width)  # not -1: width may be 0
-    out = np.empty((flat.shape[0], 2 * width), z.dtype) if kind == "sincos" else flat
-    if offset is not None:
-        offset = np.ascontiguousarray(offset, dtype=z.dtype)
-    if row_log is not None:
-        row_log = np.ascontiguousarray(row_log, dtype=z.dtype).reshape(-1)
-    _core.random_features(flat, offset, row_log, out, float(scale), _KINDS[kind])
-    return out.reshape(lead + (out.shape[-1],))
-
-
-# Up to this input width the kernel's own projection (z stays in cache, one OpenMP region) beats a
-# BLAS matmul and then the sweep; from ~96 on OpenBLAS's blocking wins (measured: AVX2, f32 and f64).
-_KERNEL_PROJECTION_MAX_WIDTH = 64
-
-
-def projected_features(x, weights, kind, *, scale=1.0, offset=None, row_log=None):
-    """``fused_features(x @ weights, ...)`` for x (..., f) and weights (f, D), the fastest way: for
-    narrow x the kernel projects a block of rows at a time, so ``z`` never goes through memory."""
-    if x.shape[-1] > _KERNEL_PROJECTION_MAX_WIDTH:
-        return fused_features(x @ weights.astype(x.dtype, copy=False), kind, scale=scale, offset=offset,
-                              row_log=row_log)
-    lead, f = x.shape[:-1], x.shape[-1]
-    flat = np.ascontiguousarray(x).reshape(math.prod(lead), f)
-    weights = np.ascontiguousarray(weights, dtype=x.dtype)
-    width = weights.shape[1] * (2 if kind == "sincos" else 1)
-    out = np.empty((flat.shape[0], width), x.dtype)
-    if offset is not None:
-        offset = np.ascontiguousarray(offset, dtype=x.dtype)
-    if row_log is not None:
-        row_log = np.ascontiguousarray(row_log, dtype=x.dtype).reshape(-1)
-    _core.projected_random_features(flat, weights, offset, row_log, out, float(scale), _KINDS[kind])
-    return out.reshape(lead + (width,))
-
-
-def _gaussian_rows(rng, n_rows, d, orthogonal):
-    """(n_rows, d) rows ~ N(0, I). Orthogonal: blocks of d mutually orthogonal rows whose norms are
-    drawn like Gaussian vectors' (chi_d), which lowers the estimators' variance."""
-    n_blocks = math.ceil(n_rows / d) if orthogonal else 0
-    # Refused before drawing: a huge n_features would otherwise swap, or (orthogonal) spin for hours.
-    checked_empty((n_rows + 2 * n_blocks * d, d), np.float64, f"{n_rows} random directions of width {d}")
-    if not orthogonal:
-        return rng.standard_normal((n_rows, d))
-    # One stacked QR: the same draws and bits as a QR per block, without a Python loop over blocks.
-    q, r = np.linalg.qr(rng.standard_normal((n_blocks, d, d)))
-    q = q * np.sign(np.diagonal(r, axis1=-2, axis2=-1))[:, None, :]  # a Haar rotation, not QR's sign convention
-    rows = np.swapaxes(q, -1, -2).reshape(n_blocks * d, d)[:n_rows]
-    norms = np.linalg.norm(rng.standard_normal((n_rows, d)), axis=1)
-    return rows * norms[:, None]
-
 
 class FeatureMap:
     """Base class: ``queries`` and ``keys`` default to ``transform``."""
@@ -313,7 +253,7 @@ class RandomFourierFeatureMap(_RandomFeatureMap):
         return self.sigma if self.sigma is not None else d**0.25
 
     def _draw(self, d):
-        return _gaussian_rows(self._rng, self.n_features, d, self.orthogonal) / self.bandwidth(d)
+        return gaussian_rows(self._rng, self.n_features, d, self.orthogonal) / self.bandwidth(d)
 
     def _features(self, x, with_norm_factor):
         x = self._checked(x)
@@ -379,7 +319,7 @@ class PositiveRandomFeatureMap(_RandomFeatureMap):
         return self.n_features
 
     def _draw(self, d):
-        return _gaussian_rows(self._rng, self.n_features, d, self.orthogonal)
+        return gaussian_rows(self._rng, self.n_features, d, self.orthogonal)
 
     def _input_scale(self, d):
         return self.scale if self.scale is not None else d**-0.25

@@ -3,13 +3,16 @@
 :func:`save` writes an estimator's constructor parameters and fitted state with
 :mod:`attnkit.nn.serialize`: weights and optimiser moments as arrays, everything else (vocabulary,
 classes, curves, settings) as JSON. :func:`load` reads it with ``allow_pickle=False`` and rebuilds
-only classes it knows by name (:data:`ESTIMATORS`), so opening a file runs no code from it. Files
-are stamped with a format name and version; a file from a newer attnkit is refused with a clear
-error rather than misread. Writing is atomic: the file appears complete under its name, or not
-at all (a temporary file in the same folder is renamed over it).
+only classes registered by name (:func:`register_estimator`, :data:`ESTIMATORS`), so opening a file
+runs no code from it. Files are stamped with a format name and version; a file from a newer attnkit
+is refused with a clear error rather than misread, and one of an older version is upgraded by the
+estimator. Writing is atomic: the file appears complete under its name, or not at all (a temporary
+file in the same folder is renamed over it).
 
-An estimator takes part by implementing ``_fitted_state() -> (groups, config)`` (groups: dict of
-dicts of arrays; config: JSON-able) and ``_set_fitted_state(groups, config)``.
+An estimator takes part by registering its class (:func:`register_estimator`; the estimators do it
+when they are defined, so this module imports none of them) and implementing
+``_fitted_state() -> (groups, config)`` (groups: dict of dicts of arrays; config: JSON-able) and
+``_set_fitted_state(groups, config, version)``.
 
 Examples
 --------
@@ -25,7 +28,6 @@ Examples
 True
 """
 
-import importlib
 import os
 import tempfile
 from typing import Any, BinaryIO
@@ -34,12 +36,24 @@ import numpy as np
 
 from attnkit.nn import serialize
 
-__all__ = ["ESTIMATORS", "FORMAT", "FORMAT_VERSION", "load", "save"]
+__all__ = ["ESTIMATORS", "FORMAT", "FORMAT_VERSION", "load", "register_estimator", "save"]
 
 FORMAT = "attnkit-estimator"
-FORMAT_VERSION = 1
-# The classes load may build, by name -> module. Nothing else is ever imported or called.
-ESTIMATORS = {"Seq2SeqTransformer": "attnkit.seq2seq", "TransformerClassifier": "attnkit.classifier"}
+# 1: attnkit 0.1.0 (each estimator its own layout); 2: the one layout of the estimator base.
+FORMAT_VERSION = 2
+# The classes load may build, by name. Nothing else is ever imported or called.
+ESTIMATORS: dict[str, type] = {}
+
+
+def register_estimator(cls: type) -> type:
+    """Let :func:`save` write and :func:`load` rebuild instances of ``cls``, known by its class name.
+
+    Usable as a class decorator; returns ``cls``. A second class of the same name is refused.
+    """
+    known = ESTIMATORS.setdefault(cls.__name__, cls)
+    if known is not cls:
+        raise ValueError(f"an estimator named {cls.__name__!r} is already registered ({known.__module__})")
+    return cls
 
 
 def save(estimator: Any, path: str | os.PathLike[str], *, compress: bool = False) -> None:
@@ -47,8 +61,8 @@ def save(estimator: Any, path: str | os.PathLike[str], *, compress: bool = False
 
     Parameters
     ----------
-    estimator : TransformerClassifier
-        A fitted attnkit estimator.
+    estimator : TransformerClassifier or Seq2SeqTransformer
+        A fitted attnkit estimator (a registered class, see :func:`register_estimator`).
     path : str or os.PathLike
         The file to write, exactly (no suffix is added); an existing file is replaced only once
         the new one is complete.
@@ -69,7 +83,7 @@ def save(estimator: Any, path: str | os.PathLike[str], *, compress: bool = False
         If it is not fitted.
     """
     name = type(estimator).__name__
-    if ESTIMATORS.get(name) != type(estimator).__module__:
+    if not _registered(type(estimator)):
         raise TypeError(f"save supports {sorted(ESTIMATORS)}, got {type(estimator).__module__}.{name}")
     from sklearn.utils.validation import check_is_fitted
 
@@ -125,10 +139,13 @@ def load(path: str | os.PathLike[str] | BinaryIO) -> Any:
     name = config.get("estimator")
     if name not in ESTIMATORS:
         raise ValueError(f"unknown estimator {name!r} in the file; this attnkit loads {sorted(ESTIMATORS)}")
-    cls = getattr(importlib.import_module(ESTIMATORS[name]), name)
-    estimator = cls(**from_json(config["params"]))
-    estimator._set_fitted_state(groups, config["fitted"])
+    estimator = ESTIMATORS[name](**from_json(config["params"]))
+    estimator._set_fitted_state(groups, config["fitted"], version)
     return estimator
+
+
+def _registered(cls: type) -> bool:
+    return ESTIMATORS.get(cls.__name__) is cls
 
 
 def _attnkit_version():

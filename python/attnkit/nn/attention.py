@@ -10,6 +10,7 @@ from attnkit._validation import check_int
 from attnkit.feature_maps import EluFeatureMap, FeatureMap, PositiveRandomFeatureMap
 from attnkit.masking import check_key_lengths
 from attnkit.nn.cache import CrossAttentionCache, SelfAttentionCache
+from attnkit.nn.layers import add_product
 from attnkit.nn.module import Module
 
 __all__ = ["MultiHeadAttention"]
@@ -92,7 +93,7 @@ class MultiHeadAttention(Module):
     # -- forward / backward -----------------------------------------------------------------------------------
     def _heads(self, x, w, b):
         """(B, N, d_in) @ (d_in, H dh) -> (B, H, N, dh)."""
-        y = _flat(x) @ self.params[w] + self.params[b]  # one 2-D GEMM: a 3-D @ is a loop of small ones
+        y = ops.matmul(_flat(x), self.params[w], bias=self.params[b])  # one 2-D GEMM: a 3-D @ loops over small ones
         return y.reshape(x.shape[:-1] + (self.n_heads, self.d_head)).swapaxes(-2, -3)
 
     def forward(self, x, training=False, *, context=None, key_lengths=None, return_weights=False):
@@ -117,42 +118,39 @@ class MultiHeadAttention(Module):
         bias, bias_cache = (None, None)
         if self.position_bias is not None:
             bias, bias_cache = self.position_bias.forward(q.shape[-2], k.shape[-2])
-        kw = dict(key_lengths=key_lengths, causal=self.causal)
-        weights = lse = None
+        kw = dict(key_lengths=key_lengths, causal=self.causal, return_context=True)
+        weights = None
         if self.attention == "softmax":
             if return_weights:
-                heads, weights, lse = ops.scaled_dot_product_attention(q, k, v, bias=bias, return_weights=True,
-                                                                       return_lse=True, **kw)
+                heads, weights, context = ops.scaled_dot_product_attention(q, k, v, bias=bias, return_weights=True,
+                                                                           **kw)
             else:
-                heads, lse = ops.scaled_dot_product_attention(q, k, v, bias=bias, return_lse=True, **kw)
+                heads, context = ops.scaled_dot_product_attention(q, k, v, bias=bias, **kw)
         else:
             if return_weights:
                 raise ValueError(f"return_weights needs attention='softmax' ({self.attention!r} attention "
                                  "never forms the weights)")
             assert self.feature_map is not None  # set for every attention but softmax
-            heads = ops.linear_attention(q, k, v, feature_map=self.feature_map, **kw)
+            heads, context = ops.linear_attention(q, k, v, feature_map=self.feature_map, **kw)
         merged = heads.swapaxes(-2, -3).reshape(x.shape[:-1] + (self.n_heads * self.d_head,))
-        out = (_flat(merged) @ self.params["wo"] + self.params["bo"]).reshape(x.shape[:-1] + (self.d_model,))
-        cache = (x, c, cross, q, k, v, heads, merged, lse, bias, bias_cache, key_lengths)
+        out = ops.matmul(_flat(merged), self.params["wo"], bias=self.params["bo"])
+        out = out.reshape(x.shape[:-1] + (self.d_model,))
+        # The ops' context keeps the checked q, k, v (and what the backward reuses): no second validation.
+        cache = (x, c, cross, merged, context, bias_cache)
         return (out, cache, weights) if return_weights else (out, cache)
 
     def backward(self, grad, cache):
         """Accumulate parameter gradients; return dx, or (dx, dcontext) for cross-attention."""
-        x, c, cross, q, k, v, heads, merged, lse, bias, bias_cache, key_lengths = cache
-        self.grads["wo"] += _flat(merged).T @ _flat(grad)
+        x, c, cross, merged, context, bias_cache = cache
+        add_product(self.grads["wo"], _flat(merged).T, _flat(grad))
         self.grads["bo"] += _flat(grad).sum(axis=0)
-        dheads = (_flat(grad) @ self.params["wo"].T).reshape(heads.shape[:-3] + (heads.shape[-2], self.n_heads,
-                                                                           self.d_head)).swapaxes(-2, -3)
-        kw = dict(key_lengths=key_lengths, causal=self.causal)
-        if self.attention == "softmax":
-            grads = ops.scaled_dot_product_attention_backward(dheads, q, k, v, heads, lse, bias=bias,
-                                                              bias_grad=bias is not None, **kw)
-            dq, dk, dv = grads[:3]
-            if bias is not None and self.position_bias is not None:
-                self.position_bias.backward(grads[3], bias_cache)
+        dheads = ops.matmul(_flat(grad), self.params["wo"].T).reshape(x.shape[:-1] + (self.n_heads, self.d_head))
+        dheads = dheads.swapaxes(-2, -3)
+        if self.position_bias is not None:  # softmax attention only
+            dq, dk, dv, dbias = context.backward(dheads, bias_grad=True)
+            self.position_bias.backward(dbias, bias_cache)
         else:
-            assert self.feature_map is not None
-            dq, dk, dv = ops.linear_attention_backward(dheads, q, k, v, feature_map=self.feature_map, **kw)
+            dq, dk, dv = context.backward(dheads)
         dx = self._project_back(x, dq, "wq", "bq")
         dc = self._project_back(c, dk, "wk", "bk") + self._project_back(c, dv, "wv", "bv")
         return (dx, dc) if cross else dx + dc
@@ -246,14 +244,14 @@ class MultiHeadAttention(Module):
                 # One query after every cached key: nothing to mask, so no causal flag.
                 heads = ops.scaled_dot_product_attention(q, keys, values, bias=bias)
         merged = heads.reshape(x.shape[0], self.n_heads * self.d_head)
-        out = merged @ self.params["wo"] + self.params["bo"]
+        out = ops.matmul(merged, self.params["wo"], bias=self.params["bo"])
         return out[:, None, :], cache
 
     def _project_back(self, inp, dheads, w, b):
         dy = dheads.swapaxes(-2, -3).reshape(inp.shape[:-1] + (self.n_heads * self.d_head,))
-        self.grads[w] += _flat(inp).T @ _flat(dy)
+        add_product(self.grads[w], _flat(inp).T, _flat(dy))
         self.grads[b] += _flat(dy).sum(axis=0)
-        return (_flat(dy) @ self.params[w].T).reshape(inp.shape)
+        return ops.matmul(_flat(dy), self.params[w].T).reshape(inp.shape)
 
 
 def _flat(a):

@@ -1,4 +1,4 @@
-"""Basic layers: Embedding, Linear, LayerNorm, Dropout and the position-wise FeedForward block.
+"""Basic layers: Embedding, Linear, LayerNorm, RMSNorm, Dropout and the position-wise FeedForward block.
 
 Every layer follows :class:`attnkit.nn.Module`: ``forward(x, training) -> (out, cache)`` and
 ``backward(grad, cache) -> grad_x``, adding parameter gradients into ``grads``. Layers that draw
@@ -14,7 +14,7 @@ from attnkit import ops
 from attnkit._validation import check_int, check_real
 from attnkit.nn.module import Module
 
-__all__ = ["Dropout", "Embedding", "FeedForward", "LayerNorm", "Linear"]
+__all__ = ["Dropout", "Embedding", "FeedForward", "LayerNorm", "Linear", "RMSNorm", "add_product"]
 
 
 class Embedding(Module):
@@ -83,6 +83,15 @@ class Embedding(Module):
         return None
 
 
+def add_product(out, a, b):
+    """``out += a @ b`` in place (a parameter's gradient): with no temporary when ``out`` has the product's
+    dtype, through :func:`attnkit.ops.matmul`, whose result does not depend on the thread count."""
+    if out.dtype == np.result_type(a, b):
+        ops.matmul(a, b, out=out, accumulate=True)
+    else:  # e.g. float64 inputs through a float32 layer: the product rounds into the parameter's dtype
+        out += ops.matmul(a, b)
+
+
 class Linear(Module):
     """Affine map of the last axis: ``out = x @ weight + bias`` for x of shape (..., in_features).
 
@@ -121,18 +130,16 @@ class Linear(Module):
         if x.ndim < 1 or x.shape[-1] != self.in_features:
             raise ValueError(f"x must have in_features={self.in_features} as its last dimension, got shape {x.shape}")
         # One GEMM over all leading dims (matmul of a 3-D x would loop over the first one).
-        out = x.reshape(-1, self.in_features) @ self.params["weight"]
-        if "bias" in self.params:
-            out += self.params["bias"]
+        out = ops.matmul(x.reshape(-1, self.in_features), self.params["weight"], bias=self.params.get("bias"))
         return out.reshape(x.shape[:-1] + (self.out_features,)), x
 
     def backward(self, grad, cache):
         x = cache
         grad2 = np.asarray(grad).reshape(-1, self.out_features)
-        self.grads["weight"] += x.reshape(-1, self.in_features).T @ grad2
+        add_product(self.grads["weight"], x.reshape(-1, self.in_features).T, grad2)
         if "bias" in self.params:
             self.grads["bias"] += grad2.sum(axis=0)
-        return (grad2 @ self.params["weight"].T).reshape(x.shape)
+        return ops.matmul(grad2, self.params["weight"].T).reshape(x.shape)
 
 
 class LayerNorm(Module):
@@ -170,6 +177,45 @@ class LayerNorm(Module):
         dx, dgamma, dbeta = ops.layer_norm_backward(grad, x, self.params["gamma"], mean, rstd)
         self.grads["gamma"] += dgamma
         self.grads["beta"] += dbeta
+        return dx
+
+
+class RMSNorm(Module):
+    """RMS normalisation of the last axis with a learned scale (:func:`attnkit.ops.rms_norm`):
+    ``x / sqrt(mean(x^2) + eps) * gamma``, no centring and no shift (T5, LLaMA).
+
+    Parameters
+    ----------
+    dim : int
+        Width of the normalised axis.
+    eps : float, default=1e-6
+        Added to the mean square, >= 0.
+
+    Attributes
+    ----------
+    params : dict
+        ``gamma`` (ones) of shape (dim,).
+    """
+
+    def __init__(self, dim, *, eps=1e-6):
+        super().__init__()
+        self.dim = check_int(dim, "dim", minimum=1)
+        self.eps = check_real(eps, "eps")
+        if self.eps < 0:
+            raise ValueError(f"eps must be >= 0, got {self.eps}")
+        self.add_param("gamma", np.ones(self.dim))
+
+    def forward(self, x, training=False):
+        x = np.asarray(x)
+        if x.ndim < 1 or x.shape[-1] != self.dim:
+            raise ValueError(f"x must have dim={self.dim} as its last dimension, got shape {x.shape}")
+        y, rstd = ops.rms_norm(x, self.params["gamma"], self.eps, return_stats=True)
+        return y, (x, rstd)
+
+    def backward(self, grad, cache):
+        x, rstd = cache
+        dx, dgamma = ops.rms_norm_backward(grad, x, self.params["gamma"], rstd)
+        self.grads["gamma"] += dgamma
         return dx
 
 
@@ -219,7 +265,18 @@ def _relu_backward(h, grad):
     return np.where(h > 0, grad, 0)
 
 
-_ACTIVATIONS = {"gelu": (ops.gelu, ops.gelu_backward), "relu": (_relu, _relu_backward)}
+def _gelu(h):
+    return ops.gelu(h, approximate="none")
+
+
+def _gelu_backward(h, grad):
+    return ops.gelu_backward(h, grad, approximate="none")
+
+
+# "gelu" is exact (erf), as in BERT and torch's default; "gelu_tanh" the tanh form (GPT-2).
+_ACTIVATIONS = {"gelu": (_gelu, _gelu_backward), "gelu_tanh": (ops.gelu, ops.gelu_backward),
+                "relu": (_relu, _relu_backward)}
+ACTIVATIONS = tuple(_ACTIVATIONS)
 
 
 class FeedForward(Module):
@@ -233,8 +290,9 @@ class FeedForward(Module):
         Hidden width (typically 4 d_model).
     rng : numpy.random.Generator or int
         Source of the initial weights and of the dropout generator.
-    activation : {"gelu", "relu"}, default="gelu"
-        GELU is the tanh form (:func:`attnkit.ops.gelu`).
+    activation : {"gelu_tanh", "gelu", "relu"}, default="gelu_tanh"
+        ``"gelu"`` is the exact GELU ``x Phi(x)`` (BERT; torch's ``approximate="none"``), ``"gelu_tanh"``
+        its tanh approximation (GPT-2; :func:`attnkit.ops.gelu`).
     dropout : float, default=0.0
         Drop probability after the activation.
 
@@ -244,10 +302,10 @@ class FeedForward(Module):
         ``linear1``, ``dropout``, ``linear2``.
     """
 
-    def __init__(self, d_model, d_ff, rng, *, activation="gelu", dropout=0.0):
+    def __init__(self, d_model, d_ff, rng, *, activation="gelu_tanh", dropout=0.0):
         super().__init__()
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+        if not isinstance(activation, str) or activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
         self.activation = activation
         rng = np.random.default_rng(rng)
         self.add_child("linear1", Linear(d_model, d_ff, rng))

@@ -3,8 +3,9 @@ to the input embedding table."""
 
 import numpy as np
 
+from attnkit import ops
 from attnkit._validation import check_real
-from attnkit.nn.layers import Embedding
+from attnkit.nn.layers import Embedding, add_product
 from attnkit.nn.module import Module
 
 __all__ = ["TiedOutput", "mask_tokens"]
@@ -50,7 +51,7 @@ class TiedOutput(Module):
         table = self.embedding.params["weight"]
         flat = h.reshape(-1, table.shape[1])
         scale = np.asarray(table.shape[1] ** -0.5, dtype=table.dtype)
-        logits = (flat @ table.T) * scale + self.params["bias"]
+        logits = ops.matmul(flat, table.T) * scale + self.params["bias"]
         return logits.reshape(h.shape[:-1] + (table.shape[0],)), h
 
     def backward(self, grad, cache):
@@ -60,8 +61,8 @@ class TiedOutput(Module):
         flat_grad = grad.reshape(-1, table.shape[0])
         self.grads["bias"] += flat_grad.sum(axis=0)
         scaled = flat_grad * scale
-        self.embedding.grads["weight"] += scaled.T @ h.reshape(-1, table.shape[1])
-        return (scaled @ table).reshape(h.shape)
+        add_product(self.embedding.grads["weight"], scaled.T, h.reshape(-1, table.shape[1]))
+        return ops.matmul(scaled, table).reshape(h.shape)
 
 
 def mask_tokens(ids, lengths, rng, *, vocab_size, mask_id, first_ordinary_id, probability=0.15):

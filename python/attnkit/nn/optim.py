@@ -265,8 +265,9 @@ class AdamW:
             m, v = self._exp_avg[name], self._exp_avg_sq[name]
             if self.weight_decay and name in self.decayed:
                 param *= shrink
-            # One scratch array per parameter, then in-place updates: no other temporaries.
-            scratch = np.multiply(grad, 1.0 - beta1)
+            # One scratch array per parameter, then in-place updates: no other temporaries. out= keeps
+            # it an array for a 0-d parameter too (NumPy returns a scalar there, which out= cannot take).
+            scratch = np.multiply(grad, 1.0 - beta1, out=np.empty_like(grad))
             m *= beta1
             m += scratch
             np.multiply(grad, grad, out=scratch)

@@ -5,16 +5,27 @@ has a NumPy twin of the same name in :mod:`attnkit.reference`. One module per co
 """
 
 from attnkit.ops.activations import gelu, gelu_backward
-from attnkit.ops.attention import scaled_dot_product_attention, scaled_dot_product_attention_backward
+from attnkit.ops.attention import (
+    AttentionContext,
+    scaled_dot_product_attention,
+    scaled_dot_product_attention_backward,
+)
 from attnkit.ops.cross_entropy import cross_entropy
-from attnkit.ops.linear_attention import LinearAttentionState, linear_attention, linear_attention_backward
+from attnkit.ops.linear_attention import (
+    LinearAttentionContext,
+    LinearAttentionState,
+    linear_attention,
+    linear_attention_backward,
+)
 from attnkit.ops.matmul import matmul
-from attnkit.ops.normalization import layer_norm, layer_norm_backward
+from attnkit.ops.normalization import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from attnkit.ops.positions import sinusoidal_positions
 from attnkit.ops.random_features import random_fourier_features
 from attnkit.ops.softmax import log_softmax, log_softmax_backward, softmax, softmax_backward
 
 __all__ = [
+    "AttentionContext",
+    "LinearAttentionContext",
     "LinearAttentionState",
     "cross_entropy",
     "gelu",
@@ -27,6 +38,8 @@ __all__ = [
     "log_softmax_backward",
     "matmul",
     "random_fourier_features",
+    "rms_norm",
+    "rms_norm_backward",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",
     "sinusoidal_positions",

@@ -12,14 +12,14 @@ from attnkit._validation import check_bool, check_real, float_array
 from attnkit.masking import check_key_lengths, check_mask, padding_lengths
 from attnkit.ops._layout import batch_shape, check_qkv, describe_shapes, operand, unbroadcast
 
-__all__ = ["scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
+__all__ = ["AttentionContext", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 
 
 def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: ArrayLike | None = None,
                                  key_lengths: ArrayLike | None = None, causal: bool = False,
                                  bias: ArrayLike | None = None, scale: float | None = None,
-                                 return_weights: bool = False,
-                                 return_lse: bool = False) -> np.ndarray | tuple[np.ndarray, ...]:
+                                 return_weights: bool = False, return_lse: bool = False,
+                                 return_context: bool = False) -> np.ndarray | tuple[Any, ...]:
     """Exact scaled dot-product attention, tiled with an online softmax (O(N) extra memory).
 
     ``out[..., i, :] = sum_j w_ij v[..., j, :]`` with
@@ -54,6 +54,9 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, ma
     return_lse : bool, default=False
         Also return the log-sum-exp of each query's visible logits (``-inf`` where it sees nothing):
         what :func:`scaled_dot_product_attention_backward` needs.
+    return_context : bool, default=False
+        Also return an :class:`AttentionContext`, whose ``backward(dout)`` gives the gradients without
+        checking and laying out the inputs a second time (a training step's backward).
 
     Returns
     -------
@@ -63,6 +66,8 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, ma
         Only with ``return_weights=True``; zero at keys a query may not see.
     lse : ndarray of shape (..., Nq)
         Only with ``return_lse=True`` (after ``weights`` when both are asked for).
+    context : AttentionContext
+        Only with ``return_context=True`` (last).
 
     Notes
     -----
@@ -76,19 +81,22 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, ma
     [[1.0, 0.0], [0.33, 0.67]]
     """
     return_weights, return_lse = check_bool(return_weights, "return_weights"), check_bool(return_lse, "return_lse")
+    return_context = check_bool(return_context, "return_context")
     p = _Problem(q, k, v, mask, key_lengths, causal, bias, scale)
     # Checked before any work: the weights are the one output that grows as Nq x Nk.
     weights = checked_empty(p.batch + (p.nq, p.nk), p.dtype, "return_weights=True: the weights") \
         if return_weights else None
     out = checked_empty(p.batch + (p.nq, p.dv), p.dtype, "the output", unchecked_bytes=UNCHECKED_BYTES)
-    lse = np.empty((p.flat, p.nq), dtype=p.dtype) if (return_weights or return_lse) else None
+    lse = np.empty((p.flat, p.nq), dtype=p.dtype) if (return_weights or return_lse or return_context) else None
     _core.attention(v=p.v, out=out.reshape(p.flat, p.nq, p.dv), lse=lse, **p.operands)
-    result: tuple[np.ndarray, ...] = (out,)
+    result: tuple[Any, ...] = (out,)
     if weights is not None and lse is not None:
         _core.attention_weights(lse=lse, weights=weights.reshape(p.flat, p.nq, p.nk), **p.operands)
         result += (weights,)
     if return_lse and lse is not None:
         result += (lse.reshape(p.batch + (p.nq,)),)
+    if return_context and lse is not None:
+        result += (AttentionContext(p, out.reshape(p.flat, p.nq, p.dv), lse),)
     return result if len(result) > 1 else out
 
 
@@ -125,12 +133,64 @@ def scaled_dot_product_attention_backward(dout: ArrayLike, q: ArrayLike, k: Arra
     """
     bias_grad = check_bool(bias_grad, "bias_grad")
     p = _Problem(q, k, v, mask, key_lengths, causal, bias, scale)
-    if bias_grad and bias is None:
-        raise ValueError("bias_grad=True needs the bias the forward was given")
-    shape_out = p.batch + (p.nq, p.dv)
-    dout = _exact_layout(float_array(dout, "dout"), shape_out, p.dtype, "dout").reshape(p.flat, p.nq, p.dv)
-    out = _exact_layout(float_array(out, "out"), shape_out, p.dtype, "out").reshape(p.flat, p.nq, p.dv)
+    _check_bias_grad(bias_grad, p)
+    dout = _checked_dout(dout, p)
+    out = _exact_layout(float_array(out, "out"), p.batch + (p.nq, p.dv), p.dtype, "out").reshape(p.flat, p.nq, p.dv)
     lse = _exact_layout(float_array(lse, "lse"), p.batch + (p.nq,), p.dtype, "lse").reshape(p.flat, p.nq)
+    return _backward(p, dout, out, lse, bias_grad)
+
+
+class AttentionContext:
+    """What :func:`scaled_dot_product_attention` checked and computed, kept for the backward.
+
+    Returned by ``scaled_dot_product_attention(..., return_context=True)``. It holds the validated
+    problem (q, k, v, mask and bias as laid out for the kernels, the key lengths merged with a
+    padding mask, causal, scale), the output and each query's log-sum-exp, so that :meth:`backward`
+    runs the backward kernel at once: a training step checks its inputs once, not twice.
+
+    It refers to the forward's arrays (copies only where a layout needed one), the output included:
+    do not use it after any of them was modified in place.
+    """
+
+    def __init__(self, problem: "_Problem", out: np.ndarray, lse: np.ndarray) -> None:
+        self._problem, self._out, self._lse = problem, out, lse
+
+    def backward(self, dout: ArrayLike, *, bias_grad: bool = False) -> tuple[np.ndarray, ...]:
+        """Gradients with respect to q, k, v (and bias): those of
+        :func:`scaled_dot_product_attention_backward` with the forward's arguments, bit for bit.
+
+        Parameters
+        ----------
+        dout : array-like of shape (..., Nq, dv)
+            Gradient of the loss with respect to the forward's output.
+        bias_grad : bool, default=False
+            Also return the gradient with respect to ``bias`` (the forward must have had one).
+
+        Returns
+        -------
+        dq, dk, dv : ndarrays shaped like q, k, v
+            Summed over the dims along which an input was broadcast.
+        dbias : ndarray shaped like bias
+            Only with ``bias_grad=True``.
+        """
+        bias_grad = check_bool(bias_grad, "bias_grad")
+        _check_bias_grad(bias_grad, self._problem)
+        return _backward(self._problem, _checked_dout(dout, self._problem), self._out, self._lse, bias_grad)
+
+
+def _check_bias_grad(bias_grad, p):
+    if bias_grad and p.bias_shape is None:
+        raise ValueError("bias_grad=True needs the bias the forward was given")
+
+
+def _checked_dout(dout, p):
+    """``dout`` as the kernel's C-contiguous (flat batch, Nq, dv) array of the problem's dtype."""
+    dout = _exact_layout(float_array(dout, "dout"), p.batch + (p.nq, p.dv), p.dtype, "dout")
+    return dout.reshape(p.flat, p.nq, p.dv)
+
+
+def _backward(p, dout, out, lse, bias_grad):
+    """The backward kernel on a checked problem, dout, out and lse (each flat, C-contiguous)."""
     delta = np.einsum("bic,bic->bi", dout, out)
     dq = np.empty((p.flat, p.nq, p.d), p.dtype)
     dk = np.empty((p.flat, p.nk, p.d), p.dtype)
@@ -140,7 +200,7 @@ def scaled_dot_product_attention_backward(dout: ArrayLike, q: ArrayLike, k: Arra
     grads = [unbroadcast(g.reshape(p.batch + g.shape[1:]), shape)
              for g, shape in ((dq, p.shapes["q"]), (dk, p.shapes["k"]), (dv, p.shapes["v"]))]
     if dbias is not None:
-        grads.append(unbroadcast(dbias.reshape(p.batch + (p.nq, p.nk)), np.shape(np.asarray(bias))))
+        grads.append(unbroadcast(dbias.reshape(p.batch + (p.nq, p.nk)), p.bias_shape))
     return tuple(grads)
 
 
@@ -150,6 +210,7 @@ class _Problem:
     def __init__(self, q, k, v, mask, key_lengths, causal, bias, scale):
         q, k, v, dtype = check_qkv(q, k, v)
         self.shapes = {"q": q.shape, "k": k.shape, "v": v.shape}
+        self.bias_shape = None
         (nq, d), (nk, dv) = q.shape[-2:], v.shape[-2:]
         scale = 1.0 / math.sqrt(d) if scale is None else check_real(scale, "scale")
         sizes_from = describe_shapes(q=q, k=k)  # where Nq and Nk come from, for the messages
@@ -157,6 +218,7 @@ class _Problem:
             mask = check_mask(mask, nq, nk, sizes_from)
         if bias is not None:
             bias = float_array(bias, "bias").astype(dtype, copy=False)
+            self.bias_shape = bias.shape
             if bias.ndim < 2:
                 bias = bias.reshape((1,) * (2 - bias.ndim) + bias.shape)
             if bias.shape[-2] not in (1, nq) or bias.shape[-1] not in (1, nk):

@@ -1,17 +1,21 @@
 """Kernelized linear attention, batch and step by step."""
 
+# Annotations stay unevaluated: feature_maps imports this package (its kernels live in
+# ops.random_features), so when it is imported first its names do not exist yet here.
+from __future__ import annotations
+
 import math
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attnkit import _core
+from attnkit import _core, feature_maps
 from attnkit._validation import check_bool, check_ndim, check_real, float_array
-from attnkit.feature_maps import FeatureMap, resolve_feature_map
 from attnkit.masking import check_key_lengths, check_mask
 from attnkit.ops._layout import batch_shape, check_qkv, describe_shapes, unbroadcast
 
-__all__ = ["LinearAttentionState", "linear_attention", "linear_attention_backward"]
+__all__ = ["LinearAttentionContext", "LinearAttentionState", "linear_attention", "linear_attention_backward"]
 
 
 def _quiet_non_finite() -> np.errstate:
@@ -19,10 +23,10 @@ def _quiet_non_finite() -> np.errstate:
     return np.errstate(invalid="ignore", over="ignore")
 
 
-def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, feature_map: str | FeatureMap = "elu",
-                     causal: bool = False, mask: ArrayLike | None = None, key_lengths: ArrayLike | None = None,
-                     eps: float = 1e-6,
-                     return_state: bool = False) -> np.ndarray | tuple[np.ndarray, "LinearAttentionState"]:
+def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *,
+                     feature_map: str | feature_maps.FeatureMap = "elu", causal: bool = False,
+                     mask: ArrayLike | None = None, key_lengths: ArrayLike | None = None, eps: float = 1e-6,
+                     return_state: bool = False, return_context: bool = False) -> np.ndarray | tuple[Any, ...]:
     """Kernelized linear attention: O(N) time and memory in the sequence length.
 
     ``out_i = phi(q_i)^T S / (phi(q_i)^T Z)`` with ``S = sum_j phi(k_j) v_j^T`` and
@@ -56,25 +60,35 @@ def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, feature_map: s
     return_state : bool, default=False
         With ``causal=True``, also return the :class:`LinearAttentionState` after the last row, to
         continue step by step.
+    return_context : bool, default=False
+        Also return a :class:`LinearAttentionContext`, whose ``backward(dout)`` gives the gradients
+        from the features and sums computed here (a training step's backward), without checking the
+        inputs or computing them again.
 
     Returns
     -------
     out : ndarray of shape (..., Nq, dv)
     state : LinearAttentionState
         Only with ``return_state=True``.
+    context : LinearAttentionContext
+        Only with ``return_context=True`` (last).
     """
     if check_bool(return_state, "return_state") and not check_bool(causal, "causal"):
         raise ValueError("return_state=True needs causal=True")
+    return_context = check_bool(return_context, "return_context")
     p = _Problem(q, k, v, feature_map, causal, mask, key_lengths, eps)
-    if causal:
-        return _causal_linear(p.phi_q, p.phi_k, p.v, p.fm, p.eps, return_state)
-    s = np.swapaxes(p.phi_k, -1, -2) @ p.v
-    z = p.phi_k.sum(axis=-2)[..., None]
-    return _normalise(p.phi_q @ s, p.phi_q @ z, np.abs(p.phi_q) @ np.abs(z), p.eps)
+    forward = _Forward(p, return_state)
+    out = forward.out if p.causal else _normalise(forward.num, forward.den, forward.mag, p.eps)
+    result: tuple[Any, ...] = (out,)
+    if forward.state is not None:
+        result += (forward.state,)
+    if return_context:
+        result += (LinearAttentionContext(p, forward),)
+    return result if len(result) > 1 else out
 
 
 def linear_attention_backward(dout: ArrayLike, q: ArrayLike, k: ArrayLike, v: ArrayLike, *,
-                              feature_map: str | FeatureMap = "elu", causal: bool = False,
+                              feature_map: str | feature_maps.FeatureMap = "elu", causal: bool = False,
                               mask: ArrayLike | None = None, key_lengths: ArrayLike | None = None,
                               eps: float = 1e-6) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Gradients of :func:`linear_attention` with respect to q, k and v.
@@ -98,20 +112,60 @@ def linear_attention_backward(dout: ArrayLike, q: ArrayLike, k: ArrayLike, v: Ar
         Summed over the dims along which an input was broadcast; zero at padded keys.
     """
     p = _Problem(q, k, v, feature_map, causal, mask, key_lengths, eps)
+    dout = _checked_dout(dout, p)
+    return _backward(p, _Forward(p), dout)
+
+
+class LinearAttentionContext:
+    """What :func:`linear_attention` checked and computed, kept for the backward.
+
+    Returned by ``linear_attention(..., return_context=True)``. It holds the validated problem (the
+    broadcast inputs, the padding keep-mask, the feature map and eps), the features ``phi(q)`` and
+    ``phi(k)``, and what the forward computed from them: with ``causal=True`` the output; otherwise
+    the sums ``S``, ``Z`` and each query's numerator and normaliser. :meth:`backward` starts from
+    those, so a training step neither checks its inputs nor computes the features twice.
+
+    It refers to the forward's arrays, the output included: do not use it after any of them was
+    modified in place, or after a random feature map was redrawn.
+    """
+
+    def __init__(self, problem: _Problem, forward: _Forward) -> None:
+        self._problem, self._forward = problem, forward
+
+    def backward(self, dout: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Gradients with respect to q, k and v: those of :func:`linear_attention_backward` with the
+        forward's arguments, bit for bit.
+
+        Parameters
+        ----------
+        dout : array-like of shape (..., Nq, dv)
+            Gradient of the loss with respect to the forward's output.
+
+        Returns
+        -------
+        dq, dk, dv : ndarrays shaped like q, k, v
+            Summed over the dims along which an input was broadcast; zero at padded keys.
+        """
+        return _backward(self._problem, self._forward, _checked_dout(dout, self._problem))
+
+
+def _checked_dout(dout, p):
     shape_out = p.batch + (p.nq, p.v.shape[-1])
     try:
-        dout = np.broadcast_to(float_array(dout, "dout"), shape_out).astype(p.dtype, copy=False)
+        return np.broadcast_to(float_array(dout, "dout"), shape_out).astype(p.dtype, copy=False)
     except ValueError:
         raise ValueError(f"dout must have shape {shape_out}, got {np.shape(dout)}") from None
-    if causal:
-        dphi_q, dphi_k, dv = _causal_linear_backward(p, dout)
+
+
+def _backward(p, forward, dout):
+    """dq, dk, dv of a checked problem from its forward's results."""
+    if p.causal:
+        dphi_q, dphi_k, dv = _causal_linear_backward(p, forward, dout)
     else:
-        s = np.swapaxes(p.phi_k, -1, -2) @ p.v
-        z = p.phi_k.sum(axis=-2)[..., None]
-        den, mag = p.phi_q @ z, np.abs(p.phi_q) @ np.abs(z)
+        s, z = forward.s, forward.z
         with np.errstate(divide="ignore", invalid="ignore"):
-            inv = np.where(_zeroed(den, mag, p.eps), 0, 1 / den).astype(p.dtype, copy=False)
-        out = (p.phi_q @ s) * inv
+            inv = np.where(_zeroed(forward.den, forward.mag, p.eps), 0, 1 / forward.den).astype(p.dtype, copy=False)
+        out = forward.num * inv
         dnum = dout * inv
         dden = -np.sum(dout * out, axis=-1, keepdims=True) * inv
         dphi_q = dnum @ np.swapaxes(s, -1, -2) + dden @ np.swapaxes(z, -1, -2)
@@ -137,7 +191,7 @@ class _Problem:
         causal = check_bool(causal, "causal")
         self.shapes = (q.shape, k.shape, v.shape)
         nq, nk = q.shape[-2], k.shape[-2]
-        self.fm = resolve_feature_map(feature_map)
+        self.fm = feature_maps.resolve_feature_map(feature_map)
         self.eps = _check_eps(eps)
         if mask is not None:
             mask = check_mask(mask, nq, nk, describe_shapes(q=q, k=k))
@@ -166,7 +220,34 @@ class _Problem:
             phi_k = np.where(keep[..., None], phi_k, 0)
             v = np.where(keep[..., None], v, 0)
         self.phi_q, self.phi_k, self.v, self.keep = phi_q, phi_k, v, keep
-        self.dtype, self.batch, self.nq = dtype, batch, nq
+        self.dtype, self.batch, self.nq, self.causal = dtype, batch, nq, causal
+
+
+class _Forward:
+    """The forward's results the backward starts from. Causal: the kernels' flat (batch, n, width) rows
+    of phi(q), phi(k), v and the output (and, asked for, the state after the last row). Otherwise
+    the sums ``s`` = S and ``z`` = Z and per query ``num = phi(q) S``, ``den = phi(q) Z`` and
+    ``mag = |phi(q)| |Z|`` (the guard's scale)."""
+
+    def __init__(self, p, with_state=False):
+        self.state = None
+        if not p.causal:
+            self.s = np.swapaxes(p.phi_k, -1, -2) @ p.v
+            self.z = p.phi_k.sum(axis=-2)[..., None]
+            self.num, self.den, self.mag = p.phi_q @ self.s, p.phi_q @ self.z, np.abs(p.phi_q) @ np.abs(self.z)
+            return
+        batch, (n, big_d), dv = p.batch, p.phi_q.shape[-2:], p.v.shape[-1]
+        flat = math.prod(batch)
+        rows_q, rows_k, rows_v = self.rows = _flat_rows((p.phi_q, p.phi_k, p.v), flat, n)
+        self.out_rows: Any = np.empty((flat, n, dv), p.phi_q.dtype)
+        if not with_state:
+            _core.causal_linear_attention(rows_q, rows_k, rows_v, self.out_rows, p.eps, None, None)
+        else:
+            s, z = np.empty((flat, big_d, dv)), np.empty((flat, big_d))
+            _core.causal_linear_attention(rows_q, rows_k, rows_v, self.out_rows, p.eps, s, z)
+            self.state = LinearAttentionState(p.fm, eps=p.eps, s=s.reshape(batch + (big_d, dv)),
+                                              z=z.reshape(batch + (big_d,)))
+        self.out = self.out_rows.reshape(batch + (n, dv))
 
 
 def _check_eps(eps):
@@ -187,27 +268,11 @@ def _normalise(num, den, mag, eps):
         return np.where(_zeroed(den, mag, eps), 0, num / den).astype(num.dtype, copy=False)
 
 
-def _causal_linear(phi_q, phi_k, v, fm, eps, return_state):
-    batch, (n, big_d), dv = phi_q.shape[:-2], phi_q.shape[-2:], v.shape[-1]
-    flat = math.prod(batch)
-    out = np.empty((flat, n, dv), phi_q.dtype)
-    rows_q, rows_k, rows_v = _flat_rows((phi_q, phi_k, v), flat, n)
-    if not return_state:
-        _core.causal_linear_attention(rows_q, rows_k, rows_v, out, eps, None, None)
-        return out.reshape(batch + (n, dv))
-    s, z = np.empty((flat, big_d, dv)), np.empty((flat, big_d))
-    _core.causal_linear_attention(rows_q, rows_k, rows_v, out, eps, s, z)
-    state = LinearAttentionState(fm, eps=eps, s=s.reshape(batch + (big_d, dv)), z=z.reshape(batch + (big_d,)))
-    return out.reshape(batch + (n, dv)), state
-
-
-def _causal_linear_backward(p, dout):
+def _causal_linear_backward(p, forward, dout):
     flat, (n, big_d), dv = math.prod(p.batch), p.phi_q.shape[-2:], p.v.shape[-1]
-    rows_q, rows_k, rows_v = _flat_rows((p.phi_q, p.phi_k, p.v), flat, n)
-    out = np.empty((flat, n, dv), p.dtype)
-    _core.causal_linear_attention(rows_q, rows_k, rows_v, out, p.eps, None, None)
     dq, dk, dv_ = (np.empty((flat, n, width), p.dtype) for width in (big_d, big_d, dv))
-    _core.causal_linear_attention_backward(rows_q, rows_k, rows_v, out, p.eps,
+    rows_q, rows_k, rows_v = forward.rows
+    _core.causal_linear_attention_backward(rows_q, rows_k, rows_v, forward.out_rows, p.eps,
                                            np.ascontiguousarray(dout).reshape(flat, n, dv), dq, dk, dv_)
     return tuple(g.reshape(p.batch + g.shape[1:]) for g in (dq, dk, dv_))
 
@@ -238,9 +303,9 @@ class LinearAttentionState:
         Initial sums (..., D, dv) and (..., D), e.g. from ``linear_attention(..., return_state=True)``.
     """
 
-    def __init__(self, feature_map: str | FeatureMap = "elu", *, eps: float = 1e-6, s: ArrayLike | None = None,
-                 z: ArrayLike | None = None) -> None:
-        self.feature_map = resolve_feature_map(feature_map)
+    def __init__(self, feature_map: str | feature_maps.FeatureMap = "elu", *, eps: float = 1e-6,
+                 s: ArrayLike | None = None, z: ArrayLike | None = None) -> None:
+        self.feature_map = feature_maps.resolve_feature_map(feature_map)
         self.eps = _check_eps(eps)
         if (s is None) != (z is None):
             raise ValueError("s and z must be given together")
@@ -253,8 +318,8 @@ class LinearAttentionState:
             self.s, self.z = np.array(s, dtype=np.float64), np.array(z, dtype=np.float64)
 
     @classmethod
-    def from_keys(cls, k: ArrayLike, v: ArrayLike, *, feature_map: str | FeatureMap = "elu",
-                  key_lengths: ArrayLike | None = None, eps: float = 1e-6) -> "LinearAttentionState":
+    def from_keys(cls, k: ArrayLike, v: ArrayLike, *, feature_map: str | feature_maps.FeatureMap = "elu",
+                  key_lengths: ArrayLike | None = None, eps: float = 1e-6) -> LinearAttentionState:
         """The sums over every key of ``k`` (..., Nk, d) and ``v`` (..., Nk, dv), padded keys left out.
 
         :meth:`attend` then gives, for each new query, the row of the non-causal

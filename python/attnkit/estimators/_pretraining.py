@@ -7,7 +7,7 @@ one label per text. It runs in the same training loop as the supervised epochs.
 
 import numpy as np
 
-from attnkit._training import train
+from attnkit.estimators._training import train
 from attnkit.nn import CrossEntropyLoss, Module, TiedOutput, mask_tokens
 from attnkit.text import SPECIAL_TOKENS, Vocabulary, pad_sequences
 
@@ -26,14 +26,14 @@ def pretrain_masked_lm(network, docs, options, *, rng):
         whose token table is ``embedding.tokens``.
     docs : list of lists of int
         Token ids (special ids below ``len(SPECIAL_TOKENS)`` are never hidden nor predicted).
-    options : attnkit._training.TrainingOptions
+    options : attnkit.estimators._training.TrainingOptions
         The loop's options (no validation, no early stopping is used here).
     rng : numpy.random.Generator
         Shuffling and masking.
 
     Returns
     -------
-    attnkit._training.History
+    attnkit.estimators._training.History
         Its ``loss_curve`` is the masked tokens' mean cross-entropy per epoch.
 
     Notes

@@ -13,19 +13,11 @@ import numpy as np
 import scipy.sparse as sp
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
+from attnkit._random import gaussian_rows, generator
 from attnkit._validation import Interval, Options, validate_params
-from attnkit.feature_maps import _gaussian_rows, fused_features, projected_features
-from attnkit.ops import random_fourier_features
-
-try:
-    from sklearn.utils.validation import validate_data
-except ImportError:  # scikit-learn < 1.6 has the method instead of the function
-
-    def validate_data(estimator, X, **kwargs):
-        return estimator._validate_data(X, **kwargs)
-
+from attnkit.ops.random_features import fused_features, projected_features, random_fourier_features
 
 __all__ = ["RandomFourierFeatures"]
 
@@ -38,13 +30,6 @@ def _requested_dtype(dtype):
         return None if dtype is None else np.dtype(dtype)
     except (TypeError, ValueError):
         return None
-
-
-def _generator(random_state):
-    """A numpy Generator from an int, None, a Generator, or a legacy RandomState (which gives a seed)."""
-    if isinstance(random_state, np.random.RandomState):
-        random_state = random_state.randint(np.iinfo(np.int64).max, dtype=np.int64)
-    return np.random.default_rng(random_state)
 
 
 def _squared_row_norms(X):
@@ -235,8 +220,8 @@ class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         dtype = X.dtype if requested is None else requested
         self.gamma_ = self._gamma(X)
         n_freq = self.n_components // 2 if self.kind == "sincos" else self.n_components
-        rng = _generator(self.random_state)
-        directions = _gaussian_rows(rng, n_freq, X.shape[1], self.orthogonal)
+        rng = generator(self.random_state)
+        directions = gaussian_rows(rng, n_freq, X.shape[1], self.orthogonal)
         self.random_weights_ = np.ascontiguousarray(math.sqrt(2.0 * self.gamma_) * directions.T, dtype=dtype)
         if self.kind == "cos":
             self.random_offset_ = rng.uniform(0.0, 2.0 * np.pi, n_freq).astype(dtype)

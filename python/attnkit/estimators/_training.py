@@ -15,14 +15,12 @@ it between ``partial_fit`` calls and still pickle, clone and save as plain data.
 
 import dataclasses
 import math
-import numbers
 import sys
 import time
 import warnings
 
 import numpy as np
 
-from attnkit._config import with_single_threaded_blas
 from attnkit.nn.layers import Dropout
 from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm
 
@@ -33,7 +31,6 @@ __all__ = [
     "reseed_dropout",
     "train",
     "train_validation_split",
-    "training_generator",
 ]
 
 # Batches are cut from pools of this many batches' worth of samples sorted by length: the samples
@@ -125,6 +122,10 @@ class History:
         That value (validation loss or score with validation, training loss without).
     best_validation : (float, float) or None
         Validation loss and score of that epoch (None without validation).
+    kept_epoch : int or None
+        Epoch (1-based, over all calls) whose weights the model holds after the latest call: the best
+        one when early stopping (or an interruption) restored it, else the last one; None when the
+        call was interrupted before its first epoch ended.
     optimizer_state : dict of str to ndarray or None
         AdamW's moments and step count, to resume (``partial_fit``).
     warmup_steps : int
@@ -140,6 +141,7 @@ class History:
     best_epoch: int | None = None
     best_value: float | None = None
     best_validation: tuple | None = None
+    kept_epoch: int | None = None
     optimizer_state: dict | None = None
     warmup_steps: int = 0
     stopped_early: bool = False
@@ -172,7 +174,9 @@ def epoch_checkpointer(estimator, publish):
 
     def on_epoch_end(history):
         if history.n_epochs % estimator.checkpoint_every == 0:
-            publish(History.from_dict(history.to_dict()))
+            snapshot = History.from_dict(history.to_dict())
+            snapshot.kept_epoch = snapshot.n_epochs  # the model holds this epoch's weights
+            publish(snapshot)
             estimator.save(estimator.checkpoint_path)
 
     return on_epoch_end
@@ -214,21 +218,6 @@ def train_validation_split(n_samples, fraction, rng, *, stratify=None):
                          "turn early_stopping off")
     train = np.setdiff1d(np.arange(n_samples), validation, assume_unique=True)
     return train, validation
-
-
-def training_generator(random_state, epochs_done):
-    """The Generator of a fit or partial_fit call that starts after ``epochs_done`` epochs.
-
-    An int seed gives one stream per (seed, epochs_done): a fit is reproducible, consecutive
-    partial_fit calls shuffle differently, and a model loaded from a file continues exactly as the
-    saved one would have. A Generator is used as it is (it advances); a legacy RandomState gives a
-    seed; None, fresh entropy.
-    """
-    if isinstance(random_state, np.random.RandomState):
-        random_state = random_state.randint(np.iinfo(np.int64).max, dtype=np.int64)
-    if isinstance(random_state, numbers.Integral):
-        return np.random.default_rng([int(random_state), epochs_done])
-    return np.random.default_rng(random_state)
 
 
 def reseed_dropout(model, rng):
@@ -299,7 +288,6 @@ def _epoch_line(history, options, epoch, total, tokens_per_second, elapsed, impr
     return "  ".join(parts)
 
 
-@with_single_threaded_blas
 def train(model, batch_loss, lengths, options, *, rng, validate=None, history=None):
     """Train ``model`` in place for up to ``options.max_epochs`` epochs.
 
@@ -429,6 +417,9 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
         history.interrupted = True
     if best_weights is not None and (options.early_stopping or history.interrupted):
         model.load_state_dict(best_weights)
+        history.kept_epoch = history.best_epoch
+    else:
+        history.kept_epoch = None if history.interrupted else history.n_epochs
     if history.interrupted:
         if best_weights is None:
             kept = "no epoch was completed: the weights are those of the last update"

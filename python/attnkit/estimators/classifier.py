@@ -1,55 +1,35 @@
 """TransformerClassifier: a transformer encoder trained on raw text (or token ids), as a scikit-learn
 classifier."""
 
-import dataclasses
 import numbers
 import os
+import warnings
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.base import BaseEstimator, ClassifierMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.base import ClassifierMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
+from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from attnkit import ops
-from attnkit._config import with_single_threaded_blas
-from attnkit._network_state import NetworkStateMixin
-from attnkit._pretraining import pretrain_masked_lm
-from attnkit._token_input import IDS, id_rows_to_tokens, input_kind
-from attnkit._training import (
-    History,
-    TrainingOptions,
-    epoch_checkpointer,
-    reseed_dropout,
-    train,
-    train_validation_split,
-    training_generator,
-)
-from attnkit._validation import Interval, Options, check_sample_weight, validate_params
-from attnkit.io import from_json, to_json
+from attnkit._validation import Interval, Options, check_sample_weight
+from attnkit.estimators._base import NetworkEstimator, Samples
+from attnkit.estimators._pretraining import pretrain_masked_lm
+from attnkit.estimators._token_input import read_tokens
+from attnkit.estimators._training import reseed_dropout
+from attnkit.io import from_json, register_estimator, to_json
 from attnkit.nn import CrossEntropyLoss, SequenceClassifier
-from attnkit.text import (
-    SPECIAL_TOKENS,
-    Texts,
-    Tokenizer,
-    Vocabulary,
-    check_texts,
-    length_sorted_batches,
-    pad_sequences,
-)
+from attnkit.text import SPECIAL_TOKENS, Texts, Tokenizer, Vocabulary, pad_sequences
 
 __all__ = ["TransformerClassifier"]
 
-PREDICT_BATCH = 256  # sequences per inference batch (sorted by length, so padding stays small)
-WARMUP_FRACTION = 0.1  # share of the planned updates spent warming the learning rate up
-MAX_GRAD_NORM = 1.0
 RELATIVE_DISTANCE = 16  # clipping distance of positional="relative"
 
 
-class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClassifierMixin, NetworkStateMixin,
-                            BaseEstimator):
+@register_estimator
+class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClassifierMixin, NetworkEstimator):
     """Text classifier: a transformer encoder over word or character tokens, trained from scratch.
 
     Texts are split into tokens (:class:`attnkit.text.Tokenizer`), mapped to ids through a
@@ -210,23 +190,24 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         token-id input the tokens are the input ids.
 
     n_iter_ : int
-        Epochs run (over all ``warm_start`` fits and ``partial_fit`` calls).
+        Epochs run, over all ``warm_start`` fits and ``partial_fit`` calls (pre-training not counted).
 
     loss_curve_ : list of float
-        Mean training loss of each epoch.
+        Mean training loss of each epoch (the objective trained: weighted, label-smoothed), over all
+        calls.
 
     mlm_loss_curve_ : list of float
         Mean masked-token cross-entropy of each pre-training epoch (empty without pre-training).
 
     validation_loss_curve_ : list of float
-        Validation loss after each epoch (empty without validation).
+        Validation cross-entropy after each epoch (empty without validation).
 
     validation_scores_ : list of float
         Validation accuracy after each epoch (empty without validation).
 
     best_validation_score_ : float or None
-        Validation accuracy of the epoch whose weights were kept by early stopping; None without
-        early stopping.
+        Validation accuracy of the kept epoch: the epoch whose weights the classifier holds (the best
+        one under early stopping or after Ctrl-C, else the last); None without validation.
 
     n_features_in_ : int
         Number of columns of token-id input seen in ``fit``. Not defined for text input, which
@@ -259,6 +240,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     """
 
     _network_class = SequenceClassifier
+    _score_name = "accuracy"
     _parameter_constraints = {
         "tokenizer": [Options(str, set(Tokenizer.KINDS))],
         "lowercase": ["boolean"],
@@ -467,40 +449,46 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         docs = self._encode(X)
         network, vocab = self._network(), self._vocabulary()
         maps: list[dict[str, Any]] = [{} for _ in docs]
-        for rows, ids, lengths in length_sorted_batches(docs, PREDICT_BATCH):
+        for rows in self._inference_batches([len(d) for d in docs]):
+            ids, lengths = pad_sequences([docs[i] for i in rows])
             layers = np.stack(network.attention_weights(ids, lengths=lengths), axis=1)  # (B, L, H, N, N)
             for row, weights, n in zip(rows, layers, np.minimum(lengths, network.max_len)):
                 maps[row] = {"tokens": [vocab.tokens[i] for i in docs[row][:n]],
                              "weights": weights[:, :, :n, :n].copy()}
         return maps
 
-    def save(self, path: str | os.PathLike[str]) -> None:
-        """Write the fitted classifier to ``path`` (arrays + JSON, no pickle); see :func:`attnkit.load`."""
-        from attnkit.io import save
-
-        save(self, path)
-
-    # ------------------------------------------------------------------------------ training
-    def _fit(self, X, y, sample_weight, *, validation_data, classes, incremental):
-        validate_params(self.get_params(deep=False), self._parameter_constraints, caller=type(self).__name__)
+    # ------------------------------------------------------------------------ training hooks
+    def _check_params(self):
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
-        continuing = (incremental or self.warm_start) and hasattr(self, "_weights")
-        if incremental and not continuing and classes is None:
+
+    def _monitor(self):
+        return self.early_stopping_metric
+
+    def _input_settings(self):
+        # cls pooling reads a <cls> token put first; the n-gram bag reads whole texts (the network cuts the
+        # encoder's copy to max_len).
+        return {"tokenizer": self.tokenizer, "lowercase": bool(self.lowercase), "padding_id": int(self.padding_id),
+                "max_len": int(self.max_len), "cls": self.pooling == "cls", "whole": self.bag_ngrams > 0}
+
+    def _read_training_data(self, X, y, sample_weight, *, reset, classes, incremental):
+        if incremental and reset and classes is None:
             raise ValueError("classes must be given on the first call to partial_fit (every label of the problem)")
-        tokens = self._tokens(X, reset=not continuing)
+        tokens = read_tokens(self, X, reset=reset)
         if not tokens:
             raise ValueError("X is empty: fit needs at least one sample")
         y = _check_y(y, len(tokens))
         sample_weight = check_sample_weight(sample_weight, len(tokens))
-        rng = training_generator(self.random_state, self._training_state["n_epochs"] if continuing else 0)
-        if continuing:
+        if reset:
+            self._learn_classes(y, classes)
+            vocab = Vocabulary.build(tokens, max_features=self.max_features, min_df=self.min_df)
+            self.vocabulary_ = dict(vocab.index)
+            self._cache = {"vocabulary": vocab}
+        else:
             unseen = np.setdiff1d(np.unique(y), self.classes_)
             if unseen.size:
                 raise ValueError(f"y has labels not seen in the first fit: {unseen[:5].tolist()}; classes_ is "
                                  f"{self.classes_.tolist()} (refit without warm_start to change the classes)")
-        else:
-            self._initialise(tokens, y, classes, rng)
         codes = np.searchsorted(self.classes_, y)
         weights = sample_weight * self._class_weights(y)[codes]
         if not np.any(weights > 0):
@@ -510,22 +498,10 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes with a positive weight; "
                              f"only class {self.classes_[codes[weights > 0]][:1].tolist()[0]!r} has any")
         docs = self._encode_tokens(tokens)
-        validation, train_idx = None, np.arange(len(docs))
-        if validation_data is not None:
-            validation = self._validation_set(validation_data)
-        elif self.early_stopping and not incremental:
-            train_idx, val_idx = train_validation_split(len(docs), self.validation_fraction, rng, stratify=codes)
-            validation = ([docs[i] for i in val_idx], codes[val_idx], weights[val_idx])
-        train_docs = [docs[i] for i in train_idx]
-        if not continuing:
-            encoder_view = [doc[:self._network_config["max_len"]] for doc in train_docs]
-            self.mlm_loss_curve_ = self._pretrain(encoder_view, rng) if self.mlm_epochs else []
-        history = self._train(train_docs, codes[train_idx], weights[train_idx], validation, rng, incremental)
-        self._record(history, incremental)
-        return self
+        lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
+        return Samples(docs, lengths, codes, weights, stratify=codes)
 
-    def _initialise(self, tokens, y, classes, rng):
-        """A first fit: classes, vocabulary and a freshly initialised network."""
+    def _learn_classes(self, y, classes):
         self.classes_ = np.unique(y) if classes is None else np.unique(column_or_1d(classes))
         if len(self.classes_) < 2:
             source = "y" if classes is None else "classes"
@@ -534,43 +510,45 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         unknown = np.setdiff1d(np.unique(y), self.classes_)
         if unknown.size:
             raise ValueError(f"y has labels not in classes: {unknown[:5].tolist()}")
-        vocab = Vocabulary.build(tokens, max_features=self.max_features, min_df=self.min_df)
-        self.vocabulary_ = dict(vocab.index)
-        self._cache = {"vocabulary": vocab}
-        self._start_network({
-            "vocab_size": len(vocab), "n_classes": len(self.classes_), "d_model": self.d_model,
+
+    def _new_network_config(self, samples):
+        return {
+            "vocab_size": len(self._vocabulary()), "n_classes": len(self.classes_), "d_model": self.d_model,
             "n_heads": self.n_heads, "n_layers": self.n_layers, "d_ff": self.d_ff, "dropout": float(self.dropout),
             "attention": self.attention, "positional": self.positional, "pooling": self.pooling,
             "max_len": self.max_len + 1, "relative_distance": RELATIVE_DISTANCE, "bag_ngrams": self.bag_ngrams,
-        }, rng)
+        }
 
-    def _options(self, **changes):
-        """The training loop's options from the parameters."""
-        options = TrainingOptions(
-            max_epochs=self.max_iter, batch_size=self.batch_size, learning_rate=float(self.learning_rate),
-            weight_decay=float(self.weight_decay), warmup_fraction=WARMUP_FRACTION, decay="linear",
-            max_grad_norm=MAX_GRAD_NORM, n_iter_no_change=self.n_iter_no_change, tol=float(self.tol),
-            monitor=self.early_stopping_metric, score_name="accuracy", verbose=int(self.verbose),
-        )
-        return dataclasses.replace(options, **changes)
+    def _read_validation_data(self, validation_data):
+        if not (isinstance(validation_data, tuple) and len(validation_data) == 2):
+            raise TypeError(f"validation_data must be a tuple (X_val, y_val), got {type(validation_data).__name__}")
+        X_val, y_val = validation_data
+        docs = self._encode(X_val, name="X_val")
+        y_val = _check_y(y_val, len(docs), name="y_val")
+        unknown = np.setdiff1d(np.unique(y_val), self.classes_)
+        if unknown.size:
+            raise ValueError(f"y_val has labels that are not in the training labels: {unknown[:5].tolist()}")
+        codes = np.searchsorted(self.classes_, y_val)
+        lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
+        return Samples(docs, lengths, codes, self._class_weights(self.classes_)[codes])
 
-    def _pretrain(self, docs, rng):
-        network = self._network()
+    def _before_training(self, network, samples, rng):
+        if not self.mlm_epochs:
+            self.mlm_loss_curve_ = []
+            return
         reseed_dropout(network, rng)
+        encoder_view = [doc[:self._network_config["max_len"]] for doc in samples.inputs]
         # Every planned epoch runs: the masked-token loss keeps falling, so no plateau rule applies.
-        options = self._options(max_epochs=self.mlm_epochs, n_iter_no_change=self.mlm_epochs + 1,
-                                label="pre-training epoch")
-        return pretrain_masked_lm(network, docs, options, rng=rng).loss_curve
+        options = self._training_options(max_epochs=self.mlm_epochs, n_iter_no_change=self.mlm_epochs + 1,
+                                         label="pre-training epoch")
+        self.mlm_loss_curve_ = pretrain_masked_lm(network, encoder_view, options, rng=rng).loss_curve
 
-    def _train(self, docs, codes, weights, validation, rng, incremental):
-        network = self._network()
-        reseed_dropout(network, rng)
+    def _batch_loss(self, network, samples, rng):
+        docs, codes, weights = samples.inputs, samples.targets, samples.weights
         loss_fn = CrossEntropyLoss(reduction="none", label_smoothing=float(self.label_smoothing))
-        plain_loss = CrossEntropyLoss(reduction="none")
         # Weights are scaled to mean 1 over the training set, so a batch's loss is a weighted mean
         # whose expectation is the weighted risk, and the learning rate means the same for any scale.
         mean_weight = float(weights.mean())
-        lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
         word_rng = np.random.default_rng(rng.integers(2**63))
 
         def batch_loss(indices):
@@ -584,40 +562,15 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             network.backward(loss_fn.backward(scale, dlogits), cache)
             return float(np.dot(losses, scale)), int(batch_lengths.sum())
 
-        validate = None
-        if validation is not None:
-            val_docs, val_codes, val_weights = validation
-            total = float(val_weights.sum())
+        return batch_loss
 
-            def validate():
-                logits = self._batched(val_docs, lambda ids, lens: network.forward(ids, lengths=lens)[0],
-                                       len(self.classes_))
-                losses, _ = plain_loss.forward(logits, val_codes)
-                correct = (np.argmax(logits, axis=1) == val_codes).astype(np.float64)
-                return float(np.dot(losses, val_weights)) / total, float(np.dot(correct, val_weights)) / total
-
-        options = self._options(max_epochs=1 if incremental else self.max_iter,
-                                decay="constant" if incremental else "linear",
-                                early_stopping=self.early_stopping and validate is not None,
-                                on_epoch_end=epoch_checkpointer(self, lambda h: self._record(h, incremental)))
-        history = History.from_dict(self._training_state)
-        return train(network, batch_loss, lengths, options, rng=rng, validate=validate, history=history)
-
-    def _record(self, history, incremental):
-        if not incremental:
-            history.optimizer_state = None  # a fit plans its own schedule and optimiser; only partial_fit resumes
-        self._training_state = history.to_dict()
-        self._publish()
-
-    def _publish(self):
-        """The public fitted attributes, from the training state."""
-        state = self._training_state
-        self.n_iter_ = state["n_epochs"]
-        self.loss_curve_ = list(state["loss_curve"])
-        self.validation_loss_curve_ = list(state["validation_loss_curve"])
-        self.validation_scores_ = list(state["validation_scores"])
-        kept_best = self.early_stopping and state["best_validation"] is not None
-        self.best_validation_score_ = state["best_validation"][1] if kept_best else None
+    def _evaluate(self, network, samples):
+        logits = self._batched(samples.inputs, lambda ids, lens: network.forward(ids, lengths=lens)[0],
+                               len(self.classes_))
+        losses, _ = CrossEntropyLoss(reduction="none").forward(logits, samples.targets)
+        correct = (np.argmax(logits, axis=1) == samples.targets).astype(np.float64)
+        total = float(samples.weights.sum())
+        return float(np.dot(losses, samples.weights)) / total, float(np.dot(correct, samples.weights)) / total
 
     def _class_weights(self, y):
         if self.class_weight is None:
@@ -633,51 +586,18 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         weights[present] = compute_class_weight(self.class_weight, classes=self.classes_[present], y=y)
         return weights
 
-    def _validation_set(self, validation_data):
-        if not (isinstance(validation_data, tuple) and len(validation_data) == 2):
-            raise TypeError(f"validation_data must be a tuple (X_val, y_val), got {type(validation_data).__name__}")
-        X_val, y_val = validation_data
-        docs = self._encode(X_val, name="X_val")
-        y_val = _check_y(y_val, len(docs), name="y_val")
-        unknown = np.setdiff1d(np.unique(y_val), self.classes_)
-        if unknown.size:
-            raise ValueError(f"y_val has labels that are not in the training labels: {unknown[:5].tolist()}")
-        codes = np.searchsorted(self.classes_, y_val)
-        return docs, codes, self._class_weights(self.classes_)[codes]
-
     # ------------------------------------------------------------------------------- inputs
-    def _tokens(self, X, *, reset, name="X"):
-        """Token lists of X by its route. On ``reset`` (a first fit), records the route and the input
-        settings, which later calls read, so that set_params without a refit changes nothing."""
-        kind = input_kind(X)
-        if reset:
-            self._input = {"kind": kind, "tokenizer": self.tokenizer, "lowercase": bool(self.lowercase),
-                           "padding_id": int(self.padding_id), "max_len": int(self.max_len)}
-        elif kind != self._input["kind"]:
-            raise ValueError(f"{name} is {'a 2-D array of token ids' if kind == IDS else 'text'}, but this "
-                             f"classifier was fitted on {'token ids' if self._input['kind'] == IDS else 'text'}")
-        if kind == IDS:
-            # Token-id rows keep the width seen in fit (pad them to it), as scikit-learn requires.
-            X = validate_data(self, X, reset=reset, dtype="numeric")
-            return id_rows_to_tokens(X, self._input["padding_id"])
-        texts = check_texts(X, name=name)
-        if reset and hasattr(self, "n_features_in_"):
-            del self.n_features_in_  # text has no columns; a refit after token ids must not keep theirs
-        tokenizer = Tokenizer(self._input["tokenizer"], lowercase=self._input["lowercase"])
-        return [tokenizer(t) for t in texts]
-
     def _encode_tokens(self, tokens):
         """Id lists, after a <cls> id with cls pooling: truncated to max_len, or whole when the
         n-gram bag reads them (the network then cuts the encoder's copy)."""
-        vocab = self._vocabulary()
-        prefix = [vocab.cls_id] if self._network_config["pooling"] == "cls" else []
-        max_len = None if self._network_config.get("bag_ngrams") else self._input["max_len"]
+        vocab, route = self._vocabulary(), self._input
+        prefix = [vocab.cls_id] if route["cls"] else []
+        max_len = None if route["whole"] else route["max_len"]
         return [vocab.encode(doc, prefix=prefix, max_len=max_len) for doc in tokens]
 
     def _encode(self, X, name="X"):
-        return self._encode_tokens(self._tokens(X, reset=False, name=name))
+        return self._encode_tokens(read_tokens(self, X, reset=False, name=name))
 
-    # ---------------------------------------------------------------------------- inference
     def _vocabulary(self):
         def rebuild():
             tokens = sorted(self.vocabulary_, key=self.vocabulary_.__getitem__)
@@ -685,13 +605,13 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
         return self._cached("vocabulary", rebuild)
 
-    @with_single_threaded_blas
+    # ---------------------------------------------------------------------------- inference
     def _batched(self, docs, fn, width):
         """``fn(ids, lengths)`` (rows of ``width`` floats) over ``docs``, in batches of similar lengths;
         rows in input order."""
         out = np.empty((len(docs), width), dtype=np.float32)
-        for rows, ids, lengths in length_sorted_batches(docs, PREDICT_BATCH):
-            out[rows] = fn(ids, lengths)
+        for rows in self._inference_batches([len(d) for d in docs]):
+            out[rows] = fn(*pad_sequences([docs[i] for i in rows]))
         return out
 
     def _logits(self, X):
@@ -701,29 +621,32 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                              len(self.classes_))
 
     # ------------------------------------------------------------------------------ protocol
-    def _fitted_state(self):
-        """Arrays and JSON-able config of the fitted state, for :func:`attnkit.io.save`."""
-        groups, fitted = self._network_state()
-        fitted.update({
-            "classes": to_json(self.classes_), "vocabulary": self._vocabulary().get_config()["tokens"],
-            "input": self._input, "mlm_loss_curve": self.mlm_loss_curve_,
-            "n_features_in": getattr(self, "n_features_in_", None),
-            "feature_names_in": to_json(getattr(self, "feature_names_in_", None)),
-        })
-        return groups, fitted
+    def _fitted_extras(self):
+        return {}, {"classes": to_json(self.classes_), "vocabulary": self._vocabulary().get_config()["tokens"],
+                    "mlm_loss_curve": self.mlm_loss_curve_}
 
-    def _set_fitted_state(self, groups, fitted):
-        """Restore what :meth:`_fitted_state` gave (from :func:`attnkit.io.load`)."""
-        self.classes_ = from_json(fitted["classes"])
-        self._input, self.mlm_loss_curve_ = fitted["input"], fitted["mlm_loss_curve"]
-        for name in ("n_features_in", "feature_names_in"):
-            if fitted[name] is not None:
-                setattr(self, name + "_", from_json(fitted[name]))
-        self._set_network_state(groups, fitted)
-        vocab = Vocabulary(fitted["vocabulary"])
+    def _set_fitted_extras(self, groups, config):
+        self.classes_ = from_json(config["classes"])
+        self.mlm_loss_curve_ = config["mlm_loss_curve"]
+        vocab = Vocabulary(config["vocabulary"])
         self.vocabulary_ = dict(vocab.index)
         self._cache["vocabulary"] = vocab
-        self._publish()
+
+    def _upgrade_fitted_state(self, groups, config, version):
+        """attnkit 0.1.0's layout (format 1): no network seed, so the network is rebuilt from seed 0, as that
+        release's ``load`` did (weights are the saved ones; only Performer's random features differ from
+        the model before it was saved, and that release lost them too)."""
+        if config["network"].get("attention") == "performer":
+            warnings.warn("this classifier was saved by attnkit 0.1.0, which did not keep the seed of its "
+                          "Performer random features: it predicts as 0.1.0's load gave it, not as before it was "
+                          "saved; refit it to recover", UserWarning, stacklevel=4)
+        training = from_json(config["training"])
+        state = config["network"]
+        route = {**config["input"], "cls": state["pooling"] == "cls", "whole": bool(state.get("bag_ngrams"))}
+        kept_best = training["best_epoch"] is not None and (self.early_stopping or training["interrupted"])
+        training["kept_epoch"] = training["best_epoch"] if kept_best else (
+            None if training["interrupted"] else training["n_epochs"])
+        return groups, {**config, "network_seed": 0, "network": state, "training": to_json(training), "input": route}
 
     @property
     def _n_features_out(self):

@@ -1,0 +1,583 @@
+"""Seq2SeqTransformer: an encoder-decoder transformer from strings to strings (or token ids to token ids), as
+a scikit-learn estimator."""
+
+import numbers
+import os
+from typing import Any
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from attnkit import decoding, ops
+from attnkit._validation import Interval, Options
+from attnkit.estimators._base import NetworkEstimator, Samples
+from attnkit.estimators._token_input import IDS, read_target_tokens, read_tokens
+from attnkit.io import register_estimator, to_json
+from attnkit.nn import CrossEntropyLoss
+from attnkit.nn.encoder_decoder import EncoderDecoder
+from attnkit.text import Texts, Tokenizer, Vocabulary, pad_sequences
+
+__all__ = ["Seq2SeqTransformer"]
+
+RELATIVE_WINDOW = 16  # clipping distance of positional="relative"
+
+
+@register_estimator
+class Seq2SeqTransformer(NetworkEstimator):
+    """Sequence-to-sequence transformer trained on pairs of strings: rewriting, transliteration,
+    translation, grapheme-to-phoneme, short summaries.
+
+    Source and target texts are split into characters or words (:class:`attnkit.text.Tokenizer`),
+    mapped to ids through vocabularies learnt in ``fit`` and fed to a pre-LayerNorm encoder-decoder
+    transformer (:class:`attnkit.nn.EncoderDecoder`) trained with teacher forcing, padding masks, a
+    causal decoder mask and label-smoothed cross-entropy. :meth:`predict` generates with greedy
+    search, beam search or sampling (:func:`attnkit.decoding.generate`), one decoder step per token
+    thanks to the decoder's key/value cache. Sequences already split into tokens can be given as
+    arrays of token ids instead of strings (see ``padding_id``).
+
+    Parameters
+    ----------
+    tokenizer : {"char", "word"}, default="char"
+        Character tokens suit rewriting, transliteration and spelling tasks and small data; word
+        tokens (punctuation and contractions split) suit translation and summaries.
+    lowercase : bool, default=False
+        Lowercase sources and targets (case is often what the task is about, so off by default).
+    max_source_features, max_target_features : int, optional
+        Keep only the most frequent tokens of each side (others become ``<unk>``).
+    min_df : int or float, default=1
+        Drop tokens found in fewer training texts (a count, or a fraction of the texts).
+    handle_unknown : {"unk", "error"}, default="unk"
+        A source token outside the vocabulary (a character never seen in training) becomes ``<unk>``,
+        or raises a ValueError naming the text and the tokens.
+    max_source_len, max_target_len : int, default=128
+        Longest source (tokens, an end token included) and target; longer texts are truncated in
+        training and prediction, and generation stops after ``max_target_len`` tokens.
+    padding_id : int, default=0
+        For token-id input only: the id that marks padding in ``X`` (and in a 2-D ``y``); these
+        entries are removed from each row, and pad the rows :meth:`predict` returns.
+    d_model : int, default=64
+        Width of the encoder and the decoder, unless given separately below.
+    encoder_d_model, decoder_d_model : int, optional
+        Widths of the two stacks when they differ (the cross-attention projects between them).
+    n_heads : int, default=4
+    encoder_layers, decoder_layers : int, default=2
+    d_ff : int, optional
+        Feed-forward width (default 4 x each stack's width).
+    dropout : float, default=0.1
+    attention : {"softmax", "linear", "performer"}, default="softmax"
+        Every attention of the model: exact softmax, linear (elu+1; causal prefix sums in the decoder,
+        a running state while generating) or Performer's positive random features.
+    positional : {"sinusoidal", "learned", "relative", None}, default="sinusoidal"
+        Absolute encodings added to the embeddings, relative-position biases in the self-attentions,
+        or none (an ablation: the model then sees its inputs as bags of tokens).
+    label_smoothing : float in [0, 1), default=0.1
+    batch_size : int, default=32
+        Pairs per update.
+    learning_rate : float, default=3e-3
+        Peak AdamW learning rate (linear warm-up over the first 5% of the updates, then linear decay).
+    weight_decay : float, default=0.01
+    max_iter : int, default=50
+        Epochs (early stopping usually ends sooner).
+    early_stopping : bool, default=True
+        Hold out ``validation_fraction`` of the pairs (or use ``validation_data`` given to :meth:`fit`),
+        stop when their loss has not improved for ``n_iter_no_change`` epochs and keep the best
+        weights.
+    validation_fraction : float, default=0.1
+    n_iter_no_change : int, default=5
+    tol : float, default=1e-4
+    warm_start : bool, default=False
+        Continue training the fitted model (same vocabularies) instead of starting anew.
+    checkpoint_path : str, os.PathLike or None, default=None
+        If set, ``fit`` saves the estimator there (:meth:`save`, atomically) every
+        ``checkpoint_every`` epochs, with that epoch's weights and history. To resume, load it
+        (:func:`attnkit.load`), ``set_params(warm_start=True)`` and ``fit`` again: training
+        continues from those weights for up to ``max_iter`` more epochs, ``n_iter_`` counting on.
+    checkpoint_every : int, default=1
+        Epochs between checkpoints.
+    random_state : int, RandomState instance, Generator or None, default=None
+        Weights, dropout, shuffling and the validation split.
+    verbose : int, default=0
+        1: one line per epoch (loss, validation loss and token accuracy, tokens/s, time).
+
+    Attributes
+    ----------
+    tokenizer_ : attnkit.text.Tokenizer or None
+        The tokenizer of text input (None for token-id input).
+    source_vocabulary_, target_vocabulary_ : attnkit.text.Vocabulary
+        For token-id input, the tokens are the ids.
+    model_ : attnkit.nn.EncoderDecoder
+        The trained network (read-only).
+    n_iter_ : int
+        Epochs run (over all ``warm_start`` fits).
+    loss_curve_ : list of float
+        Mean training loss of each epoch (label-smoothed token cross-entropy), over all fits.
+    validation_loss_curve_ : list of float
+        Validation token cross-entropy (teacher forced, no smoothing) after each epoch (empty without
+        validation).
+    validation_scores_ : list of float
+        Validation next-token accuracy (teacher forced) after each epoch (empty without validation).
+    best_validation_score_ : float or None
+        Validation next-token accuracy of the kept epoch: the epoch whose weights the model holds
+        (the one of lowest validation loss under early stopping, else the last); None without
+        validation.
+    n_features_in_ : int
+        Number of columns of token-id input seen in ``fit`` (not defined for text input).
+
+    Notes
+    -----
+    The defaults were chosen on rewriting tasks of 3,000 generated pairs of short strings, scored by
+    exact match on 500 new ones: case conversion with a ``<U>``/``<L>`` tag
+    (:func:`attnkit.datasets.make_case_pairs`), date normalisation ("April 25, 1969" ->
+    "1969-04-25", four input formats) and reversal of 3-12 letters. With them,
+    ``Seq2SeqTransformer(random_state=0).fit(X, y)`` reached 98.6%, 98.2% and 96.0% in 149 s, 119 s and
+    139 s on two shared cores (load average ~6). To scale up (translation, summaries, thousands of
+    words of vocabulary), use ``tokenizer="word"``, ``d_model=256``, ``encoder_layers=decoder_layers=3``,
+    ``batch_size=64`` and more epochs; time grows about linearly with the number of target tokens and the width squared.
+
+    Examples
+    --------
+    >>> from attnkit import Seq2SeqTransformer
+    >>> words = ["cat", "dog", "bird", "fish", "cow", "hen", "owl", "bee", "ant", "elk"]
+    >>> X = [a + " " + b for a in words for b in words]
+    >>> y = [text.upper() for text in X]
+    >>> model = Seq2SeqTransformer(d_model=32, n_heads=2, encoder_layers=1, decoder_layers=1,
+    ...                            max_iter=30, early_stopping=False, random_state=0).fit(X, y)
+    >>> list(model.predict(["cat dog", "owl bee"]))
+    ['CAT DOG', 'OWL BEE']
+    """
+
+    _network_class = EncoderDecoder
+    _score_name = "token accuracy"
+    _warmup_fraction = 0.05
+    _parameter_constraints = {
+        "tokenizer": [Options(str, {"char", "word"})],
+        "lowercase": ["boolean"],
+        "max_source_features": [None, Interval(numbers.Integral, 1, None, closed="left")],
+        "max_target_features": [None, Interval(numbers.Integral, 1, None, closed="left")],
+        "min_df": [Interval(numbers.Integral, 1, None, closed="left"),
+                   Interval(numbers.Real, 0, 1, closed="right")],
+        "handle_unknown": [Options(str, {"unk", "error"})],
+        "max_source_len": [Interval(numbers.Integral, 2, None, closed="left")],
+        "max_target_len": [Interval(numbers.Integral, 1, None, closed="left")],
+        "padding_id": [Interval(numbers.Integral, None, None, closed="neither")],
+        "d_model": [Interval(numbers.Integral, 1, None, closed="left")],
+        "encoder_d_model": [None, Interval(numbers.Integral, 1, None, closed="left")],
+        "decoder_d_model": [None, Interval(numbers.Integral, 1, None, closed="left")],
+        "n_heads": [Interval(numbers.Integral, 1, None, closed="left")],
+        "encoder_layers": [Interval(numbers.Integral, 1, None, closed="left")],
+        "decoder_layers": [Interval(numbers.Integral, 1, None, closed="left")],
+        "d_ff": [None, Interval(numbers.Integral, 1, None, closed="left")],
+        "dropout": [Interval(numbers.Real, 0, 1, closed="left")],
+        "attention": [Options(str, {"softmax", "linear", "performer"})],
+        "positional": [None, Options(str, {"sinusoidal", "learned", "relative"})],
+        "label_smoothing": [Interval(numbers.Real, 0, 1, closed="left")],
+        "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
+        "learning_rate": [Interval(numbers.Real, 0, None, closed="neither")],
+        "weight_decay": [Interval(numbers.Real, 0, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(numbers.Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(numbers.Integral, 1, None, closed="left")],
+        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "warm_start": ["boolean"],
+        "random_state": ["random_state"],
+        "checkpoint_path": [str, os.PathLike, None],
+        "checkpoint_every": [Interval(numbers.Integral, 1, None, closed="left")],
+        "verbose": [Interval(numbers.Integral, 0, None, closed="left"), "boolean"],
+    }
+
+    def __init__(self, *, tokenizer="char", lowercase=False, max_source_features=None, max_target_features=None,
+                 min_df=1, handle_unknown="unk", max_source_len=128, max_target_len=128, padding_id=0, d_model=64,
+                 encoder_d_model=None, decoder_d_model=None, n_heads=4, encoder_layers=2, decoder_layers=2,
+                 d_ff=None, dropout=0.1, attention="softmax", positional="sinusoidal", label_smoothing=0.1,
+                 batch_size=32, learning_rate=3e-3, weight_decay=0.01, max_iter=50, early_stopping=True,
+                 validation_fraction=0.1, n_iter_no_change=5, tol=1e-4, warm_start=False,
+                 checkpoint_path=None, checkpoint_every=1, random_state=None, verbose=0):
+        self.tokenizer = tokenizer
+        self.lowercase = lowercase
+        self.max_source_features = max_source_features
+        self.max_target_features = max_target_features
+        self.min_df = min_df
+        self.handle_unknown = handle_unknown
+        self.max_source_len = max_source_len
+        self.max_target_len = max_target_len
+        self.padding_id = padding_id
+        self.d_model = d_model
+        self.encoder_d_model = encoder_d_model
+        self.decoder_d_model = decoder_d_model
+        self.n_heads = n_heads
+        self.encoder_layers = encoder_layers
+        self.decoder_layers = decoder_layers
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.attention = attention
+        self.positional = positional
+        self.label_smoothing = label_smoothing
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.weight_decay = weight_decay
+        self.max_iter = max_iter
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.checkpoint_path = checkpoint_path
+        self.checkpoint_every = checkpoint_every
+        self.verbose = verbose
+
+    # -- public API --------------------------------------------------------------------------------------------
+    def fit(self, X: Texts, y: Texts, *, validation_data: tuple[Texts, Texts] | None = None) -> "Seq2SeqTransformer":
+        """Learn the vocabularies and train on source sequences ``X`` and target sequences ``y``.
+
+        Parameters
+        ----------
+        X : sequence of str, or array-like of int of shape (n_samples, n_columns)
+            Source texts, or source token ids (rows padded with ``padding_id``).
+        y : sequence of str, or array-like of int of shape (n_samples,) or (n_samples, n_columns)
+            Target texts for text ``X``; for token-id ``X``, target token ids: a 2-D array (rows padded
+            with ``padding_id``) or a 1-D array (one target token per sample).
+        validation_data : tuple (X_val, y_val), default=None
+            A held-out set to monitor (and to early-stop on, with ``early_stopping``), instead of
+            holding out ``validation_fraction`` of the pairs.
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y, validation_data=validation_data)
+
+    def predict(self, X: Texts, *, strategy: str = "greedy", num_beams: int = 4, length_penalty: float = 1.0,
+                no_repeat_ngram_size: int = 0, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+                max_length: int | None = None, min_length: int = 0, num_return_sequences: int = 1,
+                random_state: int | np.random.Generator | None = None) -> np.ndarray | list[list[str]]:
+        """Generate a target sequence for each source sequence.
+
+        Parameters
+        ----------
+        X : sequence of str or array-like of int
+            As given to :meth:`fit`.
+        strategy : {"greedy", "beam", "sample"}, default="greedy"
+        num_beams, length_penalty, no_repeat_ngram_size, temperature, top_k, top_p, min_length :
+            As in :func:`attnkit.decoding.generate` (``temperature=0`` is greedy; ``top_p`` in (0, 1]).
+        max_length : int, optional
+            Most tokens generated, the end token included (default ``max_target_len``).
+        num_return_sequences : int, default=1
+            Sequences per input: the best of beam search, or independent samples.
+        random_state : None, int or Generator
+            Sampling: input i's draws depend only on this and i, not on the rest of X.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,)
+            Text input: the generated texts (dtype object). Token-id input fitted on a 1-D ``y``: the
+            generated token of each sample (the end token is not allowed first).
+        ndarray of int of shape (n_samples, max_length)
+            Token-id input fitted on a 2-D ``y``: the generated ids of each sample, then ``padding_id``
+            (a fixed width, so that the rows of one call and of another line up). Tokens outside the
+            target vocabulary (``<unk>``) come out as ``padding_id``.
+        list of lists
+            With ``num_return_sequences > 1``: one list per input of its sequences (texts or id lists).
+        """
+        check_is_fitted(self)
+        one_token = self._input["kind"] == IDS and self._input.get("target_ndim") == 1
+        if one_token:
+            max_length, min_length = 1, 1
+        hypotheses = self._generate(X, strategy=strategy, num_beams=num_beams, length_penalty=length_penalty,
+                                    no_repeat_ngram_size=no_repeat_ngram_size, temperature=temperature, top_k=top_k,
+                                    top_p=top_p, max_length=max_length, min_length=min_length,
+                                    num_return_sequences=num_return_sequences, random_state=random_state)
+        outputs = [[self._decode_target(h.tokens) for h in hyps] for hyps in hypotheses]
+        if num_return_sequences > 1:
+            return outputs
+        if self._input["kind"] != IDS:
+            texts = np.empty(len(outputs), dtype=object)
+            texts[:] = [o[0] for o in outputs]
+            return texts
+        pad = self._input["padding_id"]
+        if one_token:
+            return np.array([o[0][0] if o[0] else pad for o in outputs], dtype=np.int64)
+        width = self._input["max_target_len"] if max_length is None else max_length
+        rows = np.full((len(outputs), width), pad, dtype=np.int64)
+        for row, o in zip(rows, outputs):
+            row[: len(o[0])] = o[0]
+        return rows
+
+    def predict_log_proba(self, X: Texts, y: Texts | None = None) -> np.ndarray:
+        """Log-probability of each target sequence given its source (its tokens and the end token).
+
+        Parameters
+        ----------
+        X : sequence of str or array-like of int
+            Sources, as given to :meth:`fit`.
+        y : sequence of str or array-like of int
+            The target sequences to score (required).
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), float64
+        """
+        check_is_fitted(self)
+        if y is None:
+            raise ValueError("predict_log_proba needs y: the target sequences whose log-probability to compute")
+        pairs = self._encode_pairs(X, y)
+        network = self._network()
+        out = np.zeros(len(pairs))
+        for rows in self._inference_batches([len(s) + len(t) for s, t in pairs]):
+            source, lengths, target_in, target_out = self._batch([pairs[i] for i in rows])
+            logits, _ = network.forward(source, lengths, target_in)
+            picked = np.take_along_axis(_log_softmax(logits), target_out[..., None], axis=-1)[..., 0]
+            out[rows] = np.sum(np.where(target_out != 0, picked, 0.0), axis=1)
+        return out
+
+    def score(self, X: Texts, y: Texts) -> float:
+        """Exact-match accuracy of greedy predictions against ``y``: texts compared after the tokenizer's
+        normalisation (lowercasing when ``lowercase=True``, word spacing for word tokens), token ids
+        after removing padding."""
+        check_is_fitted(self)
+        targets = read_target_tokens(self, y)
+        n_sources = len(read_tokens(self, X, reset=False))
+        if n_sources != len(targets):
+            raise ValueError(f"X and y must have the same length, got {n_sources} and {len(targets)} samples")
+        if not targets:
+            raise ValueError("X and y are empty: give at least one pair")
+        predicted = self.predict(X)
+        if self._input["kind"] == IDS:
+            pad = self._input["padding_id"]
+            found = [[t for t in np.atleast_1d(p).tolist() if t != pad] for p in predicted]
+            return float(np.mean([f == t for f, t in zip(found, targets)]))
+        assert self.tokenizer_ is not None  # text input
+        expected = [self.tokenizer_.detokenize(t) for t in targets]
+        return float(np.mean([p == e for p, e in zip(predicted, expected)]))
+
+    def attention_maps(self, X: Texts, y: Texts | None = None) -> list[dict[str, Any]]:
+        """Attention weights of the model on source sequences ``X`` and target sequences ``y``, for inspection.
+
+        Parameters
+        ----------
+        X : sequence of str or array-like of int
+        y : sequence of str or array-like of int, optional
+            Targets to teacher-force (default: the model's own greedy predictions).
+
+        Returns
+        -------
+        list of dict, one per pair
+            ``"source_tokens"`` and ``"target_tokens"`` (the decoder's outputs, ``<eos>`` last), and
+            ``"encoder"``, ``"decoder"``, ``"cross"``: lists with one array per layer, of shapes
+            (n_heads, S, S), (n_heads, T, T) and (n_heads, T, S), where S and T count those tokens
+            (the decoder's input at row t is the output t - 1, ``<bos>`` for t = 0). Softmax attention
+            only: linear attention never forms the weights.
+        """
+        check_is_fitted(self)
+        if self._network_config["attention"] != "softmax":
+            raise ValueError(f"attention_maps needs attention='softmax' ({self._network_config['attention']!r} "
+                             "attention never forms the weights)")
+        pairs = self._encode_pairs(X, self.predict(X) if y is None else y)
+        src_vocab, tgt_vocab, network = self.source_vocabulary_, self.target_vocabulary_, self._network()
+        maps = []
+        for src, tgt in pairs:
+            source, lengths, target_in, _ = self._batch([(src, tgt)])
+            weights = network.attention_weights(source, lengths, target_in)
+            maps.append({
+                "source_tokens": [src_vocab.tokens[i] for i in src],
+                "target_tokens": [tgt_vocab.tokens[i] for i in [*tgt, tgt_vocab.eos_id]],
+                **{part: [w[0] for w in layers] for part, layers in weights.items()},
+            })
+        return maps
+
+    @property
+    def model_(self) -> EncoderDecoder:
+        check_is_fitted(self)
+        return self._network()
+
+    # -- training hooks ----------------------------------------------------------------------------------------
+    def _input_settings(self):
+        return {"tokenizer": self.tokenizer, "lowercase": bool(self.lowercase), "padding_id": int(self.padding_id),
+                "max_source_len": int(self.max_source_len), "max_target_len": int(self.max_target_len)}
+
+    def _read_training_data(self, X, y, sample_weight, *, reset, classes, incremental):
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
+        sources = read_tokens(self, X, reset=reset)
+        targets = read_target_tokens(self, y)
+        if len(sources) != len(targets):
+            raise ValueError(f"X and y must have the same length, got {len(sources)} and {len(targets)} samples")
+        if not sources:
+            raise ValueError("X and y are empty: give at least one pair")
+        if reset:
+            if self._input["kind"] == IDS:
+                self._input["target_ndim"] = int(np.ndim(y))
+                self.tokenizer_ = None
+            else:
+                self.tokenizer_ = Tokenizer(self.tokenizer, lowercase=self.lowercase)
+            self.source_vocabulary_ = Vocabulary.build(sources, max_features=self.max_source_features,
+                                                       min_df=self.min_df)
+            self.target_vocabulary_ = Vocabulary.build(targets, max_features=self.max_target_features,
+                                                       min_df=self.min_df)
+        pairs = self._encode_token_pairs(sources, targets)
+        return Samples(pairs, np.array([len(s) + len(t) for s, t in pairs], dtype=np.int64))
+
+    def _new_network_config(self, samples):
+        d_enc, d_dec = self.encoder_d_model or self.d_model, self.decoder_d_model or self.d_model
+        return {
+            "source_vocab_size": len(self.source_vocabulary_), "target_vocab_size": len(self.target_vocabulary_),
+            "encoder_d_model": d_enc, "decoder_d_model": d_dec, "n_heads": self.n_heads,
+            "encoder_layers": self.encoder_layers, "decoder_layers": self.decoder_layers, "d_ff": self.d_ff,
+            "dropout": float(self.dropout), "attention": self.attention, "positional": self.positional,
+            "max_source_len": self.max_source_len, "max_target_len": self.max_target_len + 1,
+            "relative_window": RELATIVE_WINDOW,
+        }
+
+    def _check_params(self):
+        if self.positional == "relative" and self.attention != "softmax":
+            raise ValueError(f"positional='relative' needs attention='softmax' (relative positions are a bias on the "
+                             f"attention logits, which {self.attention!r} attention never forms); got "
+                             f"attention={self.attention!r}")
+
+    def _read_validation_data(self, validation_data):
+        if not (isinstance(validation_data, tuple) and len(validation_data) == 2):
+            raise TypeError(f"validation_data must be a tuple (X_val, y_val), got {type(validation_data).__name__}")
+        pairs = self._encode_pairs(*validation_data, names=("X_val", "y_val"))
+        return Samples(pairs, np.array([len(s) + len(t) for s, t in pairs], dtype=np.int64))
+
+    def _batch_loss(self, network, samples, rng):
+        loss_fn = CrossEntropyLoss(ignore_index=self.target_vocabulary_.pad_id,
+                                   label_smoothing=float(self.label_smoothing))
+
+        def batch_loss(indices):
+            source, lengths, target_in, target_out = self._batch([samples.inputs[i] for i in indices])
+            logits, cache = network.forward(source, lengths, target_in, training=True)
+            loss, dlogits = loss_fn.forward(logits, target_out, training=True)
+            network.backward(loss_fn.backward(1.0, dlogits), cache)
+            return float(loss), int(np.sum(target_out != 0))
+
+        return batch_loss
+
+    def _evaluate(self, network, samples):
+        """Mean token cross-entropy (no smoothing) and next-token accuracy of pairs, teacher forced."""
+        if not len(samples):
+            return float("nan"), float("nan")
+        loss_sum = correct = count = 0.0
+        for rows in self._inference_batches(samples.lengths):
+            source, lengths, target_in, target_out = self._batch([samples.inputs[i] for i in rows])
+            logits, _ = network.forward(source, lengths, target_in)
+            real = target_out != 0
+            picked = np.take_along_axis(_log_softmax(logits), target_out[..., None], axis=-1)[..., 0]
+            loss_sum -= float(np.sum(picked[real]))
+            correct += float(np.sum((np.argmax(logits, axis=-1) == target_out)[real]))
+            count += float(np.sum(real))
+        return loss_sum / count, correct / count
+
+    # -- encoding ----------------------------------------------------------------------------------------------
+    def _encode_pairs(self, X, y, names=("X", "y")):
+        sources = read_tokens(self, X, reset=False, name=names[0])
+        targets = read_target_tokens(self, y, name=names[1])
+        if len(sources) != len(targets):
+            raise ValueError(f"{names[0]} and {names[1]} must have the same length, got {len(sources)} and "
+                             f"{len(targets)} samples")
+        if not sources:
+            raise ValueError(f"{names[0]} and {names[1]} are empty: give at least one pair")
+        return self._encode_token_pairs(sources, targets)
+
+    def _encode_token_pairs(self, sources, targets):
+        vocab = self.target_vocabulary_
+        max_len = self._input["max_target_len"] - 1
+        return list(zip(self._encode_sources(sources), (vocab.encode(t, max_len=max_len) for t in targets)))
+
+    def _encode_sources(self, sources):
+        vocab, eos, route = self.source_vocabulary_, self.source_vocabulary_.eos_id, self._input
+        encoded = []
+        for i, tokens in enumerate(sources):
+            ids = vocab.encode(tokens, suffix=[eos], max_len=route["max_source_len"] - 1)
+            # Read at prediction time, as scikit-learn's encoders read theirs: set_params needs no refit.
+            if self.handle_unknown == "error" and vocab.unk_id in ids:
+                unknown = sorted({t for t in tokens if t not in vocab}, key=repr)[:5]
+                raise ValueError(f"X[{i}] has tokens that are not in the source vocabulary: {unknown!r} "
+                                 "(handle_unknown='error'; use 'unk' to map them to <unk>)")
+            encoded.append(ids)
+        return encoded
+
+    def _batch(self, pairs):
+        """(source ids, source lengths, decoder input, decoder target) of (source, target) id lists, padded."""
+        source, source_lengths = pad_sequences([s for s, _ in pairs])
+        bos, eos = self.target_vocabulary_.bos_id, self.target_vocabulary_.eos_id
+        target_in, _ = pad_sequences([[bos, *t] for _, t in pairs])
+        target_out, _ = pad_sequences([[*t, eos] for _, t in pairs])
+        return source, source_lengths, target_in, target_out
+
+    def _decode_target(self, ids):
+        tokens = self.target_vocabulary_.decode(ids)
+        if self._input["kind"] == IDS:
+            pad = self._input["padding_id"]
+            return [t if isinstance(t, int) else pad for t in tokens]
+        assert self.tokenizer_ is not None  # text input
+        return self.tokenizer_.detokenize(tokens)
+
+    # -- generation --------------------------------------------------------------------------------------------
+    def _generate(self, X, *, max_length, random_state, **params):
+        check_is_fitted(self)
+        sources = self._encode_sources(read_tokens(self, X, reset=False))
+        params.update(max_length=self._input["max_target_len"] if max_length is None else max_length)
+        decoding.check_generation_params(params, "predict")
+        per_input = None
+        if params["strategy"] == "sample":
+            per_input = decoding.input_generators(random_state, max(len(sources), 1))
+        out: list[Any] = [None] * len(sources)
+        for rows in self._inference_batches([len(s) for s in sources]):
+            rngs = None if per_input is None else [per_input[i] for i in rows]
+            for i, hyps in zip(rows, self._generate_batch([sources[i] for i in rows], rngs, params)):
+                out[i] = hyps
+        return out
+
+    def _generate_batch(self, sources, rngs, params):
+        """Hypotheses of a batch of encoded sources (see :func:`attnkit.decoding.generate`)."""
+        network, vocab = self._network(), self.target_vocabulary_
+        source, lengths = pad_sequences(sources)
+        memory, _ = network.encode(source, lengths)
+        decoder_model = decoding.DecoderModel(network.children["decoder"], memory, lengths,
+                                              embed=network.embed_target, project=network.project,
+                                              capacity=params["max_length"])
+        return decoding.generate(decoder_model, len(sources), bos_id=vocab.bos_id, eos_id=vocab.eos_id,
+                                 random_state=rngs, **params)
+
+    # -- fitted state ------------------------------------------------------------------------------------------
+    def _fitted_extras(self):
+        return {}, {"tokenizer": None if self.tokenizer_ is None else self.tokenizer_.get_config(),
+                    "source_vocabulary": self.source_vocabulary_.get_config(),
+                    "target_vocabulary": self.target_vocabulary_.get_config()}
+
+    def _set_fitted_extras(self, groups, config):
+        self.tokenizer_ = None if config["tokenizer"] is None else Tokenizer.from_config(config["tokenizer"])
+        self.source_vocabulary_ = Vocabulary.from_config(config["source_vocabulary"])
+        self.target_vocabulary_ = Vocabulary.from_config(config["target_vocabulary"])
+
+    def _upgrade_fitted_state(self, groups, config, version):
+        """attnkit 0.1.0's layout (format 1): text input only, the network described by the parameters."""
+        self.source_vocabulary_ = Vocabulary.from_config(config["source_vocabulary"])
+        self.target_vocabulary_ = Vocabulary.from_config(config["target_vocabulary"])
+        tokenizer = Tokenizer.from_config(config["tokenizer"])
+        training = dict(config["history"])
+        kept_best = training["best_epoch"] is not None and (self.early_stopping or training["interrupted"])
+        training["kept_epoch"] = training["best_epoch"] if kept_best else (
+            None if training["interrupted"] else training["n_epochs"])
+        arrays = {"weights": groups["model"], **({"optimizer": groups["optimizer"]} if "optimizer" in groups else {})}
+        route = {"kind": "text", "tokenizer": tokenizer.kind, "lowercase": tokenizer.lowercase, "padding_id": 0,
+                 "max_source_len": int(self.max_source_len), "max_target_len": int(self.max_target_len)}
+        return arrays, {"network": self._new_network_config(None), "network_seed": config["model_seed"],
+                        "training": to_json(training), "input": route, "tokenizer": config["tokenizer"],
+                        "source_vocabulary": config["source_vocabulary"],
+                        "target_vocabulary": config["target_vocabulary"]}
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.string = True  # sequences of texts
+        tags.input_tags.two_d_array = True  # token ids
+        tags.input_tags.categorical = True  # token ids are categories, not quantities
+        tags.target_tags.required = True
+        tags.non_deterministic = self.random_state is None
+        return tags
+
+
+def _log_softmax(logits):
+    return ops.log_softmax(logits.astype(np.float64), axis=-1)
