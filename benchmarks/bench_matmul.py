@@ -30,9 +30,18 @@ within 2% while other engineers' builds ran):
   finds C evicted.
 - MR = 12 rows (24 accumulators, 3/4 of the registers) rather than 14 (every register): the same
   speed on large products, 3% rather than 9% of wasted rows at m = 128 (the weight gradients).
+- Packing a row-major A into the p-major micro-panel transposed it element by element, 16% of a
+  2304 x 128 x 128 product (perf); packed in blocks of W columns instead (whole vectors of its rows)
+  it went from 101 to 110 GFLOPS, and 4096 x 1536 x 384 from 96 to 106.
+- Two threads: attnkit's OpenMP threads wait passively (set at import), so each parallel region pays
+  for waking the other thread and for being woken at its end: 40-90 us on this KVM guest. Hence one
+  thread below 2^23 multiply-adds (512 x 128 x 128 was the first product a second thread sped up, by
+  1.02x), and a 2-thread speed-up of ~1.6-1.8x rather than ~1.95x (spinning threads) at 2304 x 128 x
+  128. Spinning threads (OMP_WAIT_POLICY=ACTIVE, or GOMP_SPINCOUNT) fell to 0.1-0.8x of one thread
+  whenever another process ran.
 - Small products: a tile computed for rows that do not exist (m = 32 runs 3 x 12 rows) and packing
-  (20% of a 32 x 128 x 128 product, where each packed B panel serves only three A panels) keep
-  attnkit below OpenBLAS there; the Python-side checks add ~3 us per call.
+  B (each packed panel serves only three A panels) keep attnkit below OpenBLAS there, and the
+  Python-side checks add ~2-3 us per call.
 
 Run ``python benchmarks/bench_matmul.py --help`` for the options.
 """
@@ -61,7 +70,7 @@ SHAPES = [
     ("NN", 512, 64, 64, np.float64),
 ]
 QUICK_SHAPES = [SHAPES[0], SHAPES[6], SHAPES[8], SHAPES[9], SHAPES[11]]
-# Products around the one-thread threshold (2^22 multiply-adds): (m x 128) @ (128 x 128) and squares.
+# Products around the one-thread threshold (2^23 multiply-adds): (m x 128) @ (128 x 128) and squares.
 SMALL = [(m, 128, 128) for m in (16, 64, 128, 256, 512, 1024)] + [(s, s, s) for s in (64, 96, 128, 192)]
 QUICK_SMALL = [(64, 128, 128), (256, 128, 128), (128, 128, 128)]
 MIN_CALL_SECONDS = 1e-3
@@ -198,8 +207,8 @@ def bench_small(report, args, sizes):
     table = report.table(
         f"Small products, one vs two threads (attnkit {isa}, float32)",
         ["product", "m k n", "1 thread", "2 threads", "2T / 1T"],
-        "Products below 2^22 multiply-adds run on one thread whatever the setting (the rows above it "
-        "show what a second thread gains). Each call includes the Python-side checks (~3 us).",
+        "Products below 2^23 = 8.4M multiply-adds (*m k n*) run on one thread whatever the setting; the "
+        "larger ones show what a second thread gains. Each call includes the Python-side checks (~3 us).",
     )
     rng = np.random.default_rng(1)
     raw = []
