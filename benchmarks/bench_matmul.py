@@ -46,13 +46,27 @@ within 2% while other engineers' builds ran):
 Run ``python benchmarks/bench_matmul.py --help`` for the options.
 """
 
+import argparse
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
-import numpy as np
+# attnkit makes its OpenMP threads wait passively unless the user chose otherwise (attnkit/__init__.py).
+# But _harness imports torch first, and torch's bundled libgomp.so.1 has the soname of the system one
+# attnkit links: the first loaded serves both, so attnkit's kernels would run on a runtime started
+# before attnkit could set the policy, with spinning threads. Apply attnkit's rule before that import,
+# so that the tables measure what a user gets; part 4 measures spinning threads in a child process.
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
-import _harness as harness
-import attnkit
-from attnkit import _core, ops
+import numpy as np  # noqa: E402
+
+import _harness as harness  # noqa: E402
+import attnkit  # noqa: E402
+from attnkit import _core, ops  # noqa: E402
 
 # (kind, m, k, n, dtype): NN a (m, k) @ b (k, n); TN a = x.T for x (k, m) C-ordered; NT b = w.T for w (n, k).
 SHAPES = [
@@ -70,9 +84,10 @@ SHAPES = [
     ("NN", 512, 64, 64, np.float64),
 ]
 QUICK_SHAPES = [SHAPES[0], SHAPES[6], SHAPES[8], SHAPES[9], SHAPES[11]]
-# Products around the one-thread threshold (2^23 multiply-adds): (m x 128) @ (128 x 128) and squares.
-SMALL = [(m, 128, 128) for m in (16, 64, 128, 256, 512, 1024)] + [(s, s, s) for s in (64, 96, 128, 192)]
-QUICK_SMALL = [(64, 128, 128), (256, 128, 128), (128, 128, 128)]
+# Products around the one-thread threshold (2^24 multiply-adds): (m x 128) @ (128 x 128) and squares.
+SMALL = [(m, 128, 128) for m in (16, 64, 256, 512, 1024, 2048)] + [(s, s, s) for s in (64, 128, 256, 384)]
+QUICK_SMALL = [(64, 128, 128), (1024, 128, 128), (256, 256, 256)]
+SPINNING_CHILD = "--spinning-child"
 MIN_CALL_SECONDS = 1e-3
 TARGET_ONE_THREAD = 0.9  # attnkit / OpenBLAS at one thread, float32, m >= 256, first ISA
 TARGET_AVX2 = 0.5  # the same under AVX2
@@ -187,8 +202,8 @@ def bench_shapes(report, args, shapes, pools):
                     harness.fmt_ratio(harness.ratio(t["numpy 2"], t[f"{first} 2"])),
                     harness.fmt_ratio(harness.ratio(t["numpy 1"], t["numpy 2"])), harness.fmt_ratio(speedup),
                     "yes" if same else "**no**", harness.fmt_number(diff, 2))
-        rows.append({"kind": kind, "m": m, "k": k, "n": n, "dtype": dt, "ratios": ratios, "speedup": speedup,
-                     "contended": any(x.contended for x in t.values())})
+        rows.append({"label": name, "kind": kind, "m": m, "k": k, "n": n, "dtype": dt, "ratios": ratios,
+                     "speedup": speedup, "contended": any(x.contended for x in t.values())})
         raw.append({"kind": kind, "m": m, "k": k, "n": n, "dtype": dt, "calls_per_sample": inner, "same_bits": same,
                     "max_rel_diff": diff, **{name: x.as_dict() for name, x in t.items()}})
     report.data["shapes"] = raw
@@ -201,28 +216,73 @@ def _per_call(timing, inner):
                           timing.contention, None)
 
 
+def thread_timings(args, kind, m, k, n, dtype, rng):
+    """attnkit (first ISA) at one and two threads on one product, in the same rounds; and the calls a
+    sample makes."""
+    a, b = operands(kind, m, k, n, dtype, rng)
+    out = np.empty((m, n), dtype)
+    inner = calls_per_sample(m, k, n)
+    fns = {threads: attnkit_call(a, b, out, threads, args.isas[0], inner) for threads in (1, 2)}
+    return harness.compare(fns, repeats=args.repeats), inner
+
+
 def bench_small(report, args, sizes):
-    """Part 3: one against two threads on small float32 products."""
-    isa = args.isas[0]
+    """Part 3: one against two threads on small float32 products; returns {label: speed-up}."""
     table = report.table(
-        f"Small products, one vs two threads (attnkit {isa}, float32)",
+        f"Small products, one vs two threads (attnkit {args.isas[0]}, float32)",
         ["product", "m k n", "1 thread", "2 threads", "2T / 1T"],
-        "Products below 2^23 = 8.4M multiply-adds (*m k n*) run on one thread whatever the setting; the "
+        "Products below 2^24 = 16.8M multiply-adds (*m k n*) run on one thread whatever the setting; the "
         "larger ones show what a second thread gains. Each call includes the Python-side checks (~3 us).",
     )
     rng = np.random.default_rng(1)
-    raw = []
+    raw, speedups = [], {}
     for m, k, n in sizes:
-        a, b = operands("NN", m, k, n, np.float32, rng)
-        out = np.empty((m, n), np.float32)
-        inner = calls_per_sample(m, k, n)
-        t = harness.compare({threads: attnkit_call(a, b, out, threads, isa, inner) for threads in (1, 2)},
-                            repeats=args.repeats)
+        t, inner = thread_timings(args, "NN", m, k, n, np.float32, rng)
+        speedups[label("NN", m, k, n)] = harness.ratio(t[1], t[2])
         table.add_row(label("NN", m, k, n), f"{m * k * n:.3g}", harness.fmt_time(_per_call(t[1], inner)),
-                      harness.fmt_time(_per_call(t[2], inner)), harness.fmt_ratio(harness.ratio(t[1], t[2])))
+                      harness.fmt_time(_per_call(t[2], inner)), harness.fmt_ratio(speedups[label("NN", m, k, n)]))
         raw.append({"m": m, "k": k, "n": n, "calls_per_sample": inner, **{f"{th} threads": x.as_dict()
                                                                           for th, x in t.items()}})
     report.data["small"] = raw
+    return speedups
+
+
+def child_main(args, shapes, sizes):
+    """In the spinning child: attnkit's one- and two-thread times of every product, as JSON on stdout."""
+    rng = np.random.default_rng(2)
+    results = {}
+    for kind, m, k, n, dtype in shapes + [("NN", m, k, n, np.float32) for m, k, n in sizes]:
+        t, inner = thread_timings(args, kind, m, k, n, dtype, rng)
+        results[label(kind, m, k, n)] = {"mkn": m * k * n, "calls_per_sample": inner,
+                                         **{str(th): x.as_dict() for th, x in t.items()}}
+    print(json.dumps(results))
+
+
+def bench_spinning(report, args, passive):
+    """Part 4: the two-thread speed-ups again, in a child process whose OpenMP threads spin."""
+    command = [sys.executable, str(Path(__file__).resolve()), SPINNING_CHILD, "--repeats", str(args.repeats),
+               "--isas", args.isas[0], *(["--quick"] if args.quick else [])]
+    done = subprocess.run(command, env={**os.environ, "OMP_WAIT_POLICY": "ACTIVE"}, capture_output=True, text=True,
+                          check=False)
+    title = f"Two threads over one, passive vs spinning OpenMP threads (attnkit {args.isas[0]})"
+    if done.returncode != 0:
+        report.text(title, [f"The child process failed: {done.stderr[-2000:]}"])
+        return
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    table = report.table(
+        title,
+        ["product", "m k n", "1 thread", "2 threads", "2T / 1T spinning", "2T / 1T passive"],
+        "*spinning*: a child process with OMP_WAIT_POLICY=ACTIVE, whose idle OpenMP threads spin instead of "
+        "sleeping, so a parallel region needs no wake-up (its times are in the first two columns). *passive*: "
+        "attnkit's default, from the tables above. Below 2^24 multiply-adds both run one thread.",
+    )
+    for name, r in results.items():
+        one, two = (harness.Timing(**r[th], result=None) for th in ("1", "2"))
+        inner = r["calls_per_sample"]
+        table.add_row(name, f"{r['mkn']:.3g}", harness.fmt_time(_per_call(one, inner)),
+                      harness.fmt_time(_per_call(two, inner)), harness.fmt_ratio(harness.ratio(one, two)),
+                      harness.fmt_ratio(passive.get(name)))
+    report.data["spinning"] = results
 
 
 def summarise(report, args, rows):
@@ -238,7 +298,8 @@ def summarise(report, args, rows):
                      + "".join(f"; {name}: {v:.2f}x" for name, v in missed.items()))
     big = {label(r["kind"], r["m"], r["k"], r["n"]): r["speedup"] for r in rows if r["m"] >= 1024}
     missed = {name: v for name, v in big.items() if v < TARGET_SPEEDUP}
-    lines.append(f"- two threads over one, {first}, m >= 1024: min {min(big.values()):.2f}x; >= {TARGET_SPEEDUP}x at "
+    lines.append(f"- two threads over one, {first}, m >= 1024, {report.env['OpenMP wait']}: min "
+                 f"{min(big.values()):.2f}x; >= {TARGET_SPEEDUP}x at "
                  f"{len(big) - len(missed)}/{len(big)} -- {'met' if not missed else '**not met**'}"
                  + "".join(f"; {name}: {v:.2f}x" for name, v in missed.items()))
     if any(r["contended"] for r in rows):
@@ -252,6 +313,7 @@ def main(argv=None):
     parser.add_argument("--isas", default=None,
                         help="comma-separated ISAs to run attnkit under, the first also at 2 threads "
                              "(default: every available one but baseline, best first)")
+    parser.add_argument(SPINNING_CHILD, action="store_true", help=argparse.SUPPRESS)
     args = harness.parse_args(parser, "matmul", argv)
     available = _core.available_isas()
     simd = [i for i in reversed(available) if i != "baseline"] or ["baseline"]
@@ -260,13 +322,19 @@ def main(argv=None):
     if unknown:
         parser.error(f"--isas: {', '.join(unknown)} not available here (available: {', '.join(available)})")
     harness.set_threads(args.threads)
+    shapes, sizes = (QUICK_SHAPES, QUICK_SMALL) if args.quick else (SHAPES, SMALL)
+    if args.spinning_child:
+        return child_main(args, shapes, sizes)
     report = harness.Report(args, "Matrix product: attnkit's ops.matmul vs NumPy (OpenBLAS)")
+    policy = {name: os.environ[name] for name in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if name in os.environ}
+    report.env["OpenMP wait"] = " ".join(f"{name}={value}" for name, value in policy.items())
     isa_before = _core.get_isa()
     try:
-        rows = bench_shapes(report, args, QUICK_SHAPES if args.quick else SHAPES, blas_pools())
-        bench_small(report, args, QUICK_SMALL if args.quick else SMALL)
+        rows = bench_shapes(report, args, shapes, blas_pools())
+        passive = {r["label"]: r["speedup"] for r in rows} | bench_small(report, args, sizes)
     finally:
         _core.set_isa(isa_before)
+    bench_spinning(report, args, passive)
     summarise(report, args, rows)
     report.write()
 

@@ -1,6 +1,9 @@
 """ops.matmul against the NumPy reference on every ISA, and its determinism contract: bit-identical
 results whatever the thread count and the memory layout of the operands."""
 
+import doctest
+import importlib
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -75,10 +78,10 @@ def _layouts(x):
     }
 
 
-# (m, k, n): above the one-thread threshold (2^23 multiply-adds), edges that are not whole tiles, k over
+# (m, k, n): above the one-thread threshold (2^24 multiply-adds), edges that are not whole tiles, k over
 # several KC blocks (512 in float32, 256 in float64); the rows split (m > n), the columns split (n > m),
 # a single row.
-CONTRACT_SHAPES = [(203, 700, 61), (37, 1100, 290), (1, 9000, 1000), (130, 520, 130)]
+CONTRACT_SHAPES = [(203, 1400, 61), (37, 1700, 290), (1, 18000, 1000), (130, 1000, 130)]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -101,7 +104,7 @@ def test_bit_identical_across_thread_counts_for_the_estimator_shapes(threads):
     """The shapes the layers run, and the splits of rows, of columns (n > m, and 11 x 4 tiles of 128 x 128),
     and of both (300 x 300 on 4 threads) that the grid makes for 1 to 4 threads."""
     rng = np.random.default_rng(4)
-    for m, k, n in [(2304, 128, 256), (256, 128, 3000), (128, 2304, 128), (300, 100, 300)]:
+    for m, k, n in [(2304, 128, 256), (256, 128, 3000), (128, 2304, 128), (300, 200, 300)]:
         a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
         threads(1)
         expected = ops.matmul(a, b)
@@ -112,7 +115,7 @@ def test_bit_identical_across_thread_counts_for_the_estimator_shapes(threads):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_nan_and_inf_stay_in_their_row_or_column(isa, threads, dtype):
-    m, k, n = 37, 1100, 290  # two threads split the columns
+    m, k, n = 37, 1700, 290  # above the one-thread threshold; two threads split the columns
     a, b = _normal(0, (m, k), dtype), _normal(1, (k, n), dtype)
     a[3, 17], a[20, 1099], a[36, 0] = np.nan, np.inf, -np.inf
     b[700, 289], b[0, 5] = np.nan, np.inf
@@ -262,3 +265,8 @@ def test_errors_name_the_argument_and_what_was_seen():
     raw = np.zeros(8 * 8 + 1, np.uint8)[1:]
     with pytest.raises(ValueError, match="out must be aligned to its 8-byte elements, got strides"):
         ops.matmul(a, b, out=np.ndarray((2, 4), np.float64, buffer=raw))
+
+
+def test_docstring_examples_run():
+    # (attnkit.ops.matmul is the function; the module is reached by its full name)
+    assert doctest.testmod(importlib.import_module("attnkit.ops.matmul")).failed == 0

@@ -43,10 +43,11 @@ struct GemmShape {
 };
 
 // Products below this many multiply-adds run on one thread. attnkit's OpenMP threads wait passively
-// (python/attnkit/__init__.py), so a parallel region pays for waking the other thread and being woken
-// at its end: 40-90 us on the 2-core KVM guest where a second thread first paid off at 8M (512 x 128
-// x 128: 1.02x; 256 x 128 x 128 was 0.87x). With spinning threads the break-even is below 0.3M.
-constexpr std::int64_t kMinParallelWork = std::int64_t(1) << 23;
+// (python/attnkit/__init__.py), so a parallel region pays for waking the other thread and for being
+// woken at its end, and the woken thread may land on the waker's core. On the 2-core KVM guest it was
+// measured on, a second thread lost 10-25% up to 8M (1-core time ~0.2 ms) and won 1.3x or more from
+// 16M; with spinning threads (OMP_WAIT_POLICY=ACTIVE) it already won 1.35x at 0.26M.
+constexpr std::int64_t kMinParallelWork = std::int64_t(1) << 24;
 
 // Layouts of A's MR x kc micro-panel, both read by the micro-kernel in k order:
 //   columns:    element (i, p) at p * MR + i, filled from MR-long pieces of A's columns;
