@@ -10,7 +10,9 @@ libraries write into a preallocated ``out``. One run, one table file (``results/
    over its own single thread; the last column checks that attnkit's 1-thread, 2-thread and other-ISA
    results are the same bits;
 3. small products around the size below which the kernel runs on one thread;
-4. the targets, met or not.
+4. the two-thread speed-ups of parts 2 and 3 again, in a child process whose OpenMP threads spin
+   (``OMP_WAIT_POLICY=ACTIVE``) instead of sleeping as attnkit's do by default;
+5. the targets, met or not.
 
 Every configuration of one shape is timed in the same interleaved rounds (``harness.compare``); a
 thread count or ISA is set inside the timed callable, which loops over enough calls (>= 1 ms) that the
@@ -26,19 +28,22 @@ within 2% while other engineers' builds ran):
 - KC of 512 floats (2 KB of each row of A's micro-panel) rather than 256: at k = 384 and 1536 the
   smaller block re-reads C once per block, 10-15% slower; 768 gained nothing. NC = 512 columns:
   256 or 384 lost up to 15% at k = 1536 (A repacked per block), 1024 gained nothing.
-- Prefetching the C tile (for writing) before the FMA chain: +10% at k = 1536, where each KC block
-  finds C evicted.
+- Prefetching a C tile that will be read (a later KC block) before its FMA chain: +10% at k = 1536,
+  where each block finds C evicted; prefetching tiles that are only written cost two threads 10%.
 - MR = 12 rows (24 accumulators, 3/4 of the registers) rather than 14 (every register): the same
   speed on large products, 3% rather than 9% of wasted rows at m = 128 (the weight gradients).
 - Packing a row-major A into the p-major micro-panel transposed it element by element, 16% of a
   2304 x 128 x 128 product (perf); packed in blocks of W columns instead (whole vectors of its rows)
   it went from 101 to 110 GFLOPS, and 4096 x 1536 x 384 from 96 to 106.
-- Two threads: attnkit's OpenMP threads wait passively (set at import), so each parallel region pays
-  for waking the other thread and for being woken at its end: 40-90 us on this KVM guest. Hence one
-  thread below 2^23 multiply-adds (512 x 128 x 128 was the first product a second thread sped up, by
-  1.02x), and a 2-thread speed-up of ~1.6-1.8x rather than ~1.95x (spinning threads) at 2304 x 128 x
-  128. Spinning threads (OMP_WAIT_POLICY=ACTIVE, or GOMP_SPINCOUNT) fell to 0.1-0.8x of one thread
-  whenever another process ran.
+- Two threads: the kernel itself scales 1.9-2.0x from ~1 ms of work (spinning threads, part 4), but
+  attnkit's OpenMP threads wait passively (set at import), so each parallel region wakes a sleeping
+  thread and the caller may sleep at its end. On this KVM guest that cost 40-200 us a region and varied
+  from run to run (presumably a halted vCPU waits for the host to run it again): 2 threads gained
+  1.1-1.6x at 0.4-1.5 ms products, ~1.9x at 25-50 ms. Hence one thread below 2^24 multiply-adds
+  (with passive threads a second one lost 10-25% up to 8M). Spinning threads (OMP_WAIT_POLICY=ACTIVE,
+  or GOMP_SPINCOUNT) fell to 0.1-0.8x of one thread whenever another process ran. _harness imports
+  torch, whose libgomp.so.1 then also serves attnkit: without the setting at the top of this file,
+  attnkit's threads would spin here while they sleep in a user's process.
 - Small products: a tile computed for rows that do not exist (m = 32 runs 3 x 12 rows) and packing
   B (each packed panel serves only three A panels) keep attnkit below OpenBLAS there, and the
   Python-side checks add ~2-3 us per call.
@@ -286,7 +291,7 @@ def bench_spinning(report, args, passive):
 
 
 def summarise(report, args, rows):
-    """Part 4: the targets (printed, never asserted)."""
+    """Part 5: the targets (printed, never asserted)."""
     first, lines = args.isas[0], []
     large = [r for r in rows if r["dtype"] == "float32" and r["m"] >= 256]
     for isa, target in [(first, TARGET_ONE_THREAD)] + [(isa, TARGET_AVX2) for isa in args.isas[1:]]:
