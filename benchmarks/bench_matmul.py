@@ -38,9 +38,10 @@ within 2% while other engineers' builds ran):
 - Two threads: the kernel itself scales 1.9-2.0x from ~1 ms of work (spinning threads, part 4), but
   attnkit's OpenMP threads wait passively (set at import), so each parallel region wakes a sleeping
   thread and the caller may sleep at its end. On this KVM guest that cost 40-200 us a region and varied
-  from run to run (presumably a halted vCPU waits for the host to run it again): 2 threads gained
-  1.1-1.6x at 0.4-1.5 ms products, ~1.9x at 25-50 ms. Hence one thread below 2^24 multiply-adds
-  (with passive threads a second one lost 10-25% up to 8M). Spinning threads (OMP_WAIT_POLICY=ACTIVE,
+  from run to run: 2 threads gained 1.0-1.6x at 0.4-1.5 ms products (1.0x in results/matmul.md, the
+  two-thread time equal to the one-thread time, as if both halves had run on one core), ~1.9x at
+  25-50 ms. Hence one thread below 2^24 multiply-adds (with passive threads a second one lost 10-25% up
+  to 8M in a plain loop of calls, and 5% at 16-33M in this script's loop). Spinning threads (OMP_WAIT_POLICY=ACTIVE,
   or GOMP_SPINCOUNT) fell to 0.1-0.8x of one thread whenever another process ran. _harness imports
   torch, whose libgomp.so.1 then also serves attnkit: without the setting at the top of this file,
   attnkit's threads would spin here while they sleep in a user's process.
