@@ -1,6 +1,9 @@
 """ops.matmul against the NumPy reference on every ISA, and its determinism contract: bit-identical
 results whatever the thread count and the memory layout of the operands."""
 
+import doctest
+import importlib
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -12,12 +15,12 @@ from attnkit import ops, reference
 from attnkit.testing import assert_allclose
 from attnkit.testing.strategies import arrange
 
-# Edges of the register tiles (MR = 6 or 14 rows, NR = 8 to 32 columns on the x86 ISAs) and primes.
-_EDGES = (1, 2, 5, 6, 7, 8, 13, 14, 15, 16, 17, 28, 29, 31, 32, 33, 47, 63, 64, 65)
-# k across the KC blocks (256 in float32, 128 in double): block edges and several blocks.
-_K_EDGES = (0, 1, 3, 127, 128, 129, 255, 256, 257, 385, 513, 700)
+# Edges of the register tiles (MR = 6 or 12 rows, NR = 4 to 32 columns on the x86 ISAs) and primes.
+_EDGES = (1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 15, 16, 17, 23, 24, 25, 31, 32, 33, 47, 63, 64, 65)
+# k across the KC blocks (512 in float32, 256 in float64): block edges and several blocks.
+_K_EDGES = (0, 1, 3, 255, 256, 257, 511, 512, 513, 769, 1025, 1300)
 dims = st.one_of(st.integers(0, 12), st.sampled_from(_EDGES), st.integers(0, 70))
-depths = st.one_of(st.integers(0, 20), st.sampled_from(_K_EDGES), st.integers(0, 700))
+depths = st.one_of(st.integers(0, 20), st.sampled_from(_K_EDGES), st.integers(0, 1300))
 
 
 def _normal(seed, shape, dtype, scale=1.0):
@@ -75,9 +78,10 @@ def _layouts(x):
     }
 
 
-# (m, k, n): above the one-thread threshold, edges that are not whole tiles, k over several KC blocks;
-# the rows split (m > n), the columns split (n > m), and a single row.
-CONTRACT_SHAPES = [(203, 700, 61), (37, 530, 290), (1, 1100, 513), (130, 260, 130)]
+# (m, k, n): above the one-thread threshold (2^24 multiply-adds), edges that are not whole tiles, k over
+# several KC blocks (512 in float32, 256 in float64); the rows split (m > n), the columns split (n > m),
+# a single row.
+CONTRACT_SHAPES = [(203, 1400, 61), (37, 1700, 290), (1, 18000, 1000), (130, 1000, 130)]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -97,9 +101,10 @@ def test_bit_identical_across_thread_counts_and_layouts(isa, threads, dtype, m, 
 
 
 def test_bit_identical_across_thread_counts_for_the_estimator_shapes(threads):
-    """The shapes the layers run, every split of rows and columns the grid makes for 1 to 4 threads."""
+    """The shapes the layers run, and the splits of rows, of columns (n > m, and 11 x 4 tiles of 128 x 128),
+    and of both (300 x 300 on 4 threads) that the grid makes for 1 to 4 threads."""
     rng = np.random.default_rng(4)
-    for m, k, n in [(2304, 128, 256), (256, 128, 3000), (128, 2304, 128)]:
+    for m, k, n in [(2304, 128, 256), (256, 128, 3000), (128, 2304, 128), (300, 200, 300)]:
         a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
         threads(1)
         expected = ops.matmul(a, b)
@@ -110,13 +115,13 @@ def test_bit_identical_across_thread_counts_for_the_estimator_shapes(threads):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_nan_and_inf_stay_in_their_row_or_column(isa, threads, dtype):
-    m, k, n = 37, 300, 45
+    m, k, n = 37, 1700, 290  # above the one-thread threshold; two threads split the columns
     a, b = _normal(0, (m, k), dtype), _normal(1, (k, n), dtype)
-    a[3, 17], a[20, 299], a[36, 0] = np.nan, np.inf, -np.inf
-    b[250, 44], b[0, 5] = np.nan, np.inf
+    a[3, 17], a[20, 1099], a[36, 0] = np.nan, np.inf, -np.inf
+    b[700, 289], b[0, 5] = np.nan, np.inf
     bias = np.zeros(n, dtype)
-    bias[30] = np.nan
-    rows, cols = [3, 20, 36], [5, 30, 44]
+    bias[130] = np.nan
+    rows, cols = [3, 20, 36], [5, 130, 289]
     for count in (1, 2):
         threads(count)
         c = ops.matmul(a, b, bias=bias)
@@ -260,3 +265,8 @@ def test_errors_name_the_argument_and_what_was_seen():
     raw = np.zeros(8 * 8 + 1, np.uint8)[1:]
     with pytest.raises(ValueError, match="out must be aligned to its 8-byte elements, got strides"):
         ops.matmul(a, b, out=np.ndarray((2, 4), np.float64, buffer=raw))
+
+
+def test_docstring_examples_run():
+    # (attnkit.ops.matmul is the function; the module is reached by its full name)
+    assert doctest.testmod(importlib.import_module("attnkit.ops.matmul")).failed == 0

@@ -23,7 +23,8 @@ BUILD = ROOT / "build-sanitize"
 SITE = BUILD / "site"
 TESTS = [f"tests/test_ops_{name}.py" for name in ("attention", "attention_backward", "linear_attention",
                                                   "linear_attention_backward", "softmax", "random_features",
-                                                  "normalization", "activations", "cross_entropy", "positions")]
+                                                  "normalization", "activations", "cross_entropy", "positions",
+                                                  "matmul")]
 TESTS.append("tests/test_fuzz_ops.py")
 REPORTS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 

@@ -32,34 +32,53 @@ struct GemmShape {
   static constexpr int NV = 2;                                      // vectors per tile row
   static constexpr int NR = NV * W;                                 // columns per tile
   // Rows per tile: MR x NV accumulators, NV vectors of B and one broadcast of A fill the registers.
-  static constexpr int MR = (kRegs - NV - 1) / NV;
-  // A's MR x KC micro-panel (14 KB in float, 7 KB in double) stays in L1 beside the B stream;
-  // B's KC x NC block (512 KB) in L2.
-  static constexpr std::int64_t KC = 1024 / sizeof(T);
+  static constexpr int MR = kRegs * 3 / 4 / NV;
+  // A's MR x KC micro-panel (2 KB a row: 12 KB on AVX2, 24 KB on AVX-512) stays in L1 while the
+  // B micro-panels stream by from B's KC x NC block (1 MB in float, L2/L3). Measured on Zen 4:
+  // KC of 1 KB a row lost 10-15% at k = 384 and 1536 (C re-read per block), 3 KB gained nothing;
+  // NC of 256 or 384 lost up to 15% at k = 1536, 1024 gained nothing.
+  static constexpr std::int64_t KC = 2048 / sizeof(T);
   static constexpr std::int64_t NC = 512;
   static_assert(NC % NR == 0, "NC must be whole tiles");
 };
 
-// Products below this many multiply-adds run on one thread: a parallel region costs more.
-constexpr std::int64_t kMinParallelWork = std::int64_t(1) << 18;
+// Products below this many multiply-adds run on one thread. attnkit's OpenMP threads wait passively
+// (python/attnkit/__init__.py), so a parallel region pays for waking the other thread and for being
+// woken at its end, and the woken thread may land on the waker's core. On the 2-core KVM guest it was
+// measured on, a second thread lost 10-25% up to 8M (1-core time ~0.2 ms) and won 1.3x or more from
+// 16M; with spinning threads (OMP_WAIT_POLICY=ACTIVE) it already won 1.35x at 0.26M.
+constexpr std::int64_t kMinParallelWork = std::int64_t(1) << 24;
 
-// ap: MR x kc (element (i, p) at p * MR + i); rows past mr are zeros.
-template <class T>
+// Layouts of A's MR x kc micro-panel, both read by the micro-kernel in k order:
+//   columns:    element (i, p) at p * MR + i, filled from MR-long pieces of A's columns;
+//   row chunks: the first kv = kc - kc % W columns in blocks of W, element (i, p) at (p / W) * MR * W +
+//               i * W + p % W, filled with whole vectors of A's rows; the last kc % W as in columns.
+// Row chunks serve row-major A, which columns would transpose element by element (16% of a
+// 2304 x 128 x 128 product); columns serve column-major A (x.T), which it copies in MR-long runs.
+enum class Panel { columns, row_chunks };
+
+// ap: A's rows [i0, i0 + mr) x columns [p0, p0 + kc) as an MR x kc micro-panel; rows past mr are zeros.
+template <class T, Panel kLayout>
 void pack_a(const MatmulArgs<T>& g, std::int64_t i0, int mr, std::int64_t p0, std::int64_t kc, T* ap) {
-  constexpr int MR = GemmShape<T>::MR;
+  using V = Vec<T>;
+  constexpr int W = V::W, MR = GemmShape<T>::MR;
   const std::int64_t rs = g.a_row_stride, cs = g.a_col_stride;
   const T* src = g.a + i0 * rs + p0 * cs;
+  const std::int64_t kv = kLayout == Panel::row_chunks ? kc - kc % W : 0;
+  T* tail = ap + kv * MR;  // the columns kv.. in the columns layout
+  for (std::int64_t p = 0; p < kv; p += W)
+    for (int i = 0; i < MR; ++i) (i < mr ? V::load(src + i * rs + p) : V::zero()).store(ap + p * MR + i * W);
   if (cs == 1 || (rs != 1 && (cs < 0 ? -cs : cs) <= (rs < 0 ? -rs : rs))) {
     for (int i = 0; i < mr; ++i) {
       const T* row = src + i * rs;
-      for (std::int64_t p = 0; p < kc; ++p) ap[p * MR + i] = row[p * cs];
+      for (std::int64_t p = kv; p < kc; ++p) tail[(p - kv) * MR + i] = row[p * cs];
     }
   } else {
-    for (std::int64_t p = 0; p < kc; ++p)
-      for (int i = 0; i < mr; ++i) ap[p * MR + i] = src[p * cs + i * rs];
+    for (std::int64_t p = kv; p < kc; ++p)
+      for (int i = 0; i < mr; ++i) tail[(p - kv) * MR + i] = src[p * cs + i * rs];
   }
-  for (std::int64_t p = 0; p < kc; ++p)
-    for (int i = mr; i < MR; ++i) ap[p * MR + i] = T(0);
+  for (std::int64_t p = kv; p < kc; ++p)
+    for (int i = mr; i < MR; ++i) tail[(p - kv) * MR + i] = T(0);
 }
 
 // bp: the kc x nc block as NR-column micro-panels (panel q at q * kc * NR, element (p, j) at p * NR + j);
@@ -99,29 +118,48 @@ inline Vec<T> combine(Vec<T> s, const T* c, bool overwrite, const T* bias) {
   return s;
 }
 
-// The mr x nr tile of C at c gets the kc-long products of the packed panels ap and bp (see combine).
-template <class T>
+// One step of the FMA chains: acc[i][v] += a[i * kStride] * b[v * W ...], all MR rows.
+template <class T, int kStride>
+inline void fma_step(Vec<T> (&acc)[GemmShape<T>::MR][GemmShape<T>::NV], const T* a, const T* b) {
+  using V = Vec<T>;
+  using S = GemmShape<T>;
+  V bv[S::NV];
+#pragma GCC unroll 4
+  for (int v = 0; v < S::NV; ++v) bv[v] = V::load(b + v * S::W);
+#pragma GCC unroll 32
+  for (int i = 0; i < S::MR; ++i) {
+    const V ai = V::set1(a[i * kStride]);
+#pragma GCC unroll 4
+    for (int v = 0; v < S::NV; ++v) acc[i][v] = V::fma(ai, bv[v], acc[i][v]);
+  }
+}
+
+// The mr x nr tile of C at c gets the kc-long products of the packed panels ap (laid out as kLayout)
+// and bp (see combine).
+template <class T, Panel kLayout>
 inline void micro_tile(std::int64_t kc, const T* __restrict ap, const T* __restrict bp, T* c, std::int64_t ldc,
                        int mr, int nr, bool overwrite, const T* bias) {
   using V = Vec<T>;
   using S = GemmShape<T>;
   constexpr int W = S::W, NV = S::NV, MR = S::MR, NR = S::NR;
+  // A tile of C that will be read (a later KC block, or accumulating), fetched while the FMA chain
+  // runs: between KC blocks it leaves the cache. (Also fetching a tile that is only written slowed
+  // two threads by 10% at k = 128.)
+  for (int i = 0; i < mr && !overwrite; ++i) {
+    __builtin_prefetch(c + i * ldc, 1);
+    __builtin_prefetch(c + i * ldc + nr - 1, 1);
+  }
   V acc[MR][NV];
 #pragma GCC unroll 32
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[i][v] = V::zero();
-  for (std::int64_t p = 0; p < kc; ++p, ap += MR, bp += NR) {
-    V b[NV];
-#pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) b[v] = V::load(bp + v * W);
-#pragma GCC unroll 32
-    for (int i = 0; i < MR; ++i) {
-      const V ai = V::set1(ap[i]);
-#pragma GCC unroll 4
-      for (int v = 0; v < NV; ++v) acc[i][v] = V::fma(ai, b[v], acc[i][v]);
-    }
-  }
+  std::int64_t p = 0;
+  if (kLayout == Panel::row_chunks)
+    for (; p + W <= kc; p += W, ap += MR * W, bp += W * NR)
+#pragma GCC unroll 16
+      for (int q = 0; q < W; ++q) fma_step<T, W>(acc, ap + q, bp + q * NR);
+  for (; p < kc; ++p, ap += MR, bp += NR) fma_step<T, 1>(acc, ap, bp);
   if (mr == MR && nr == NR) {
 #pragma GCC unroll 32
     for (int i = 0; i < MR; ++i)
@@ -149,7 +187,7 @@ inline void micro_tile(std::int64_t kc, const T* __restrict ap, const T* __restr
 }
 
 // Rows [r0, r1) x columns [c0, c1) of C, with one thread's scratch (ap: MR x KC, bp: KC x NC).
-template <class T>
+template <class T, Panel kLayout>
 void rectangle(const MatmulArgs<T>& g, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1, T* ap,
                T* bp) {
   using S = GemmShape<T>;
@@ -165,34 +203,34 @@ void rectangle(const MatmulArgs<T>& g, std::int64_t r0, std::int64_t r1, std::in
       pack_b(g, pc, kc, jc, nc, bp);
       for (std::int64_t ir = r0; ir < r1; ir += MR) {
         const int mr = int(min_scalar<std::int64_t>(MR, r1 - ir));
-        pack_a(g, ir, mr, pc, kc, ap);
+        pack_a<T, kLayout>(g, ir, mr, pc, kc, ap);
         T* crow = g.c + ir * ldc + jc;
         for (std::int64_t jr = 0; jr < nc; jr += NR)
-          micro_tile(kc, ap, bp + jr * kc, crow + jr, ldc, mr, int(min_scalar<std::int64_t>(NR, nc - jr)),
+          micro_tile<T, kLayout>(kc, ap, bp + jr * kc, crow + jr, ldc, mr, int(min_scalar<std::int64_t>(NR, nc - jr)),
                      overwrite, bias ? bias + jr : nullptr);
       }
     }
   }
 }
 
-// tm x tn rectangles of C for up to `threads` threads: as many as there are threads (and tiles),
-// then the least packing (A is packed once per column group, B once per row group: m tn + n tm),
-// ties split rows. Independent of k, and of nothing but the sizes and the thread count.
+// tm x tn rectangles of C for up to `threads` threads: the fewest tiles for the busiest thread, then
+// the least packing (A is packed once per column group, B once per row group: m tn + n tm), then
+// rows split before columns. (128 x 128 outputs, 11 x 4 tiles: 6 + 5 rows of tiles left a thread
+// idle 9% of the time, 2 + 2 columns none.)
 struct Grid {
   int rows = 1, cols = 1;
 };
 
 inline Grid split(std::int64_t m, std::int64_t n, std::int64_t tiles_m, std::int64_t tiles_n, int threads) {
   Grid best;
-  std::int64_t best_used = 0, best_cost = 0;
-  for (int tm = threads; tm >= 1; --tm)
-    for (int tn = threads / tm; tn >= 1; --tn) {
-      if (tm > tiles_m || tn > tiles_n) continue;
-      const std::int64_t used = std::int64_t(tm) * tn, cost = m * tn + n * tm;
-      if (used > best_used || (used == best_used && cost < best_cost)) {
+  std::int64_t best_load = 0, best_packing = 0;
+  for (int tm = min_scalar<std::int64_t>(threads, tiles_m); tm >= 1; --tm)
+    for (int tn = min_scalar<std::int64_t>(threads / tm, tiles_n); tn >= 1; --tn) {
+      const std::int64_t load = (tiles_m + tm - 1) / tm * ((tiles_n + tn - 1) / tn), packing = m * tn + n * tm;
+      if (best_load == 0 || load < best_load || (load == best_load && packing < best_packing)) {
         best = {tm, tn};
-        best_used = used;
-        best_cost = cost;
+        best_load = load;
+        best_packing = packing;
       }
     }
   return best;
@@ -221,7 +259,10 @@ void matmul(const MatmulArgs<T>& g) {
     const std::int64_t r0 = tiles_m * r / grid.rows * S::MR, r1 = min_scalar(m, tiles_m * (r + 1) / grid.rows * S::MR);
     const std::int64_t c0 = tiles_n * s / grid.cols * S::NR, c1 = min_scalar(n, tiles_n * (s + 1) / grid.cols * S::NR);
     T* ap = scratch.get() + omp_get_thread_num() * (a_size + b_size);
-    rectangle(g, r0, r1, c0, c1, ap, ap + a_size);
+    if (g.a_col_stride == 1)
+      rectangle<T, Panel::row_chunks>(g, r0, r1, c0, c1, ap, ap + a_size);
+    else
+      rectangle<T, Panel::columns>(g, r0, r1, c0, c1, ap, ap + a_size);
   }
 }
 

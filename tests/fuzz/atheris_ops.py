@@ -21,7 +21,7 @@ with atheris.instrument_imports(include=["attnkit"]):
 
 DTYPES = [np.float16, np.float32, np.float64, np.int32, np.bool_, np.complex64]
 OPS = ["attention", "linear_attention", "softmax", "log_softmax", "random_fourier_features", "positions",
-       "layer_norm", "cross_entropy", "state"]
+       "layer_norm", "cross_entropy", "matmul", "state"]
 
 
 def array(fdp):
@@ -60,6 +60,9 @@ def one_input(data):
                 ops.layer_norm(a, b if fdp.ConsumeBool() else None, c if fdp.ConsumeBool() else None)
             elif op == "cross_entropy":
                 ops.cross_entropy(a, b, label_smoothing=number)
+            elif op == "matmul":
+                ops.matmul(a, b, bias=c if fdp.ConsumeBool() else None,
+                           out=np.array(c) if fdp.ConsumeBool() else None, accumulate=fdp.ConsumeBool())
             else:
                 state = attnkit.LinearAttentionState()
                 state.step(a, b, c)

@@ -73,13 +73,14 @@ def matmul(a: ArrayLike, b: ArrayLike, *, bias: ArrayLike | None = None, out: np
     if out is None:
         if accumulate:
             raise ValueError("accumulate=True adds into out, so out is required; got out=None")
-        out = np.empty((m, n), dtype)
+        out, given = np.empty((m, n), dtype), None
     else:
         _check_out(out, (m, n), dtype)
-    a, b = (_operand(x, dtype, out) for x in (a, b))
+        given = out
+    a, b = _operand(a, dtype, given), _operand(b, dtype, given)
     if bias is not None:
         bias = np.ascontiguousarray(bias, dtype=dtype)
-        bias = bias.copy() if np.may_share_memory(bias, out) else bias
+        bias = bias.copy() if given is not None and np.may_share_memory(bias, given) else bias
     _core.matmul(a, b, bias, out, accumulate)
     return out
 
@@ -101,10 +102,12 @@ def _check_out(out, shape, dtype):
                          f"address {out.ctypes.data:#x}")
 
 
-def _operand(x: np.ndarray, dtype: np.dtype, out: np.ndarray) -> np.ndarray:
+def _operand(x: np.ndarray, dtype: np.dtype, out: np.ndarray | None) -> np.ndarray:
     """``x`` as ``dtype``, read in place unless it is not aligned to whole elements (a stride or its
-    address) or it overlaps ``out`` (which the kernel writes while other threads still read it)."""
-    x = x.astype(dtype, copy=False)
-    if not x.flags.aligned or np.may_share_memory(x, out):
+    address) or it overlaps the caller's ``out`` (which the kernel writes while other threads still
+    read it)."""
+    if x.dtype != dtype:
+        return x.astype(dtype, order="C")
+    if not x.flags.aligned or (out is not None and np.may_share_memory(x, out)):
         return np.array(x, order="C")
     return x
