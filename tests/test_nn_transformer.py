@@ -1,6 +1,9 @@
 """nn.transformer: block gradients against finite differences, a tiny model that learns to copy,
 bit-identical reruns, and decoder causality."""
 
+import hashlib
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -217,3 +220,92 @@ def test_reorder_keeps_the_old_cache_valid_and_checks_indices():
         decoder.reorder(cache, np.array([0, 2]))
     with pytest.raises(ValueError, match="indices must be a 1-D integer array"):
         decoder.reorder(cache, np.array([0.0]))
+
+
+# -- defaults: bit for bit what the models computed before the block options --------------------------
+# Recorded from main at cc033c1 (before norm_first / activation / norm existed) by
+# ``python tests/test_nn_transformer.py``, under every ISA; see test_defaults_reproduce_the_recorded_outputs.
+DEFAULTS_FIXTURE = Path(__file__).parent / "fixtures" / "default-blocks-cc033c1.npz"
+
+
+def _blas_architecture():
+    from threadpoolctl import threadpool_info
+
+    return ",".join(sorted({str(info.get("architecture")) for info in threadpool_info() if info["user_api"] == "blas"}))
+
+
+def _fingerprint(outputs, name, module):
+    """Each parameter gradient projected on a fixed random vector (float64), and a digest of their bytes."""
+    grads = [g for _, _, g in module.named_parameters()]
+    outputs[name + "/grad_projections"] = np.array(
+        [np.random.default_rng(i).standard_normal(g.size) @ g.ravel().astype(np.float64) for i, g in enumerate(grads)])
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(g).tobytes() for g in grads)).hexdigest()
+    outputs[name + "/grad_sha256"] = np.array(digest)
+
+
+def _encoder_decoder_outputs(outputs, name, **options):
+    model = nn.EncoderDecoder(13, 11, 0, **options)
+    source = np.array([[3, 4, 5, 6, 7], [8, 9, 2, 0, 0]])
+    lengths, target_in = np.array([5, 3]), np.array([[1, 5, 6, 7], [1, 2, 3, 0]])
+    outputs[name + "/logits"] = model.forward(source, lengths, target_in)[0]
+    logits, cache = model.forward(source, lengths, target_in, training=True)
+    outputs[name + "/training_logits"] = logits
+    model.zero_grad()
+    model.backward(np.random.default_rng(1).standard_normal(logits.shape).astype(logits.dtype), cache)
+    _fingerprint(outputs, name, model)
+    if options.get("attention", "softmax") == "softmax":
+        for kind, maps in model.attention_weights(source, lengths, target_in).items():
+            outputs[f"{name}/attention_{kind}"] = np.stack(maps)
+    memory = model.encode(source, lengths)[0]
+    decoder = model.children["decoder"]
+    step_cache = decoder.start(memory, lengths)
+    steps = [decoder.step(model.embed_target(target_in[:, t:t + 1], offset=t), step_cache)[0] for t in range(4)]
+    outputs[name + "/steps"] = np.concatenate(steps, axis=1)
+
+
+def _classifier_outputs(outputs, name, **options):
+    model = nn.SequenceClassifier(20, 3, 0, **options)
+    ids, lengths = np.array([[2, 7, 9, 0, 0, 0], [2, 5, 6, 8, 4, 3]]), np.array([3, 6])
+    outputs[name + "/logits"] = model.forward(ids, lengths=lengths)[0]
+    logits, cache = model.forward(ids, training=True, lengths=lengths)
+    outputs[name + "/training_logits"] = logits
+    model.zero_grad()
+    model.backward(np.random.default_rng(2).standard_normal(logits.shape).astype(logits.dtype), cache)
+    _fingerprint(outputs, name, model)
+    if options.get("attention", "softmax") == "softmax":
+        outputs[name + "/attention"] = np.stack(model.attention_weights(ids, lengths=lengths))
+
+
+def _default_outputs():
+    """Outputs of default-built models (and two option sets that existed before): logits in inference and
+    training (dropout), every parameter gradient, attention maps and cached decoding steps."""
+    outputs = {}
+    _encoder_decoder_outputs(outputs, "encoder_decoder")
+    _encoder_decoder_outputs(outputs, "encoder_decoder_linear", attention="linear", positional=None,
+                             encoder_d_model=16, decoder_d_model=8, n_heads=2)
+    _encoder_decoder_outputs(outputs, "encoder_decoder_relative", positional="relative", encoder_d_model=16,
+                             decoder_d_model=16, n_heads=2)
+    _classifier_outputs(outputs, "classifier")
+    _classifier_outputs(outputs, "classifier_performer", attention="performer", positional="learned", pooling="mean")
+    return outputs
+
+
+def test_defaults_reproduce_the_recorded_outputs(isa):
+    recorded = np.load(DEFAULTS_FIXTURE)
+    same_machine = str(recorded["blas"]) == _blas_architecture()
+    for name, value in _default_outputs().items():
+        want = recorded[f"{isa}/{name}"]
+        if same_machine:
+            np.testing.assert_array_equal(value, want, err_msg=name)
+        elif not name.endswith("sha256"):  # another BLAS (or CPU) may round differently
+            np.testing.assert_allclose(value, want, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+if __name__ == "__main__":
+    from attnkit import _core
+
+    arrays = {"blas": np.array(_blas_architecture())}
+    for isa_name in _core.available_isas():
+        _core.set_isa(isa_name)
+        arrays |= {f"{isa_name}/{key}": value for key, value in _default_outputs().items()}
+    np.savez_compressed(DEFAULTS_FIXTURE, **arrays)
