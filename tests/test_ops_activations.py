@@ -1,4 +1,5 @@
-"""ops.gelu / ops.gelu_backward against the NumPy reference and finite differences, on every ISA."""
+"""ops.gelu / ops.gelu_backward, tanh and exact forms, against the NumPy reference, high-precision values
+and finite differences, on every ISA."""
 
 import numpy as np
 import pytest
@@ -12,27 +13,86 @@ from attnkit.testing.strategies import arrange, float_arrays, sequence_lengths
 
 # Sizes around the SIMD widths and past the 4096-element blocks the kernel splits work into.
 sizes = st.one_of(sequence_lengths(min_value=0), st.sampled_from((4095, 4096, 4097, 40000)))
+forms = st.sampled_from(("tanh", "none"))
+
+# x, x Phi(x) and Phi(x) + x phi(x) to 17 digits (mpmath at 40 digits): the exact form deep in its tail,
+# where Phi is tiny and a 1 - erf form would have lost every digit.
+EXACT = np.array([
+    (-37.0, -2.1184613523340934e-298, -7.8382986694185162e-297),
+    (-30.0, -1.4720141781444561e-196, -4.4160316907084944e-195),
+    (-20.0, -5.5072482372124674e-88, -1.1014360483133464e-86),
+    (-12.0, -2.1317785344932148e-32, -2.5578956616748956e-31),
+    (-5.0, -1.4332578593959696e-6, -7.1469460017922946e-6),
+    (-1.0, -0.15865525393145705, -0.083315470587686298),
+    (-0.5, -0.15426876936299345, 0.13250487534383716),
+    (0.5, 0.34573123063700655, 0.86749512465616284),
+    (3.0, 2.9959503059051097, 1.0119456472041839),
+])
 
 
-@given(x=float_arrays(last=sizes, scales=(1.0, 3.0, 10.0, 0.01, 1e3)), data=st.data())
-def test_matches_reference(isa, x, data):
+@given(x=float_arrays(last=sizes, scales=(1.0, 3.0, 10.0, 0.01, 1e3)), approximate=forms, data=st.data())
+def test_matches_reference(isa, x, approximate, data):
     before = x.copy()
-    y = ops.gelu(x)
-    assert_allclose(y, reference.gelu(x), magnitude=max(1.0, float(np.abs(x).max(initial=0.0))))
+    y = ops.gelu(x, approximate=approximate)
+    magnitude = max(1.0, float(np.abs(x).max(initial=0.0)))
+    assert_allclose(y, reference.gelu(x, approximate=approximate), magnitude=magnitude)
     dy = data.draw(arrange(np.random.default_rng(x.size).standard_normal(x.shape).astype(x.dtype)))
-    dx = ops.gelu_backward(x, dy)
+    dx = ops.gelu_backward(x, dy, approximate=approximate)
     # gelu' peaks at ~1.13 and its slope at ~0.8 |x| e^(-x^2/2): the error scales with |dy| |x|.
     magnitude = float(np.abs(dy).max(initial=0.0)) * max(1.0, float(np.abs(x).max(initial=0.0)))
-    assert_allclose(dx, reference.gelu_backward(x, dy), magnitude=magnitude)
+    assert_allclose(dx, reference.gelu_backward(x, dy, approximate=approximate), magnitude=magnitude)
     assert_array_equal(x, before)
 
 
+@given(x=st.lists(st.one_of(st.floats(-40, 40), st.floats(allow_nan=True, allow_infinity=True)), max_size=40),
+       dtype=st.sampled_from((np.float32, np.float64)))
+def test_exact_form_keeps_relative_precision_everywhere(isa, x, dtype):
+    # Huge, tiny, negative and non-finite values, relative error, except where the result is subnormal.
+    with np.errstate(over="ignore"):
+        x = np.array(x, dtype=dtype)
+    y, dx = ops.gelu(x, approximate="none"), ops.gelu_backward(x, np.ones_like(x), approximate="none")
+    want_y = reference.gelu(x.astype(np.float64), approximate="none")
+    want_dx = reference.gelu_backward(x.astype(np.float64), np.ones(x.shape), approximate="none")
+    # The float64 reference rounds x^2 (in exp) and -x / sqrt 2 (in erfc): up to x^2 ulps of its own
+    # while |x| < 40 (beyond, every result is 0, x or 1 exactly); test_exact_form_matches_high_precision_values
+    # checks the kernel there to 4 ulps.
+    with np.errstate(over="ignore"):
+        rtol = 8 * np.finfo(dtype).eps + np.minimum(x.astype(np.float64) ** 2, 40.0**2) * 2.0**-52
+    tiny = float(np.finfo(dtype).tiny)
+    assert_close_elementwise(y, want_y, rtol, tiny)
+    # gelu' crosses zero at x = -0.75: there its error is absolute, below eps.
+    assert_close_elementwise(dx, want_dx, rtol, max(tiny, float(np.finfo(dtype).eps)))
+
+
+def assert_close_elementwise(actual, desired, rtol, atol):
+    """|actual - desired| <= atol + rtol |desired| entry by entry (rtol an array); NaN and inf where desired
+    has them."""
+    desired = desired.astype(actual.dtype)
+    assert_array_equal(np.isnan(actual), np.isnan(desired))
+    finite = np.isfinite(desired)
+    assert_array_equal(actual[~finite], desired[~finite])
+    error = np.abs(actual[finite].astype(np.float64) - desired[finite])
+    bound = atol + rtol[finite] * np.abs(desired[finite].astype(np.float64))
+    assert np.all(error <= bound), f"worst at x index {np.argmax(error - bound)}: {error.max()} > {bound}"
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exact_form_matches_high_precision_values(isa, dtype):
+    x, want_y, want_dx = EXACT.T
+    normal = np.abs(want_dx) >= np.finfo(dtype).tiny
+    x, want_y, want_dx = x[normal].astype(dtype), want_y[normal].astype(dtype), want_dx[normal].astype(dtype)
+    ulp = np.finfo(dtype).eps
+    np.testing.assert_allclose(ops.gelu(x, approximate="none"), want_y, rtol=4 * ulp, atol=0)
+    np.testing.assert_allclose(ops.gelu_backward(x, np.ones_like(x), approximate="none"), want_dx, rtol=4 * ulp, atol=0)
+
+
 @given(shape=st.lists(st.integers(1, 6), max_size=3), seed=st.integers(0, 2**32 - 1),
-       scale=st.sampled_from((1.0, 3.0)))
-def test_backward_matches_finite_differences(isa, shape, seed, scale):
+       scale=st.sampled_from((1.0, 3.0)), approximate=forms)
+def test_backward_matches_finite_differences(isa, shape, seed, scale, approximate):
     rng = np.random.default_rng(seed)
     x, w = np.array(scale * rng.standard_normal(shape)), rng.standard_normal(shape)
-    check_grad(lambda x: np.sum(ops.gelu(x) * w), {"x": x}, {"x": ops.gelu_backward(x, w)})
+    check_grad(lambda x: np.sum(ops.gelu(x, approximate=approximate) * w), {"x": x},
+               {"x": ops.gelu_backward(x, w, approximate=approximate)})
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -48,6 +108,20 @@ def test_known_values_and_extremes(isa, dtype):
     assert_array_equal(dx[[3, 5, 7]], 1.0)  # finite for huge x: no inf * 0
     assert np.all(np.abs(dx[[4, 6, 8]]) < 1e-35)
     assert np.isnan(dx[9])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exact_form_extremes(isa, dtype):
+    x = np.array([0.0, -0.0, 1e4, -1e4, 1e30, -1e30, np.inf, -np.inf, np.nan], dtype=dtype)
+    y = ops.gelu(x, approximate="none")
+    assert_array_equal(y[[0, 2, 4, 6]], x[[0, 2, 4, 6]])  # gelu(x) = x for large x, +inf included
+    assert_array_equal(y[[3, 5, 7]], 0.0)  # -> 0 for very negative x, -inf included (no -inf * 0)
+    assert y[1] == 0.0 and np.isnan(y[8])
+    dx = ops.gelu_backward(x, np.ones_like(x), approximate="none")
+    assert_array_equal(dx, [0.5, 0.5, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0, np.nan])
+    # The two forms differ by less than 5e-4.
+    grid = np.linspace(-8, 8, 4001, dtype=dtype)
+    assert np.abs(ops.gelu(grid, approximate="none") - ops.gelu(grid)).max() < 5e-4
 
 
 def test_dtypes_and_shapes(isa):
@@ -66,3 +140,8 @@ def test_rejects_bad_arguments():
         ops.gelu_backward(np.ones(3), np.ones(3, np.int64))
     with pytest.raises(ValueError, match=r"dy must have the shape of x \(3,\), got \(1, 3\)"):
         ops.gelu_backward(np.ones(3), np.ones((1, 3)))
+    for bad in ("exact", None, True, ["none"]):
+        with pytest.raises(ValueError, match=r"approximate must be one of \('tanh', 'none'\), got"):
+            ops.gelu(np.ones(3), approximate=bad)
+        with pytest.raises(ValueError, match="approximate must be one of"):
+            ops.gelu_backward(np.ones(3), np.ones(3), approximate=bad)

@@ -1,8 +1,11 @@
-// GELU (tanh form) forward and backward (see attnkit/gelu.h), elementwise in blocks, blocks in
-// parallel. tanh is built from exp: (1 + tanh u) / 2 = sigmoid(2u) = 1 / (1 + e), e = exp(-2u), so
+// GELU forward and backward (see attnkit/gelu.h), elementwise in blocks, blocks in parallel.
+// The tanh form builds tanh from exp: (1 + tanh u) / 2 = sigmoid(2u) = 1 / (1 + e), e = exp(-2u), so
 //   y = x / (1 + e),   gelu'(x) = s (1 + 2 x u' (1 - s)),  s = 1 / (1 + e),  1 - s = e s,
 // with u = c (x + k x^3), u' = c (1 + 3 k x^2). This form never subtracts nearly equal numbers (the
 // textbook 0.5 x (1 + tanh u) loses the low digits of y for negative x).
+// The exact (erf) form takes Q = Phi(-|x|) = g m and g from normal_tail (simd.h), so again nothing cancels:
+//   y = x Phi(x) = max(x, 0) - |x| Q                   (Phi(x) = Q for x < 0, 1 - Q otherwise; Q <= 1/2)
+//   gelu'(x) = Phi(x) + x phi(x) = D or 1 - D,  D = g (m - |x| / sqrt(2 pi))
 #include <algorithm>
 
 #include "attnkit/isa.h"
@@ -60,39 +63,76 @@ Vec<T> gelu_grad_lanes(Vec<T> x, Vec<T> dy) {
   return zero_where_saturated(dy * (s * V::fma(two_x_du, e * s, one)), z);
 }
 
-constexpr std::int64_t kBlock = 1 << 12;  // elements per parallel work item
-
-}  // namespace
+// |x| clamped to a bound past which Phi(x) is exactly 0 or 1 (normal_tail needs finite input); NaN stays.
+template <class T>
+Vec<T> abs_clamped(Vec<T> x) {
+  using V = Vec<T>;
+  return V::min(V::set1(T(64)), V::abs(x));
+}
 
 template <class T>
-void gelu(const GeluArgs<T>& a) {
-  const std::int64_t n = a.n, blocks = (n + kBlock - 1) / kBlock;
-  const T* x = a.x;
-  T* out = a.out;
+Vec<T> gelu_exact_lanes(Vec<T> x) {
+  using V = Vec<T>;
+  const V u = abs_clamped(x);
+  V g, m;
+  normal_tail(u, g, m);
+  return V::fma(V::zero() - u, g * m, V::max(V::zero(), x));  // +inf - 64 * 0 = +inf; -inf gives 0
+}
+
+template <class T>
+Vec<T> gelu_exact_grad_lanes(Vec<T> x, Vec<T> dy) {
+  using V = Vec<T>;
+  const V one = V::set1(T(1));
+  const V u = abs_clamped(x);
+  V g, m;
+  normal_tail(u, g, m);
+  const V d = g * V::fma(u, V::set1(T(-0.398942280401432677940)), m);  // 1 / sqrt(2 pi)
+  const V nonnegative = V::zero_below(one, x, V::zero());               // 1 where x >= 0 (or NaN), else 0
+  return dy * V::fma(one - (nonnegative + nonnegative), d, nonnegative);  // D or 1 - D
+}
+
+constexpr std::int64_t kBlock = 1 << 12;  // elements per parallel work item
+
+// out[i] = lanes(x[i]...) over n elements, blocks of kBlock in parallel.
+template <class T, class F>
+void elementwise(std::int64_t n, F&& lanes) {
+  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
   // Below ~32k elements a parallel region costs more than it saves.
   const int threads = n >= (1 << 15) ? kernel_threads() : 1;
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t b = 0; b < blocks; ++b) {
     const std::int64_t first = b * kBlock, count = std::min(kBlock, n - first);
-    for_each_lane<T>(count, [&](std::int64_t j, int lanes) {
-      store_partial(gelu_lanes(load_partial(x + first + j, lanes)), out + first + j, lanes);
+    for_each_lane<T>(count, [&](std::int64_t j, int width) { lanes(first + j, width); });
+  }
+}
+
+}  // namespace
+
+template <class T>
+void gelu(const GeluArgs<T>& a) {
+  const T* x = a.x;
+  T* out = a.out;
+  if (a.exact) {
+    elementwise<T>(a.n, [=](std::int64_t i, int w) {
+      store_partial(gelu_exact_lanes(load_partial(x + i, w)), out + i, w);
     });
+  } else {
+    elementwise<T>(a.n, [=](std::int64_t i, int w) { store_partial(gelu_lanes(load_partial(x + i, w)), out + i, w); });
   }
 }
 
 template <class T>
 void gelu_backward(const GeluArgs<T>& a) {
-  const std::int64_t n = a.n, blocks = (n + kBlock - 1) / kBlock;
   const T* x = a.x;
   const T* dy = a.dy;
   T* out = a.out;
-  const int threads = n >= (1 << 15) ? kernel_threads() : 1;
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t first = b * kBlock, count = std::min(kBlock, n - first);
-    for_each_lane<T>(count, [&](std::int64_t j, int lanes) {
-      const std::int64_t i = first + j;
-      store_partial(gelu_grad_lanes(load_partial(x + i, lanes), load_partial(dy + i, lanes)), out + i, lanes);
+  if (a.exact) {
+    elementwise<T>(a.n, [=](std::int64_t i, int w) {
+      store_partial(gelu_exact_grad_lanes(load_partial(x + i, w), load_partial(dy + i, w)), out + i, w);
+    });
+  } else {
+    elementwise<T>(a.n, [=](std::int64_t i, int w) {
+      store_partial(gelu_grad_lanes(load_partial(x + i, w), load_partial(dy + i, w)), out + i, w);
     });
   }
 }

@@ -1,5 +1,6 @@
-// GELU, tanh form (as GPT-2 and BERT): y = x / 2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))),
-// and its derivative for the backward: dx = dy * gelu'(x). Elementwise over n values.
+// GELU, tanh form (GPT-2): y = x / 2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), or with `exact`
+// the erf form (BERT, torch's approximate="none"): y = x Phi(x) = x / 2 (1 + erf(x / sqrt 2)); and
+// the derivative for the backward: dx = dy * gelu'(x). Elementwise over n values.
 #pragma once
 #include <cstdint>
 
@@ -11,6 +12,7 @@ struct GeluArgs {
   const T* dy = nullptr;  // backward only
   T* out;                 // y (forward) or dx (backward); may alias x or dy
   std::int64_t n = 0;
+  bool exact = false;  // the erf form
 };
 
 }  // namespace attnkit

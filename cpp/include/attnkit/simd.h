@@ -479,6 +479,69 @@ inline void sincos(Vec<T> x, Vec<T>& s, Vec<T>& c) {
   }
 }
 
+// s = a * a rounded, and the rounding error e: a * a = s + e exactly. One fused multiply-add where
+// Vec::fma is fused; elsewhere Dekker's product of Veltkamp halves (each partial product is exact).
+template <class T>
+inline Vec<T> square_error(Vec<T> a, Vec<T> s) {
+  using V = Vec<T>;
+#if defined(__FMA__)
+  return V::fma(a, a, V::zero() - s);
+#else
+  constexpr T splitter = sizeof(T) == 4 ? T(4097) : T(134217729);  // 2^12 + 1, 2^27 + 1
+  const V p = a * V::set1(splitter);
+  const V hi = p - (p - a), lo = a - hi;
+  return ((hi * hi - s) + (hi + hi) * lo) + lo * lo;
+#endif
+}
+
+// Coefficients of H in normal_tail, lowest degree first, from tools/fit_normal_tail.py (a truncated
+// Chebyshev series: relative error below 1.4e-8 in float, 4e-17 in double).
+template <class T>
+struct NormalTailConst;
+template <>
+struct NormalTailConst<float> {
+  static constexpr float c = 3.0f;
+  static constexpr std::array<float, 12> h = {
+      2.43027898e-1f, 1.69777328e-1f, 7.66724471e-2f,  1.57543215e-2f,  -3.48610422e-3f, -2.32406762e-3f,
+      3.35749180e-4f, 3.48258998e-4f, -7.14258179e-5f, -5.12887781e-5f, 1.18168794e-5f,  5.06782759e-6f};
+};
+template <>
+struct NormalTailConst<double> {
+  static constexpr double c = 3.0;
+  static constexpr std::array<double, 26> h = {
+      2.4302789671112434e-1,  1.6977732730582984e-1,  7.6672573324865868e-2,  1.5754341714322772e-2,
+      -3.4876223409811036e-3, -2.3242070801310679e-3, 3.4253075014525249e-4,  3.4860954074712621e-4,
+      -8.5525080330653334e-5, -5.1464821936353175e-5, 2.6270640279480370e-5,  4.4153566987804313e-6,
+      -6.8952563708333204e-6, 1.1724750367055459e-6,  1.2100642432818414e-6,  -7.5168823827094812e-7,
+      9.0054075405236262e-9,  1.9618897391402312e-7,  -9.9140948625444499e-8, -1.1347900913402393e-8,
+      3.8272821315926829e-8,  -1.1496482989488597e-8, -7.5461872572184859e-9, 4.3538405734901106e-9,
+      6.6283684053872521e-10, -5.6766556106288758e-10};
+};
+
+// The lower tail of the standard normal distribution for every lane u >= 0, in two factors:
+//   Phi(-u) = g m,  phi(u) = g / sqrt(2 pi),  g = exp(-u^2 / 2),  m = Phi(-u) exp(u^2 / 2) = t H(y),
+// t = c / (c + u), y = (c - u) / (c + u) in (-1, 1], H a polynomial (an erfc-type form: no 1 - erf
+// cancellation, so Phi(-u) keeps its relative precision as it shrinks). Rounding u^2 would cost
+// u^2 / 2 ulps of g (700 at u = 37), so u^2 = s + e is split exactly and g = exp(-s/2) (1 - e/2).
+// g is 0 (not subnormal) once Phi(-u) is below the smallest normal number: u > 13.2 in float, 37.5 in
+// double. NaN gives NaN; u must be finite (beyond 40 nothing changes, so callers clamp there).
+template <class T>
+inline void normal_tail(Vec<T> u, Vec<T>& g, Vec<T>& m) {
+  using V = Vec<T>;
+  using C = NormalTailConst<T>;
+  const V s = u * u;
+  const V e = square_error(u, s);
+  const V g0 = exp(s * V::set1(T(-0.5)));
+  g = V::fma(g0, e * V::set1(T(-0.5)), g0);
+  const V c = V::set1(C::c);
+  const V inv = V::set1(T(1)) / (c + u);
+  const V y = (c - u) * inv;
+  constexpr int n = int(C::h.size());
+  V p = V::set1(C::h[n - 1]);
+  for (int i = n - 2; i >= 0; --i) p = V::fma(p, y, V::set1(C::h[i]));
+  m = (c * inv) * p;
+}
+
 template <class T>
 inline T exp_scalar(T x) {
   using V = Vec<T>;
