@@ -1,5 +1,5 @@
-"""ops.layer_norm / ops.layer_norm_backward against the NumPy reference and finite differences,
-on every ISA."""
+"""ops.layer_norm / ops.layer_norm_backward and ops.rms_norm / ops.rms_norm_backward against the NumPy
+reference and finite differences, on every ISA."""
 
 import numpy as np
 import pytest
@@ -156,5 +156,121 @@ def test_dtypes_and_shapes(isa):
     ],
 )
 def test_rejects_bad_arguments(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+# -- RMS normalisation ---------------------------------------------------------------------------------
+
+
+def rms_conditioning(x, eps):
+    """max |x| / rms of the rows: the output's error is relative to the rms, the inputs' to |x|."""
+    x = x.astype(np.float64)
+    rms = np.sqrt((x * x).mean(axis=-1) + eps)
+    return float((np.abs(x).max(axis=-1, initial=0.0) / rms).max(initial=0.0)) + 1.0
+
+
+@given(problem=layer_norm_problems())
+def test_rms_forward_matches_reference(isa, problem):
+    x, gamma, eps = (problem[k] for k in ("x", "gamma", "eps"))
+    before = x.copy()
+    y, rstd = ops.rms_norm(x, gamma, eps, return_stats=True)
+    ref_y, ref_rstd = reference.rms_norm(x, gamma, eps, return_stats=True)
+    scale = 1.0 if gamma is None else float(np.abs(gamma).max())
+    assert_allclose(y, ref_y, magnitude=scale * rms_conditioning(x, eps))
+    assert_allclose(rstd, ref_rstd, magnitude=float(ref_rstd.max(initial=0.0)))
+    assert_allclose(ops.rms_norm(x, gamma, eps), y)
+    assert_array_equal(x, before)
+
+
+@given(problem=layer_norm_problems())
+def test_rms_backward_matches_reference(isa, problem):
+    x, gamma, eps, dy = (problem[k] for k in ("x", "gamma", "eps", "dy"))
+    _, rstd = ops.rms_norm(x, gamma, eps, return_stats=True)
+    dx, dgamma = ops.rms_norm_backward(dy, x, gamma, rstd)
+    ref_dx, ref_dgamma = reference.rms_norm_backward(dy, x, gamma, rstd)
+    g = np.abs(dy) if gamma is None else np.abs(dy * gamma)
+    cond = rms_conditioning(x, eps)
+    rows = np.abs(dy).reshape(-1, x.shape[-1])
+    assert_allclose(dx, ref_dx, magnitude=float(rstd.max(initial=0.0)) * cond * float(g.sum(axis=-1).max(initial=0.0)))
+    assert_allclose(dgamma, ref_dgamma, magnitude=cond * float(rows.sum(axis=0).max(initial=0.0)))
+
+
+@given(problem=layer_norm_problems(layouts=False), data=st.data())
+def test_rms_backward_matches_finite_differences(isa, problem, data):
+    x = problem["x"].astype(np.float64).reshape(-1, problem["x"].shape[-1])[:6, :12].copy()
+    n = x.shape[-1]
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    gamma, w = rng.standard_normal(n), rng.standard_normal(x.shape)
+    eps = problem["eps"]
+    _, rstd = ops.rms_norm(x, gamma, eps, return_stats=True)
+    dx, dgamma = ops.rms_norm_backward(w, x, gamma, rstd)
+    check_grad(lambda x, gamma: np.sum(ops.rms_norm(x, gamma, eps) * w), {"x": x, "gamma": gamma},
+               {"x": dx, "gamma": dgamma})
+    dx, dgamma = ops.rms_norm_backward(w, x, None, rstd)  # the gradient of an implicit scale 1
+    ones = np.ones(n)
+    check_grad(lambda x, ones: np.sum(ops.rms_norm(x, ones, eps) * w), {"x": x, "ones": ones},
+               {"x": dx, "ones": dgamma})
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_rms_many_rows_run_threaded(isa, dtype):
+    rng = np.random.default_rng(6)
+    x, dy = rng.standard_normal((4096, 96)).astype(dtype), rng.standard_normal((4096, 96)).astype(dtype)
+    gamma = rng.standard_normal(96).astype(dtype)
+    y, rstd = ops.rms_norm(x, gamma, return_stats=True)
+    assert_allclose(y, reference.rms_norm(x, gamma), magnitude=10.0)
+    got = ops.rms_norm_backward(dy, x, gamma, rstd)
+    for a, b, magnitude in zip(got, reference.rms_norm_backward(dy, x, gamma, rstd), (10.0, 4096.0)):
+        assert_allclose(a, b, magnitude=magnitude)
+
+
+def test_rms_known_values(isa):
+    y, rstd = ops.rms_norm(np.array([[3.0, -4.0], [0.0, 0.0]]), eps=1e-300, return_stats=True)
+    assert_allclose(y[0], np.array([3.0, -4.0]) / np.sqrt(12.5))
+    assert_array_equal(y[1], 0.0)  # a zero row stays zero
+    assert_allclose(rstd[0], np.array(1 / np.sqrt(12.5)))
+    # Not centred: a constant row normalises to +-1, not to 0 as in layer normalisation.
+    assert_allclose(ops.rms_norm(np.full((1, 4), -2.0), eps=0.0), np.full((1, 4), -1.0))
+    assert_allclose(ops.rms_norm(np.array([1.0, 1.0]), [2.0, 0.5], eps=0.0), np.array([2.0, 0.5]))
+    # Scaling a row is invisible to the output, so the gradient along x itself is zero.
+    x = np.array([[1.0, 2.0, -2.0]])
+    _, rstd = ops.rms_norm(x, eps=0.0, return_stats=True)
+    dx, dgamma = ops.rms_norm_backward(x, x, None, rstd)
+    np.testing.assert_allclose(dx, 0.0, atol=1e-15)
+    assert_allclose(dgamma, x[0] ** 2 * rstd[0])
+
+
+def test_rms_dtypes_and_shapes(isa):
+    x = np.ones((2, 3, 4), np.float32)
+    y, rstd = ops.rms_norm(x, return_stats=True)
+    assert y.dtype == np.float32 and y.shape == (2, 3, 4) and rstd.shape == (2, 3)
+    assert ops.rms_norm(x, np.ones(4)).dtype == np.float64
+    assert ops.rms_norm(x.astype(np.float16)).dtype == np.float32
+    assert ops.rms_norm(np.zeros((0, 5))).shape == (0, 5)
+    dx, dgamma = ops.rms_norm_backward(np.zeros((0, 5)), np.zeros((0, 5)), None, np.zeros(0))
+    assert dx.shape == (0, 5) and dgamma.shape == (5,) and not dgamma.any()
+    assert ops.rms_norm(np.array([1.0, 2.0])).shape == (2,)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda: ops.rms_norm(np.zeros((2, 0))), ValueError, "at least one feature"),
+        (lambda: ops.rms_norm(np.zeros((2, 3)), np.ones(4)), ValueError, r"gamma must have shape \(n,\) = \(3,\)"),
+        (lambda: ops.rms_norm(np.zeros((2, 3)), eps=-1.0), ValueError, "eps must be >= 0"),
+        (lambda: ops.rms_norm(np.zeros((2, 3)), eps=np.inf), ValueError, "eps"),
+        (lambda: ops.rms_norm(np.zeros((2, 3)), return_stats=1), TypeError, "return_stats must be a bool"),
+        (lambda: ops.rms_norm(np.zeros((2, 3), np.int32)), TypeError, "x"),
+        (lambda: ops.rms_norm(np.float64(1.0)), ValueError, "x"),
+        (lambda: ops.rms_norm_backward(np.zeros((2, 4)), np.zeros((2, 3)), None, np.ones(2)),
+         ValueError, r"dy must have the shape of x \(2, 3\)"),
+        (lambda: ops.rms_norm_backward(np.zeros((2, 3)), np.zeros((2, 3)), None, np.ones(3)),
+         ValueError, r"rstd must have the shape of x without its last axis, \(2,\)"),
+        (lambda: ops.rms_norm_backward(np.zeros((2, 3)), np.zeros((2, 3)), np.ones(2), np.ones(2)),
+         ValueError, "gamma"),
+    ],
+)
+def test_rms_rejects_bad_arguments(call, error, match):
     with pytest.raises(error, match=match):
         call()

@@ -242,3 +242,31 @@ def test_gelu_by_hand_and_by_finite_differences():
     assert reference.gelu(np.float32(1.0)).dtype == np.float32
     w = np.random.default_rng(7).normal(size=17)
     check_grad(lambda x: np.sum(reference.gelu(x) * w), {"x": x}, {"x": reference.gelu_backward(x, w)})
+
+
+def test_exact_gelu_by_hand_and_by_finite_differences():
+    x = np.linspace(-4, 4, 17)
+    phi = 0.5 * (1 + np.vectorize(math.erf)(x / np.sqrt(2)))
+    assert_allclose(reference.gelu(x, approximate="none"), x * phi, rtol=1e-15, atol=1e-16)
+    assert_allclose(reference.gelu(1.0, approximate="none"), 0.8413447460685429, rtol=1e-15)  # Phi(1)
+    # The tail keeps its relative precision (erfc, no 1 - erf): gelu(-10) = -10 Phi(-10).
+    assert_allclose(reference.gelu(-10.0, approximate="none"), -7.619853024160527e-23, rtol=1e-14)
+    assert_array_equal(reference.gelu([np.inf, -np.inf, np.nan], approximate="none"), [np.inf, 0.0, np.nan])
+    assert_array_equal(reference.gelu_backward([np.inf, -np.inf, 0.0], np.ones(3), approximate="none"), [1, 0, 0.5])
+    assert reference.gelu(np.float32(1.0), approximate="none").dtype == np.float32
+    w = np.random.default_rng(8).normal(size=17)
+    check_grad(lambda x: np.sum(reference.gelu(x, approximate="none") * w), {"x": x},
+               {"x": reference.gelu_backward(x, w, approximate="none")})
+
+
+def test_rms_norm_by_hand_and_by_finite_differences():
+    y, rstd = reference.rms_norm(np.array([[3.0, -4.0]]), eps=0.0, return_stats=True)
+    assert_allclose(rstd, [1 / np.sqrt(12.5)])
+    assert_allclose(y, [[3 / np.sqrt(12.5), -4 / np.sqrt(12.5)]])
+    assert_allclose(reference.rms_norm(np.array([1.0, 1.0]), [2.0, -1.0], eps=0.0), [2.0, -1.0])
+    rng = np.random.default_rng(9)
+    x, gamma, w = rng.normal(size=(3, 4)), rng.normal(size=4), rng.normal(size=(3, 4))
+    _, rstd = reference.rms_norm(x, gamma, return_stats=True)
+    dx, dgamma = reference.rms_norm_backward(w, x, gamma, rstd)
+    check_grad(lambda x, gamma: np.sum(reference.rms_norm(x, gamma) * w), {"x": x, "gamma": gamma},
+               {"x": dx, "gamma": dgamma})

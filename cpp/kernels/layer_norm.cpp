@@ -1,6 +1,7 @@
 // Layer normalisation forward (see attnkit/layer_norm.h). Per row: mean, then the variance as the
 // mean of squared deviations (two passes: exact for rows far from zero, where E[x^2] - mean^2 would
-// cancel), then the normalised, scaled and shifted output; rows in parallel.
+// cancel), then the normalised, scaled and shifted output; rows in parallel. RMS normalisation is the
+// same with the mean pass skipped and the mean taken as 0.
 #include <cmath>
 
 #include "attnkit/isa.h"
@@ -13,13 +14,9 @@ namespace ATTNKIT_KERNEL_NS {
 namespace {
 
 template <class T>
-void layer_norm_row(const LayerNormArgs<T>& a, std::int64_t r) {
+T row_mean(const T* x, std::int64_t n) {
   using V = Vec<T>;
   constexpr int W = V::W;
-  const std::int64_t n = a.n;
-  const T* x = a.x + r * n;
-  T* y = a.y + r * n;
-
   V acc0 = V::zero(), acc1 = V::zero();
   std::int64_t j = 0;
   for (; j + 2 * W <= n; j += 2 * W) {
@@ -29,12 +26,22 @@ void layer_norm_row(const LayerNormArgs<T>& a, std::int64_t r) {
   for (; j + W <= n; j += W) acc0 = acc0 + V::load(x + j);
   T sum = (acc0 + acc1).reduce_add();
   for (; j < n; ++j) sum += x[j];
-  const T mean = sum / T(n);
+  return sum / T(n);
+}
 
+template <class T>
+void layer_norm_row(const LayerNormArgs<T>& a, std::int64_t r) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  const std::int64_t n = a.n;
+  const T* x = a.x + r * n;
+  T* y = a.y + r * n;
+
+  const T mean = a.rms ? T(0) : row_mean(x, n);
   const V vmean = V::set1(mean);
-  acc0 = V::zero();
-  acc1 = V::zero();
-  for (j = 0; j + 2 * W <= n; j += 2 * W) {
+  V acc0 = V::zero(), acc1 = V::zero();
+  std::int64_t j = 0;
+  for (; j + 2 * W <= n; j += 2 * W) {
     const V d0 = V::load(x + j) - vmean, d1 = V::load(x + j + W) - vmean;
     acc0 = V::fma(d0, d0, acc0);
     acc1 = V::fma(d1, d1, acc1);

@@ -24,7 +24,7 @@ void layer_norm_backward_row(const LayerNormBackwardArgs<T>& a, std::int64_t r, 
   const T* dy = a.dy + r * n;
   const T* gamma = a.gamma;
   T* dx = a.dx + r * n;
-  const T mean = a.mean[r], rstd = a.rstd[r];
+  const T mean = a.rms ? T(0) : a.mean[r], rstd = a.rstd[r];
   const V vmean = V::set1(mean), vrstd = V::set1(rstd);
 
   V acc_g = V::zero(), acc_gx = V::zero();
@@ -52,8 +52,8 @@ void layer_norm_backward_row(const LayerNormBackwardArgs<T>& a, std::int64_t r, 
     }
   }
 
-  // dx = rstd g - rstd mean(g) - xhat rstd mean(g xhat)
-  const T shift = -rstd * sum_g / T(n), slope = -rstd * sum_gx / T(n);
+  // dx = rstd g - rstd mean(g) - xhat rstd mean(g xhat); RMS normalisation has no mean(g) term
+  const T shift = a.rms ? T(0) : -rstd * sum_g / T(n), slope = -rstd * sum_gx / T(n);
   const V vshift = V::set1(shift), vslope = V::set1(slope);
   for (j = 0; j + W <= n; j += W) {
     const V xhat = (V::load(x + j) - vmean) * vrstd;

@@ -1,4 +1,5 @@
-// Bindings of the layer normalisation kernels, forward and backward.
+// Bindings of the layer normalisation kernels, forward and backward, and of RMS normalisation (the same
+// kernels with the mean fixed at 0).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -76,6 +77,47 @@ void layer_norm_backward(CArray<T> dy, CArray<T> x, const py::object& gamma, CAr
   active_kernels().get<T>().layer_norm_backward(a);
 }
 
+template <class T>
+void rms_norm(CArray<T> x, const py::object& gamma, CArray<T> y, const py::object& rstd, double eps) {
+  require(x.ndim() == 2, "x must be 2-D (rows, n)");
+  const auto rows = x.shape(0), n = x.shape(1);
+  require(y.ndim() == 2 && y.shape(0) == rows && y.shape(1) == n, "y must have the shape of x");
+  LayerNormArgs<T> a;
+  a.x = x.data();
+  a.gamma = optional_input<T>(gamma, n, "gamma");
+  a.y = y.mutable_data();
+  a.rstd = optional_output<T>(rstd, rows, "rstd");
+  a.rows = rows;
+  a.n = n;
+  a.eps = T(eps);
+  a.rms = true;
+  py::gil_scoped_release release;
+  active_kernels().get<T>().layer_norm(a);
+}
+
+template <class T>
+void rms_norm_backward(CArray<T> dy, CArray<T> x, const py::object& gamma, CArray<T> rstd, CArray<T> dx,
+                       const py::object& dgamma) {
+  require(x.ndim() == 2, "x must be 2-D (rows, n)");
+  const auto rows = x.shape(0), n = x.shape(1);
+  for (const auto* arr : {&dy, &dx})
+    require(arr->ndim() == 2 && arr->shape(0) == rows && arr->shape(1) == n, "dy and dx must have the shape of x");
+  require(rstd.ndim() == 1 && rstd.shape(0) == rows, "rstd must be (rows,)");
+  LayerNormBackwardArgs<T> a;
+  a.dy = dy.data();
+  a.x = x.data();
+  a.gamma = optional_input<T>(gamma, n, "gamma");
+  a.mean = nullptr;
+  a.rstd = rstd.data();
+  a.dx = dx.mutable_data();
+  a.dgamma = optional_output<T>(dgamma, n, "dgamma");
+  a.rows = rows;
+  a.n = n;
+  a.rms = true;
+  py::gil_scoped_release release;
+  active_kernels().get<T>().layer_norm_backward(a);
+}
+
 }  // namespace
 
 void bind_layer_norm(py::module_& m) {
@@ -86,6 +128,10 @@ void bind_layer_norm(py::module_& m) {
     m.def("layer_norm_backward", &layer_norm_backward<T>, py::arg("dy").noconvert(), py::arg("x").noconvert(),
           py::arg("gamma"), py::arg("mean").noconvert(), py::arg("rstd").noconvert(), py::arg("dx").noconvert(),
           py::arg("dgamma"), py::arg("dbeta"));
+    m.def("rms_norm", &rms_norm<T>, py::arg("x").noconvert(), py::arg("gamma"), py::arg("y").noconvert(),
+          py::arg("rstd"), py::arg("eps"));
+    m.def("rms_norm_backward", &rms_norm_backward<T>, py::arg("dy").noconvert(), py::arg("x").noconvert(),
+          py::arg("gamma"), py::arg("rstd").noconvert(), py::arg("dx").noconvert(), py::arg("dgamma"));
   });
 }
 

@@ -8,7 +8,7 @@ import typing
 import numpy
 import numpy.typing
 
-__all__: list[str] = ['attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_isa', 'get_num_threads', 'layer_norm', 'layer_norm_backward', 'positions', 'projected_random_features', 'random_features', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward']
+__all__: list[str] = ['attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_isa', 'get_num_threads', 'layer_norm', 'layer_norm_backward', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward']
 @typing.overload
 def attention(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float32], lse: typing.Any) -> None:
     ...
@@ -52,16 +52,16 @@ def cross_entropy(logits: numpy.typing.NDArray[numpy.float32], targets: numpy.ty
 def cross_entropy(logits: numpy.typing.NDArray[numpy.float64], targets: numpy.typing.NDArray[numpy.int64], weight: typing.Any, loss: numpy.typing.NDArray[numpy.float64], dlogits: typing.Any, ignore_index: typing.SupportsInt | typing.SupportsIndex, label_smoothing: typing.SupportsFloat | typing.SupportsIndex) -> None:
     ...
 @typing.overload
-def gelu(x: numpy.typing.NDArray[numpy.float32], out: numpy.typing.NDArray[numpy.float32]) -> None:
+def gelu(x: numpy.typing.NDArray[numpy.float32], out: numpy.typing.NDArray[numpy.float32], exact: bool) -> None:
     ...
 @typing.overload
-def gelu(x: numpy.typing.NDArray[numpy.float64], out: numpy.typing.NDArray[numpy.float64]) -> None:
+def gelu(x: numpy.typing.NDArray[numpy.float64], out: numpy.typing.NDArray[numpy.float64], exact: bool) -> None:
     ...
 @typing.overload
-def gelu_backward(x: numpy.typing.NDArray[numpy.float32], dy: numpy.typing.NDArray[numpy.float32], dx: numpy.typing.NDArray[numpy.float32]) -> None:
+def gelu_backward(x: numpy.typing.NDArray[numpy.float32], dy: numpy.typing.NDArray[numpy.float32], dx: numpy.typing.NDArray[numpy.float32], exact: bool) -> None:
     ...
 @typing.overload
-def gelu_backward(x: numpy.typing.NDArray[numpy.float64], dy: numpy.typing.NDArray[numpy.float64], dx: numpy.typing.NDArray[numpy.float64]) -> None:
+def gelu_backward(x: numpy.typing.NDArray[numpy.float64], dy: numpy.typing.NDArray[numpy.float64], dx: numpy.typing.NDArray[numpy.float64], exact: bool) -> None:
     ...
 def get_isa() -> str:
     """
@@ -98,6 +98,18 @@ def random_features(z: numpy.typing.NDArray[numpy.float32], offset: typing.Any, 
     ...
 @typing.overload
 def random_features(z: numpy.typing.NDArray[numpy.float64], offset: typing.Any, row_log: typing.Any, out: numpy.typing.NDArray[numpy.float64], scale: typing.SupportsFloat | typing.SupportsIndex, kind: typing.SupportsInt | typing.SupportsIndex) -> None:
+    ...
+@typing.overload
+def rms_norm(x: numpy.typing.NDArray[numpy.float32], gamma: typing.Any, y: numpy.typing.NDArray[numpy.float32], rstd: typing.Any, eps: typing.SupportsFloat | typing.SupportsIndex) -> None:
+    ...
+@typing.overload
+def rms_norm(x: numpy.typing.NDArray[numpy.float64], gamma: typing.Any, y: numpy.typing.NDArray[numpy.float64], rstd: typing.Any, eps: typing.SupportsFloat | typing.SupportsIndex) -> None:
+    ...
+@typing.overload
+def rms_norm_backward(dy: numpy.typing.NDArray[numpy.float32], x: numpy.typing.NDArray[numpy.float32], gamma: typing.Any, rstd: numpy.typing.NDArray[numpy.float32], dx: numpy.typing.NDArray[numpy.float32], dgamma: typing.Any) -> None:
+    ...
+@typing.overload
+def rms_norm_backward(dy: numpy.typing.NDArray[numpy.float64], x: numpy.typing.NDArray[numpy.float64], gamma: typing.Any, rstd: numpy.typing.NDArray[numpy.float64], dx: numpy.typing.NDArray[numpy.float64], dgamma: typing.Any) -> None:
     ...
 def set_isa(name: str) -> None:
     """

@@ -3,6 +3,8 @@
 //   y = (x - mean_r) rstd_r * gamma + beta                gamma, beta: (n,) (optional: 1 and 0)
 // Backward, with xhat = (x - mean) rstd and g = dy * gamma:
 //   dx = rstd (g - mean(g) - xhat mean(g xhat)),  dgamma = sum_r dy xhat,  dbeta = sum_r dy
+// With `rms` (RMS normalisation: scale only, no centring), mean_r is 0 instead: rstd_r = 1 / sqrt(mean(x^2)
+// + eps), y = x rstd_r gamma (+ beta), and dx = rstd (g - xhat mean(g xhat)); `mean` is not read or written.
 #pragma once
 #include <cstdint>
 
@@ -18,6 +20,7 @@ struct LayerNormArgs {
   T* rstd = nullptr;
   std::int64_t rows = 0, n = 0;
   T eps = T(1e-5);
+  bool rms = false;
 };
 
 template <class T>
@@ -31,6 +34,7 @@ struct LayerNormBackwardArgs {
   T* dgamma = nullptr;  // (n,), overwritten; optional
   T* dbeta = nullptr;
   std::int64_t rows = 0, n = 0;
+  bool rms = false;
 };
 
 }  // namespace attnkit

@@ -8,7 +8,7 @@ from attnkit.ops.activations import gelu, gelu_backward
 from attnkit.ops.attention import scaled_dot_product_attention, scaled_dot_product_attention_backward
 from attnkit.ops.cross_entropy import cross_entropy
 from attnkit.ops.linear_attention import LinearAttentionState, linear_attention, linear_attention_backward
-from attnkit.ops.normalization import layer_norm, layer_norm_backward
+from attnkit.ops.normalization import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from attnkit.ops.positions import sinusoidal_positions
 from attnkit.ops.random_features import random_fourier_features
 from attnkit.ops.softmax import log_softmax, log_softmax_backward, softmax, softmax_backward
@@ -25,6 +25,8 @@ __all__ = [
     "log_softmax",
     "log_softmax_backward",
     "random_fourier_features",
+    "rms_norm",
+    "rms_norm_backward",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",
     "sinusoidal_positions",

@@ -16,7 +16,7 @@ from attnkit.reference.attention import (
 )
 from attnkit.reference.cross_entropy import cross_entropy
 from attnkit.reference.linear_attention import feature_map_features, linear_attention
-from attnkit.reference.normalization import layer_norm, layer_norm_backward
+from attnkit.reference.normalization import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from attnkit.reference.positions import sinusoidal_positions
 from attnkit.reference.random_features import random_fourier_features
 from attnkit.reference.softmax import log_softmax, log_softmax_backward, softmax, softmax_backward
@@ -34,6 +34,8 @@ __all__ = [
     "log_softmax",
     "log_softmax_backward",
     "random_fourier_features",
+    "rms_norm",
+    "rms_norm_backward",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",
     "sinusoidal_positions",

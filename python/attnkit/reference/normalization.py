@@ -1,10 +1,10 @@
-"""Reference layer normalisation, forward and backward."""
+"""Reference layer and RMS normalisation, forward and backward."""
 
 import numpy as np
 
 from attnkit.reference._common import result_dtype
 
-__all__ = ["layer_norm", "layer_norm_backward"]
+__all__ = ["layer_norm", "layer_norm_backward", "rms_norm", "rms_norm_backward"]
 
 
 def layer_norm(x, gamma=None, beta=None, eps=1e-5, return_stats=False):
@@ -79,3 +79,67 @@ def layer_norm_backward(dy, x, gamma, mean, rstd):
     dgamma = (dy64 * xhat).reshape(-1, n).sum(axis=0)
     dbeta = dy64.reshape(-1, n).sum(axis=0)
     return dx.astype(dtype), dgamma.astype(dtype), dbeta.astype(dtype)
+
+
+def rms_norm(x, gamma=None, eps=1e-6, return_stats=False):
+    r"""RMS normalisation over the last axis: scale only, no centring, no shift.
+
+    .. math:: r = \Big(\frac{1}{n}\sum_j x_j^2 + \epsilon\Big)^{-1/2}, \quad y = x\,r\,\gamma
+
+    Parameters
+    ----------
+    x : array_like of float, shape (..., n)
+    gamma : array_like of float, shape (n,), optional
+        Scale (default 1).
+    eps : float, default=1e-6
+    return_stats : bool, default=False
+        Also return ``rstd`` :math:`= r`, shape (...).
+
+    Returns
+    -------
+    y : ndarray of shape (..., n)
+    rstd : ndarray of shape (...), only with ``return_stats``
+    """
+    x = np.asarray(x)
+    arrays = {"x": x} if gamma is None else {"x": x, "gamma": np.asarray(gamma)}
+    dtype = result_dtype(**arrays)
+    x64 = x.astype(np.float64)
+    rstd = 1.0 / np.sqrt((x64 * x64).mean(axis=-1, keepdims=True) + eps)
+    y = x64 * rstd
+    if gamma is not None:
+        y = y * np.asarray(gamma, dtype=np.float64)
+    return (y.astype(dtype), rstd[..., 0].astype(dtype)) if return_stats else y.astype(dtype)
+
+
+def rms_norm_backward(dy, x, gamma, rstd):
+    r"""Gradients of :func:`rms_norm` with respect to ``x`` and ``gamma``.
+
+    With :math:`\hat x = x\,r` and :math:`g = dy\,\gamma`, as for layer normalisation without the
+    mean's term:
+
+    .. math:: dx = r\,\big(g - \hat x\,\overline{g \hat x}\big), \quad
+              d\gamma = \sum_{\text{rows}} dy\,\hat x
+
+    Parameters
+    ----------
+    dy, x : array_like of float, shape (..., n)
+    gamma : array_like of float, shape (n,), or None (for 1)
+    rstd : array_like of float, shape (...)
+
+    Returns
+    -------
+    dx : ndarray of shape (..., n)
+    dgamma : ndarray of shape (n,)
+    """
+    dy, x, rstd = (np.asarray(a) for a in (dy, x, rstd))
+    arrays = {"dy": dy, "x": x, "rstd": rstd}
+    if gamma is not None:
+        arrays["gamma"] = np.asarray(gamma)
+    dtype = result_dtype(**arrays)
+    dy64 = dy.astype(np.float64)
+    r = rstd.astype(np.float64)[..., None]
+    xhat = x.astype(np.float64) * r
+    g = dy64 if gamma is None else dy64 * np.asarray(gamma, dtype=np.float64)
+    dx = r * (g - xhat * (g * xhat).mean(axis=-1, keepdims=True))
+    dgamma = (dy64 * xhat).reshape(-1, x.shape[-1]).sum(axis=0)
+    return dx.astype(dtype), dgamma.astype(dtype)
