@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
 from attnkit import ops
-from attnkit.nn import Dropout, Embedding, FeedForward, LayerNorm, Linear
+from attnkit.nn import Dropout, Embedding, FeedForward, LayerNorm, Linear, RMSNorm
 from attnkit.testing import check_grad, check_module_grad
 
 seeds = st.integers(0, 2**32 - 1)
@@ -40,12 +40,19 @@ def test_layer_norm_gradients(isa, seed, lead, n, scale):
     check_module_grad(layer, inputs(seed, lead + (n,), scale), rng=seed)
 
 
+@given(seed=seeds, lead=leading, n=st.integers(1, 8), scale=st.sampled_from((1.0, 10.0)))
+def test_rms_norm_gradients(isa, seed, lead, n, scale):
+    layer = RMSNorm(n, eps=1e-3).astype(np.float64)
+    layer.params["gamma"][...] = inputs(seed + 1, n)
+    check_module_grad(layer, inputs(seed, lead + (n,), scale), rng=seed)
+
+
 @given(seed=seeds, lead=leading, n=widths, p=st.sampled_from((0.0, 0.3, 0.9)), training=st.booleans())
 def test_dropout_gradients(seed, lead, n, p, training):
     check_module_grad(Dropout(p, seed).astype(np.float64), inputs(seed, lead + (n,)), training=training)
 
 
-@given(seed=seeds, lead=leading, d_model=widths, d_ff=widths, activation=st.sampled_from(("gelu", "relu")),
+@given(seed=seeds, lead=leading, d_model=widths, d_ff=widths, activation=st.sampled_from(("gelu", "gelu_tanh", "relu")),
        dropout=st.sampled_from((0.0, 0.5)), training=st.booleans())
 def test_feed_forward_gradients(isa, seed, lead, d_model, d_ff, activation, dropout, training):
     layer = FeedForward(d_model, d_ff, seed, activation=activation, dropout=dropout).astype(np.float64)
@@ -161,6 +168,21 @@ def test_layer_norm_uses_the_op():
         layer.forward(np.ones((3, 5)))
 
 
+def test_rms_norm_uses_the_op():
+    layer = RMSNorm(6)
+    assert layer.eps == 1e-6 and sorted(layer.params) == ["gamma"]
+    layer.params["gamma"][...] = 2.0
+    x = inputs(0, (3, 6)).astype(np.float32)
+    out, _ = layer.forward(x)
+    np.testing.assert_array_equal(out, ops.rms_norm(x, layer.params["gamma"], 1e-6))
+    with pytest.raises(ValueError, match="dim=6"):
+        layer.forward(np.ones((3, 5)))
+    with pytest.raises(ValueError, match="eps must be >= 0, got -1.0"):
+        RMSNorm(4, eps=-1.0)
+    with pytest.raises(TypeError, match="eps must be a real number"):
+        RMSNorm(4, eps="small")
+
+
 # -- Dropout -----------------------------------------------------------------------------------------
 
 
@@ -201,13 +223,15 @@ def test_dropout_rejects_bad_p(p):
 # -- FeedForward -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("activation", ["gelu", "relu"])
+@pytest.mark.parametrize("activation", ["gelu", "gelu_tanh", "relu", None])
 def test_feed_forward_composes_its_parts(activation):
-    layer = FeedForward(4, 16, 0, activation=activation)
+    layer = FeedForward(4, 16, 0) if activation is None else FeedForward(4, 16, 0, activation=activation)
     x = inputs(0, (2, 3, 4)).astype(np.float32)
     out, _ = layer.forward(x)
     hidden = x @ layer.children["linear1"].params["weight"]
-    hidden = ops.gelu(hidden) if activation == "gelu" else np.maximum(hidden, 0)
+    # The default is the tanh GELU (what "gelu" meant before the exact form existed); "gelu" is exact.
+    hidden = {"gelu": ops.gelu(hidden, approximate="none"), "gelu_tanh": ops.gelu(hidden), None: ops.gelu(hidden),
+              "relu": np.maximum(hidden, 0)}[activation]
     np.testing.assert_allclose(out, hidden @ layer.children["linear2"].params["weight"], rtol=1e-5, atol=1e-6)
     assert out.dtype == np.float32 and out.shape == x.shape
 
@@ -226,6 +250,7 @@ def test_feed_forward_is_deterministic_given_the_generator():
     assert sorted(state_a) == ["linear1.bias", "linear1.weight", "linear2.bias", "linear2.weight"]
 
 
-def test_feed_forward_rejects_an_unknown_activation():
-    with pytest.raises(ValueError, match="activation"):
-        FeedForward(4, 8, 0, activation="tanh")
+@pytest.mark.parametrize("activation", ["tanh", "GELU", None, ["relu"]])
+def test_feed_forward_rejects_an_unknown_activation(activation):
+    with pytest.raises(ValueError, match=r"activation must be one of \('gelu', 'gelu_tanh', 'relu'\), got"):
+        FeedForward(4, 8, 0, activation=activation)

@@ -1,5 +1,6 @@
-"""nn.transformer: block gradients against finite differences, a tiny model that learns to copy,
-bit-identical reruns, and decoder causality."""
+"""nn.transformer: block gradients against finite differences (pre- and post-LN, LayerNorm and RMSNorm,
+exact and tanh GELU), a tiny model that learns to copy, bit-identical reruns, decoder causality, cached
+decoding, the generalised DecoderCache, and bit-for-bit defaults."""
 
 import hashlib
 from pathlib import Path
@@ -82,6 +83,140 @@ def test_decoder_gradients_with_different_widths(seed, kind, n, m):
                                                if name in params}
     reset()
     check_grad(loss, inputs, analytic, rtol=1e-5, atol=1e-8, max_entries=6, rng=seed)
+
+
+def _check_gradients(module, inputs, forward, *, every=1, seed=0):
+    """Finite differences of ``sum(forward(**inputs) * w)`` (training mode, dropout replayed) against
+    ``module.backward``, for the float64 ``inputs`` and every ``every``-th parameter."""
+    reset = _replaying(module)
+    out, cache = forward(**inputs)
+    w = np.random.default_rng(seed).standard_normal(out.shape)
+    module.zero_grad()
+    grads = module.backward(w, cache)
+    grads = grads if isinstance(grads, tuple) else (grads,)
+    params = dict(list((name, p) for name, p, _ in module.named_parameters())[::every])
+
+    def loss(**_):
+        reset()
+        return float(np.sum(forward(**inputs)[0] * w))
+
+    analytic = dict(zip(inputs, grads)) | {name: g.copy() for name, _, g in module.named_parameters()
+                                           if name in params}
+    reset()
+    check_grad(loss, inputs | params, analytic, rtol=1e-5, atol=1e-8, max_entries=6, rng=seed)
+
+
+block_options = st.fixed_dictionaries({
+    "norm_first": st.booleans(),
+    "norm": st.sampled_from(["layer", "rms"]),
+    "activation": st.sampled_from(["gelu", "gelu_tanh", "relu"]),
+    "norm_eps": st.sampled_from([None, 1e-12, 0.1]),
+})
+
+
+@settings(max_examples=12)
+@given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(["softmax", "linear", "performer"]),
+       options=block_options, n=st.integers(1, 6))
+def test_encoder_gradients_with_block_options(seed, kind, options, n):
+    rng = np.random.default_rng(seed)
+    encoder = nn.Encoder(2, 8, 2, 16, rng, dropout=0.2, attention=kind, n_features=8, **options).astype(np.float64)
+    x, lengths = rng.standard_normal((2, n, 8)), rng.integers(1, n + 1, size=2)
+    _check_gradients(encoder, {"x": x}, lambda x: encoder.forward(x, True, key_lengths=lengths), every=3, seed=seed)
+
+
+@settings(max_examples=10)
+@given(seed=st.integers(0, 2**32 - 1), kind=st.sampled_from(["softmax", "linear"]), options=block_options,
+       n=st.integers(1, 5), m=st.integers(1, 5))
+def test_decoder_gradients_with_block_options(seed, kind, options, n, m):
+    rng = np.random.default_rng(seed)
+    decoder = nn.Decoder(2, 8, 2, 16, rng, d_memory=6, dropout=0.1, attention=kind,
+                         relative_positions=2 if kind == "softmax" else None, **options).astype(np.float64)
+    x, memory = rng.standard_normal((2, n, 8)), rng.standard_normal((2, m, 6))
+    lengths = rng.integers(1, m + 1, size=2)
+    _check_gradients(decoder, {"x": x, "memory": memory},
+                     lambda x, memory: decoder.forward(x, True, memory=memory, memory_lengths=lengths),
+                     every=5, seed=seed)
+
+
+def test_block_options_build_the_stated_blocks():
+    rng = np.random.default_rng(0)
+    pre = nn.Encoder(2, 8, 2, 16, rng)
+    post = nn.Encoder(2, 8, 2, 16, rng, norm_first=False, norm="rms", norm_eps=1e-12, activation="gelu")
+    assert "norm" in pre.children and "norm" not in post.children  # post-LN has no final norm
+    block = post.children["layer1"].children["feed_forward"]
+    assert isinstance(block.children["norm"], nn.RMSNorm) and block.children["norm"].eps == 1e-12
+    assert block.children["sublayer"].activation == "gelu"
+    assert not block.norm_first
+    # The same parameter names either way (checkpoint tables map onto both), less the final norm.
+    post_layer_norm = nn.Encoder(2, 8, 2, 16, rng, norm_first=False)
+    assert set(pre.state_dict()) - set(post_layer_norm.state_dict()) == {"norm.gamma", "norm.beta"}
+    assert set(post_layer_norm.state_dict()) < set(pre.state_dict())
+    layer = nn.EncoderLayer(8, 2, 16, rng)
+    assert layer.children["feed_forward"].children["sublayer"].activation == "gelu_tanh"
+    assert layer.children["self_attention"].children["norm"].eps == 1e-5
+    assert nn.DecoderLayer(8, 2, 16, rng, norm="rms").children["cross_attention"].children["norm"].eps == 1e-6
+
+
+def test_post_ln_blocks_compute_norm_of_the_residual_sum():
+    rng = np.random.default_rng(1)
+    layer = nn.EncoderLayer(8, 2, 16, rng, norm_first=False, dropout=0.0).astype(np.float64)
+    x = rng.standard_normal((2, 5, 8))
+    attention, ff = (layer.children[k] for k in ("self_attention", "feed_forward"))
+    h = attention.children["norm"].forward(x + attention.children["sublayer"].forward(x)[0])[0]
+    want = ff.children["norm"].forward(h + ff.children["sublayer"].forward(h)[0])[0]
+    np.testing.assert_array_equal(layer.forward(x)[0], want)
+    pre = nn.EncoderLayer(8, 2, 16, rng, dropout=0.0).astype(np.float64)
+    attention = pre.children["self_attention"]
+    h = x + attention.children["sublayer"].forward(attention.children["norm"].forward(x)[0])[0]
+    ff = pre.children["feed_forward"]
+    want = h + ff.children["sublayer"].forward(ff.children["norm"].forward(h)[0])[0]
+    np.testing.assert_array_equal(pre.forward(x)[0], want)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_attention_weights_follow_the_block_arrangement(norm_first):
+    rng = np.random.default_rng(2)
+    encoder = nn.Encoder(2, 8, 2, 16, rng, norm_first=norm_first, norm="rms").astype(np.float64)
+    x, lengths = rng.standard_normal((2, 5, 8)), np.array([5, 3])
+    out, weights = encoder.attention_weights(x, key_lengths=lengths)
+    np.testing.assert_allclose(out, encoder.forward(x, key_lengths=lengths)[0], rtol=1e-12, atol=1e-12)
+    h = x
+    for i, w in enumerate(weights):
+        layer = encoder.children[f"layer{i}"]
+        block = layer.children["self_attention"]
+        inp = block.children["norm"].forward(h)[0] if norm_first else h
+        want = block.children["sublayer"].forward(inp, key_lengths=lengths, return_weights=True)[2]
+        np.testing.assert_allclose(w, want, rtol=1e-12, atol=1e-14)
+        attended, _ = block.attend(h, key_lengths=lengths)
+        np.testing.assert_allclose(attended, block.forward(h, key_lengths=lengths)[0], rtol=1e-12, atol=1e-12)
+        h = layer.forward(h, key_lengths=lengths)[0]
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"norm_first": "yes"}, TypeError, "norm_first must be a bool, got str 'yes'"),
+        ({"norm_first": 1}, TypeError, "norm_first must be a bool"),
+        ({"norm": "batch"}, ValueError, r"norm must be one of \('layer', 'rms'\), got 'batch'"),
+        ({"norm": None}, ValueError, "norm must be one of"),
+        ({"norm_eps": -1e-5}, ValueError, "norm_eps must be >= 0, got -1e-05"),
+        ({"norm_eps": np.nan}, ValueError, "norm_eps must be a finite number"),
+        ({"norm_eps": "1e-5"}, TypeError, "norm_eps must be a real number"),
+        ({"activation": "swish"}, ValueError,
+         r"activation must be one of \('gelu', 'gelu_tanh', 'relu'\), got 'swish'"),
+    ],
+)
+@pytest.mark.parametrize("build", [
+    lambda rng, **o: nn.EncoderLayer(8, 2, 16, rng, **o),
+    lambda rng, **o: nn.DecoderLayer(8, 2, 16, rng, **o),
+    lambda rng, **o: nn.Encoder(1, 8, 2, 16, rng, **o),
+    lambda rng, **o: nn.Decoder(1, 8, 2, 16, rng, **o),
+    lambda rng, **o: nn.CausalDecoderLayer(8, 2, 16, rng, **o),
+    lambda rng, **o: nn.CausalDecoder(1, 8, 2, 16, rng, **o),
+])
+def test_bad_block_options_are_named(build, options, error, match):
+    with pytest.raises(error, match=match):
+        build(np.random.default_rng(0), **options)
 
 
 class CopyModel(nn.Module):
@@ -168,12 +303,14 @@ def test_errors():
         nn.EncoderLayer(8, 2, 16, rng, attention="linear", relative_positions=2)
 
 
+@pytest.mark.parametrize("options", [{}, {"norm_first": False}, {"norm_first": False, "norm": "rms",
+                                                                "activation": "gelu"}])
 @pytest.mark.parametrize(("kind", "relative"), [("softmax", None), ("softmax", 2), ("linear", None),
                                                 ("performer", None)])
-def test_cached_decoding_equals_the_full_forward(kind, relative):
+def test_cached_decoding_equals_the_full_forward(kind, relative, options):
     rng = np.random.default_rng(11)
     decoder = nn.Decoder(2, 8, 2, 16, rng, d_memory=6, attention=kind, relative_positions=relative,
-                         n_features=16).astype(np.float64)
+                         n_features=16, **options).astype(np.float64)
     x, memory = rng.standard_normal((3, 10, 8)), rng.standard_normal((3, 7, 6))
     lengths = np.array([7, 3, 5])  # padded memory
     full = decoder.forward(x, memory=memory, memory_lengths=lengths)[0]
@@ -220,6 +357,52 @@ def test_reorder_keeps_the_old_cache_valid_and_checks_indices():
         decoder.reorder(cache, np.array([0, 2]))
     with pytest.raises(ValueError, match="indices must be a 1-D integer array"):
         decoder.reorder(cache, np.array([0.0]))
+
+
+# -- DecoderCache: encoder-decoder pairs or self-attention caches alone -------------------------------
+
+
+def _self_caches(batch_size, n_layers=2):
+    attention = nn.MultiHeadAttention(8, 2, np.random.default_rng(0), causal=True)
+    return [attention.start_self(batch_size, capacity=2) for _ in range(n_layers)]
+
+
+def test_decoder_cache_holds_self_attention_caches_alone():
+    caches = _self_caches(3)
+    rng = np.random.default_rng(1)
+    for cache in caches:
+        cache.append(rng.standard_normal((3, 2, 1, 4)), rng.standard_normal((3, 2, 1, 4)))
+    cache = nn.DecoderCache(caches)
+    assert cache.batch_size == 3 and cache.length == 1 and cache.layers == caches
+    reordered = cache.reorder(np.array([2, 2, 0, 1]))
+    assert isinstance(reordered.layers[0], nn.SelfAttentionCache)
+    assert reordered.batch_size == 4 and reordered.length == 1 and cache.batch_size == 3
+    keys, values = reordered.layers[1].keys_values()
+    want_keys, want_values = caches[1].keys_values()
+    np.testing.assert_array_equal(keys, want_keys[[2, 2, 0, 1]])
+    np.testing.assert_array_equal(values, want_values[[2, 2, 0, 1]])
+
+
+def test_decoder_cache_keeps_its_pair_api():
+    rng = np.random.default_rng(2)
+    cross = nn.MultiHeadAttention(8, 2, rng).start_cross(rng.standard_normal((3, 4, 8)))
+    pairs = [(s, cross) for s in _self_caches(3)]
+    cache = nn.DecoderCache(iter(pairs))
+    assert cache.layers == pairs and cache.batch_size == 3 and cache.length == 0
+    reordered = cache.reorder(np.array([1, 0]))
+    assert all(isinstance(entry, tuple) and len(entry) == 2 for entry in reordered.layers)
+    assert reordered.layers[0][1].batch_size == 2
+
+
+@pytest.mark.parametrize(("layers", "error", "match"), [
+    ([], ValueError, "layers must hold one cache per decoder layer, got none"),
+    ([None], TypeError, "each entry of layers must be a SelfAttentionCache or a .* pair, got NoneType"),
+    ([()], TypeError, "got tuple"),
+    ([("self", "cross")], TypeError, "got tuple"),
+])
+def test_decoder_cache_rejects_other_entries(layers, error, match):
+    with pytest.raises(error, match=match):
+        nn.DecoderCache(layers)
 
 
 # -- defaults: bit for bit what the models computed before the block options --------------------------

@@ -3,8 +3,9 @@
 from attnkit.nn import serialize
 from attnkit.nn.attention import MultiHeadAttention
 from attnkit.nn.cache import CrossAttentionCache, DecoderCache, SelfAttentionCache
+from attnkit.nn.causal_decoder import CausalDecoder, CausalDecoderLayer
 from attnkit.nn.encoder_decoder import EncoderDecoder
-from attnkit.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear
+from attnkit.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear, RMSNorm
 from attnkit.nn.losses import CrossEntropyLoss
 from attnkit.nn.masked_lm import TiedOutput, mask_tokens
 from attnkit.nn.module import Module
@@ -18,6 +19,8 @@ from attnkit.nn.transformer import Decoder, DecoderLayer, Encoder, EncoderLayer
 
 __all__ = [
     "AdamW",
+    "CausalDecoder",
+    "CausalDecoderLayer",
     "CrossAttentionCache",
     "CrossEntropyLoss",
     "Decoder",
@@ -35,6 +38,7 @@ __all__ = [
     "Module",
     "NgramBag",
     "MultiHeadAttention",
+    "RMSNorm",
     "RelativePositionBias",
     "SelfAttentionCache",
     "SequenceClassifier",

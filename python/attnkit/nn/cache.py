@@ -9,7 +9,9 @@ O(T^2) work per layer; with these caches each step only computes the new positio
   attention keep only their running sums (a :class:`attnkit.ops.LinearAttentionState`), O(1) per step.
 - :class:`CrossAttentionCache`: cross-attention's keys and values, projected from the encoder's output
   once (linear attention: their sums).
-- :class:`DecoderCache`: one pair of those per decoder layer.
+- :class:`DecoderCache`: one entry per decoder layer: a (self-attention, cross-attention) pair for an
+  encoder-decoder's :class:`attnkit.nn.Decoder`, a self-attention cache alone for a decoder-only
+  :class:`attnkit.nn.CausalDecoder`.
 
 Caches are updated in place by the layers' ``step`` methods. ``reorder(indices)`` returns a new cache
 whose batch row ``i`` is row ``indices[i]`` of this one (beam search: keep, repeat or drop rows); the
@@ -141,13 +143,19 @@ class CrossAttentionCache:
 
 
 class DecoderCache:
-    """Per-layer (self-attention, cross-attention) caches of a :class:`attnkit.nn.Decoder`.
+    """Per-layer caches of a :class:`attnkit.nn.Decoder` or a :class:`attnkit.nn.CausalDecoder`.
 
-    Made by :meth:`attnkit.nn.Decoder.start`, advanced by :meth:`attnkit.nn.Decoder.step`.
+    Made by their ``start``, advanced by their ``step``.
+
+    Parameters
+    ----------
+    layers : iterable
+        One entry per layer: a ``(SelfAttentionCache, CrossAttentionCache)`` pair (encoder-decoder) or a
+        :class:`SelfAttentionCache` alone (decoder-only), at least one.
 
     Attributes
     ----------
-    layers : list of (SelfAttentionCache, CrossAttentionCache)
+    layers : list of (SelfAttentionCache, CrossAttentionCache) or of SelfAttentionCache
     batch_size : int
     length : int
         Positions decoded so far: the position (``offset``) of the next one, for positional encodings.
@@ -155,12 +163,25 @@ class DecoderCache:
 
     def __init__(self, layers):
         self.layers = list(layers)
-        self.batch_size = self.layers[0][0].batch_size
+        if not self.layers:
+            raise ValueError("layers must hold one cache per decoder layer, got none")
+        for entry in self.layers:
+            if not (isinstance(entry, SelfAttentionCache) or (
+                    isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], SelfAttentionCache)
+                    and isinstance(entry[1], CrossAttentionCache))):
+                raise TypeError(f"each entry of layers must be a SelfAttentionCache or a (SelfAttentionCache, "
+                                f"CrossAttentionCache) pair, got {type(entry).__name__}")
+        self.batch_size = self._self_attention(0).batch_size
+
+    def _self_attention(self, i):
+        entry = self.layers[i]
+        return entry if isinstance(entry, SelfAttentionCache) else entry[0]
 
     @property
     def length(self):
-        return self.layers[0][0].length
+        return self._self_attention(0).length
 
     def reorder(self, indices):
         """A new cache whose row i is row ``indices[i]`` of this one."""
-        return DecoderCache((s.reorder(indices), c.reorder(indices)) for s, c in self.layers)
+        return DecoderCache(entry.reorder(indices) if isinstance(entry, SelfAttentionCache)
+                            else tuple(cache.reorder(indices) for cache in entry) for entry in self.layers)

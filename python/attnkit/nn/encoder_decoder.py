@@ -116,7 +116,7 @@ class EncoderDecoder(Module):
             layer = encoder.children[f"layer{i}"]
             x = _attend(layer.children["self_attention"], x, maps["encoder"], key_lengths=source_lengths)
             x = layer.children["feed_forward"].forward(x)[0]
-        memory = encoder.children["norm"].forward(x)[0]
+        memory = encoder.final_norm(x)
         decoder, y = self.children["decoder"], self.embed_target(target_in)
         for i in range(decoder.n_layers):
             layer = decoder.children[f"layer{i}"]
@@ -128,9 +128,8 @@ class EncoderDecoder(Module):
 
 
 def _attend(residual, x, maps, **kwargs):
-    """``x + attention(LayerNorm(x))`` of a pre-LN residual block (inference), its weights appended to maps."""
-    h = residual.children["norm"].forward(x)[0]
-    out, _, weights = residual.children["sublayer"].forward(h, return_weights=True, **kwargs)
+    """The output of an attention's residual block (inference), its weights appended to maps."""
+    out, weights = residual.attend(x, **kwargs)
     maps.append(weights)
-    return x + out
+    return out
 

@@ -1,4 +1,4 @@
-"""Basic layers: Embedding, Linear, LayerNorm, Dropout and the position-wise FeedForward block.
+"""Basic layers: Embedding, Linear, LayerNorm, RMSNorm, Dropout and the position-wise FeedForward block.
 
 Every layer follows :class:`attnkit.nn.Module`: ``forward(x, training) -> (out, cache)`` and
 ``backward(grad, cache) -> grad_x``, adding parameter gradients into ``grads``. Layers that draw
@@ -14,7 +14,7 @@ from attnkit import ops
 from attnkit._validation import check_int, check_real
 from attnkit.nn.module import Module
 
-__all__ = ["Dropout", "Embedding", "FeedForward", "LayerNorm", "Linear"]
+__all__ = ["Dropout", "Embedding", "FeedForward", "LayerNorm", "Linear", "RMSNorm"]
 
 
 class Embedding(Module):
@@ -173,6 +173,45 @@ class LayerNorm(Module):
         return dx
 
 
+class RMSNorm(Module):
+    """RMS normalisation of the last axis with a learned scale (:func:`attnkit.ops.rms_norm`):
+    ``x / sqrt(mean(x^2) + eps) * gamma``, no centring and no shift (T5, LLaMA).
+
+    Parameters
+    ----------
+    dim : int
+        Width of the normalised axis.
+    eps : float, default=1e-6
+        Added to the mean square, >= 0.
+
+    Attributes
+    ----------
+    params : dict
+        ``gamma`` (ones) of shape (dim,).
+    """
+
+    def __init__(self, dim, *, eps=1e-6):
+        super().__init__()
+        self.dim = check_int(dim, "dim", minimum=1)
+        self.eps = check_real(eps, "eps")
+        if self.eps < 0:
+            raise ValueError(f"eps must be >= 0, got {self.eps}")
+        self.add_param("gamma", np.ones(self.dim))
+
+    def forward(self, x, training=False):
+        x = np.asarray(x)
+        if x.ndim < 1 or x.shape[-1] != self.dim:
+            raise ValueError(f"x must have dim={self.dim} as its last dimension, got shape {x.shape}")
+        y, rstd = ops.rms_norm(x, self.params["gamma"], self.eps, return_stats=True)
+        return y, (x, rstd)
+
+    def backward(self, grad, cache):
+        x, rstd = cache
+        dx, dgamma = ops.rms_norm_backward(grad, x, self.params["gamma"], rstd)
+        self.grads["gamma"] += dgamma
+        return dx
+
+
 class Dropout(Module):
     """Inverted dropout: in training, each entry is zeroed with probability ``p`` and the others are
     scaled by ``1 / (1 - p)``, so no rescaling is needed at inference, where it is the identity.
@@ -219,7 +258,18 @@ def _relu_backward(h, grad):
     return np.where(h > 0, grad, 0)
 
 
-_ACTIVATIONS = {"gelu": (ops.gelu, ops.gelu_backward), "relu": (_relu, _relu_backward)}
+def _gelu(h):
+    return ops.gelu(h, approximate="none")
+
+
+def _gelu_backward(h, grad):
+    return ops.gelu_backward(h, grad, approximate="none")
+
+
+# "gelu" is exact (erf), as in BERT and torch's default; "gelu_tanh" the tanh form (GPT-2).
+_ACTIVATIONS = {"gelu": (_gelu, _gelu_backward), "gelu_tanh": (ops.gelu, ops.gelu_backward),
+                "relu": (_relu, _relu_backward)}
+ACTIVATIONS = tuple(_ACTIVATIONS)
 
 
 class FeedForward(Module):
@@ -233,8 +283,9 @@ class FeedForward(Module):
         Hidden width (typically 4 d_model).
     rng : numpy.random.Generator or int
         Source of the initial weights and of the dropout generator.
-    activation : {"gelu", "relu"}, default="gelu"
-        GELU is the tanh form (:func:`attnkit.ops.gelu`).
+    activation : {"gelu_tanh", "gelu", "relu"}, default="gelu_tanh"
+        ``"gelu"`` is the exact GELU ``x Phi(x)`` (BERT; torch's ``approximate="none"``), ``"gelu_tanh"``
+        its tanh approximation (GPT-2; :func:`attnkit.ops.gelu`).
     dropout : float, default=0.0
         Drop probability after the activation.
 
@@ -244,10 +295,10 @@ class FeedForward(Module):
         ``linear1``, ``dropout``, ``linear2``.
     """
 
-    def __init__(self, d_model, d_ff, rng, *, activation="gelu", dropout=0.0):
+    def __init__(self, d_model, d_ff, rng, *, activation="gelu_tanh", dropout=0.0):
         super().__init__()
-        if activation not in _ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+        if not isinstance(activation, str) or activation not in _ACTIVATIONS:
+            raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
         self.activation = activation
         rng = np.random.default_rng(rng)
         self.add_child("linear1", Linear(d_model, d_ff, rng))

@@ -1,17 +1,24 @@
-"""Pre-LayerNorm transformer blocks and stacks: EncoderLayer, DecoderLayer, Encoder, Decoder.
+"""Transformer layers and stacks with cross-attention or none: EncoderLayer, DecoderLayer, Encoder, Decoder.
 
-Pre-LN (``x + Dropout(Sublayer(LayerNorm(x)))``, then a final LayerNorm) trains stably without the
-careful warm-up post-LN needs (Xiong et al., 2020), which matters for short CPU training runs.
+Each layer is a chain of residual blocks (:mod:`attnkit.nn.residual`): pre-LN by default
+(``x + Dropout(F(Norm(x)))``, then a final Norm at the end of the stack), post-LN with
+``norm_first=False`` (``Norm(x + Dropout(F(x)))``, as BERT). The decoder-only (GPT-style) stack lives in
+:mod:`attnkit.nn.causal_decoder`; it shares :class:`_Stack` and :class:`_DecodingStack` from here.
+
+Every layer and stack takes the same block options: ``norm_first``, ``norm`` ({"layer", "rms"}),
+``norm_eps``, ``activation`` ({"gelu_tanh", "gelu", "relu"}: "gelu" is exact), and their defaults are
+the blocks attnkit always built (pre-LN, LayerNorm with eps 1e-5, tanh GELU).
 """
 
 import numpy as np
 
-from attnkit._validation import check_int
+from attnkit._validation import check_bool, check_int
 from attnkit.nn.attention import MultiHeadAttention
 from attnkit.nn.cache import DecoderCache
-from attnkit.nn.layers import Dropout, FeedForward, LayerNorm
+from attnkit.nn.layers import FeedForward
 from attnkit.nn.module import Module
 from attnkit.nn.positional import RelativePositionBias
+from attnkit.nn.residual import Residual, make_norm
 
 __all__ = ["Decoder", "DecoderLayer", "Encoder", "EncoderLayer"]
 
@@ -24,40 +31,8 @@ def _attention(d_model, n_heads, rng, *, attention, causal, relative_positions, 
                               position_bias=bias, n_features=n_features)
 
 
-class _Residual(Module):
-    """``x + Dropout(sublayer(LayerNorm(x)))`` around an attention or feed-forward sublayer."""
-
-    def __init__(self, d_model, sublayer, dropout, rng):
-        super().__init__()
-        self.add_child("norm", LayerNorm(d_model))
-        self.add_child("sublayer", sublayer)
-        self.add_child("dropout", Dropout(dropout, rng=rng))
-
-    def forward(self, x, training=False, **kwargs):
-        h, c_norm = self.children["norm"].forward(x, training)
-        y, c_sub = self.children["sublayer"].forward(h, training, **kwargs)
-        y, c_drop = self.children["dropout"].forward(y, training)
-        return x + y, (c_norm, c_sub, c_drop)
-
-    def step(self, x, cache=None):
-        """Inference on one position: ``sublayer.step(h, cache)`` for attention, ``forward`` otherwise."""
-        h, _ = self.children["norm"].forward(x)
-        sublayer = self.children["sublayer"]
-        y = sublayer.forward(h)[0] if cache is None else sublayer.step(h, cache)[0]
-        return x + y
-
-    def backward(self, grad, cache):
-        """Returns dx, or (dx, dcontext) when the sublayer is a cross-attention."""
-        c_norm, c_sub, c_drop = cache
-        dy = self.children["dropout"].backward(grad, c_drop)
-        dh = self.children["sublayer"].backward(dy, c_sub)
-        dh, dcontext = dh if isinstance(dh, tuple) else (dh, None)
-        dx = grad + self.children["norm"].backward(dh, c_norm)
-        return dx if dcontext is None else (dx, dcontext)
-
-
 class EncoderLayer(Module):
-    """Self-attention and feed-forward blocks, each pre-LN with a residual connection.
+    """Self-attention and feed-forward blocks, each with a residual connection and a norm.
 
     Parameters
     ----------
@@ -68,21 +43,30 @@ class EncoderLayer(Module):
     dropout : float, default=0.1
         Residual and feed-forward dropout.
     attention : {"softmax", "linear", "performer"}, default="softmax"
-    activation : {"gelu", "relu"}, default="gelu"
+    activation : {"gelu_tanh", "gelu", "relu"}, default="gelu_tanh"
+        Of the feed-forward block; ``"gelu"`` is the exact (erf) GELU of BERT, ``"gelu_tanh"`` its tanh
+        approximation (GPT-2).
     relative_positions : int, optional
         Learned relative-position biases clipped to +-k (Shaw et al.), per layer.
     n_features : int, default=128
         Random features of Performer attention.
+    norm_first : bool, default=True
+        Pre-LN ``x + Dropout(F(Norm(x)))``, or post-LN ``Norm(x + Dropout(F(x)))`` (BERT).
+    norm : {"layer", "rms"}, default="layer"
+        :class:`LayerNorm` or :class:`RMSNorm`.
+    norm_eps : float, optional
+        The norms' eps (default: 1e-5 for LayerNorm, 1e-6 for RMSNorm; BERT checkpoints say 1e-12).
     """
 
-    def __init__(self, d_model, n_heads, d_ff, rng, *, dropout=0.1, attention="softmax", activation="gelu",
-                 relative_positions=None, n_features=128):
+    def __init__(self, d_model, n_heads, d_ff, rng, *, dropout=0.1, attention="softmax", activation="gelu_tanh",
+                 relative_positions=None, n_features=128, norm_first=True, norm="layer", norm_eps=None):
         super().__init__()
+        block = dict(norm_first=norm_first, norm=norm, norm_eps=norm_eps)
         attn = _attention(d_model, n_heads, rng, attention=attention, causal=False,
                           relative_positions=relative_positions, n_features=n_features)
-        self.add_child("self_attention", _Residual(d_model, attn, dropout, rng))
-        ff = FeedForward(d_model, d_ff, activation=activation, dropout=dropout, rng=rng)
-        self.add_child("feed_forward", _Residual(d_model, ff, dropout, rng))
+        self.add_child("self_attention", Residual(d_model, attn, dropout, rng, **block))
+        ff = FeedForward(d_model, d_ff, rng, activation=activation, dropout=dropout)
+        self.add_child("feed_forward", Residual(d_model, ff, dropout, rng, **block))
 
     def forward(self, x, training=False, *, key_lengths=None):
         x, c_att = self.children["self_attention"].forward(x, training, key_lengths=key_lengths)
@@ -100,9 +84,7 @@ class EncoderLayer(Module):
         Softmax attention only (linear attention never forms the weights). The attention is run a
         second time with ``return_weights``, so the training path never pays for the N x N array.
         """
-        residual = self.children["self_attention"]
-        h, _ = residual.children["norm"].forward(x)
-        _, _, weights = residual.children["sublayer"].forward(h, key_lengths=key_lengths, return_weights=True)
+        _, weights = self.children["self_attention"].attend(x, key_lengths=key_lengths)
         return self.forward(x, key_lengths=key_lengths)[0], weights
 
 
@@ -113,18 +95,20 @@ class DecoderLayer(Module):
     """
 
     def __init__(self, d_model, n_heads, d_ff, rng, *, d_memory=None, dropout=0.1, attention="softmax",
-                 activation="gelu", relative_positions=None, n_features=128):
+                 activation="gelu_tanh", relative_positions=None, n_features=128, norm_first=True, norm="layer",
+                 norm_eps=None):
         super().__init__()
+        block = dict(norm_first=norm_first, norm=norm, norm_eps=norm_eps)
         self_attn = _attention(d_model, n_heads, rng, attention=attention, causal=True,
                                relative_positions=relative_positions, n_features=n_features)
-        self.add_child("self_attention", _Residual(d_model, self_attn, dropout, rng))
+        self.add_child("self_attention", Residual(d_model, self_attn, dropout, rng, **block))
         # Cross-attention is never causal and takes no relative positions (queries and keys come
         # from different sequences); it uses the same attention rule as the rest of the layer.
         cross = _attention(d_model, n_heads, rng, attention=attention, causal=False, relative_positions=None,
                            n_features=n_features, d_context=d_memory)
-        self.add_child("cross_attention", _Residual(d_model, cross, dropout, rng))
-        ff = FeedForward(d_model, d_ff, activation=activation, dropout=dropout, rng=rng)
-        self.add_child("feed_forward", _Residual(d_model, ff, dropout, rng))
+        self.add_child("cross_attention", Residual(d_model, cross, dropout, rng, **block))
+        ff = FeedForward(d_model, d_ff, rng, activation=activation, dropout=dropout)
+        self.add_child("feed_forward", Residual(d_model, ff, dropout, rng, **block))
 
     def forward(self, x, training=False, *, memory, memory_lengths=None):
         x, c_self = self.children["self_attention"].forward(x, training)
@@ -162,28 +146,43 @@ class DecoderLayer(Module):
 
 
 class _Stack(Module):
-    """``n_layers`` layers of one kind and a final LayerNorm (the pre-LN convention)."""
+    """``n_layers`` layers of one kind, then (pre-LN) a final norm; post-LN layers end in their own norm.
 
-    def __init__(self, layer_class, n_layers, d_model, n_heads, d_ff, rng, **layer_options):
+    The block options ``norm_first``, ``norm`` and ``norm_eps`` go to every layer and to the final norm;
+    the other ``layer_options`` to the layers only.
+    """
+
+    def __init__(self, layer_class, n_layers, d_model, n_heads, d_ff, rng, *, norm_first=True, norm="layer",
+                 norm_eps=None, **layer_options):
         super().__init__()
         self.n_layers = check_int(n_layers, "n_layers", minimum=1)
+        self.norm_first = check_bool(norm_first, "norm_first")
         for i in range(self.n_layers):
-            self.add_child(f"layer{i}", layer_class(d_model, n_heads, d_ff, rng, **layer_options))
-        self.add_child("norm", LayerNorm(d_model))
+            self.add_child(f"layer{i}", layer_class(d_model, n_heads, d_ff, rng, norm_first=norm_first, norm=norm,
+                                                    norm_eps=norm_eps, **layer_options))
+        if self.norm_first:
+            self.add_child("norm", make_norm(norm, d_model, norm_eps))
 
     def forward(self, x, training=False, **kwargs):
         caches = []
         for i in range(self.n_layers):
             x, c = self.children[f"layer{i}"].forward(x, training, **kwargs)
             caches.append(c)
-        x, c_norm = self.children["norm"].forward(x, training)
+        c_norm = None
+        if "norm" in self.children:
+            x, c_norm = self.children["norm"].forward(x, training)
         return x, (caches, c_norm)
+
+    def final_norm(self, x):
+        """Inference: the stack's final norm of the last layer's output x (pre-LN), or x (post-LN)."""
+        return self.children["norm"].forward(x)[0] if "norm" in self.children else x
 
     def _backward_layers(self, grad, cache):
         """Backward through the norm and the layers, last first: dx and each layer's extra gradient
         (a decoder layer's dmemory), in that order."""
         caches, c_norm = cache
-        grad = self.children["norm"].backward(grad, c_norm)
+        if "norm" in self.children:
+            grad = self.children["norm"].backward(grad, c_norm)
         extras = []
         for i in reversed(range(self.n_layers)):
             result = self.children[f"layer{i}"].backward(grad, caches[i])
@@ -195,9 +194,30 @@ class _Stack(Module):
         return grad, extras
 
 
+class _DecodingStack(_Stack):
+    """A stack of causal layers that decodes one position at a time: :meth:`step` and :meth:`reorder`
+    over the :class:`DecoderCache` the subclass's ``start`` makes."""
+
+    def step(self, x, cache):
+        """Decode one position: ``x`` (B, 1, d_model) is the embedded input at position ``cache.length``.
+
+        Returns ``(out, cache)``: out (B, 1, d_model) equals row ``cache.length`` of :meth:`forward` over
+        the whole prefix (inference mode); the cache is updated in place and returned.
+        """
+        for i in range(self.n_layers):
+            x, _ = self.children[f"layer{i}"].step(x, cache.layers[i])
+        return self.final_norm(x), cache
+
+    @staticmethod
+    def reorder(cache, indices):
+        """A new cache whose batch row i is row ``indices[i]`` of ``cache`` (repeat, permute or drop rows,
+        as beam search and finished sequences need); ``cache`` stays valid."""
+        return cache.reorder(indices)
+
+
 class Encoder(_Stack):
-    """``n_layers`` EncoderLayers and a final LayerNorm. Input: embedded tokens (B, N, d_model);
-    ``forward(x, training, key_lengths=None)``."""
+    """``n_layers`` EncoderLayers and (pre-LN) a final norm. Input: embedded tokens (B, N, d_model);
+    ``forward(x, training, key_lengths=None)``. Options: those of :class:`EncoderLayer`."""
 
     def __init__(self, n_layers, d_model, n_heads, d_ff, rng, **layer_options):
         super().__init__(EncoderLayer, n_layers, d_model, n_heads, d_ff, rng, **layer_options)
@@ -211,12 +231,12 @@ class Encoder(_Stack):
         for i in range(self.n_layers):
             x, w = self.children[f"layer{i}"].attention_weights(x, key_lengths=key_lengths)
             weights.append(w)
-        return self.children["norm"].forward(x)[0], weights
+        return self.final_norm(x), weights
 
 
-class Decoder(_Stack):
-    """``n_layers`` DecoderLayers and a final LayerNorm, attending over an encoder's ``memory``:
-    ``forward(x, training, memory=..., memory_lengths=None)``."""
+class Decoder(_DecodingStack):
+    """``n_layers`` DecoderLayers and (pre-LN) a final norm, attending over an encoder's ``memory``:
+    ``forward(x, training, memory=..., memory_lengths=None)``. Options: those of :class:`DecoderLayer`."""
 
     def __init__(self, n_layers, d_model, n_heads, d_ff, rng, **layer_options):
         super().__init__(DecoderLayer, n_layers, d_model, n_heads, d_ff, rng, **layer_options)
@@ -252,19 +272,3 @@ class Decoder(_Stack):
         """
         return DecoderCache(self.children[f"layer{i}"].start(memory, memory_lengths, capacity=capacity)
                             for i in range(self.n_layers))
-
-    def step(self, x, cache):
-        """Decode one position: ``x`` (B, 1, d_model) is the embedded input at position ``cache.length``.
-
-        Returns ``(out, cache)``: out (B, 1, d_model) equals row ``cache.length`` of :meth:`forward` over
-        the whole prefix (inference mode, same memory); the cache is updated in place and returned.
-        """
-        for i in range(self.n_layers):
-            x, _ = self.children[f"layer{i}"].step(x, cache.layers[i])
-        return self.children["norm"].forward(x)[0], cache
-
-    @staticmethod
-    def reorder(cache, indices):
-        """A new cache whose batch row i is row ``indices[i]`` of ``cache`` (repeat, permute or drop rows,
-        as beam search and finished sequences need); ``cache`` stays valid."""
-        return cache.reorder(indices)

@@ -1,0 +1,120 @@
+"""The residual block of every transformer layer, and the choice of its normalisation.
+
+A transformer layer is a chain of residual blocks around its sublayers (attention, feed-forward), in
+one of two arrangements:
+
+- pre-LN, ``norm_first=True``: ``x + Dropout(F(Norm(x)))``, and the stack ends with a final Norm.
+  It trains stably without the careful warm-up post-LN needs (Xiong et al., 2020), which matters for
+  short CPU training runs; GPT-2 and most recent models use it.
+- post-LN, ``norm_first=False``: ``Norm(x + Dropout(F(x)))``, no final Norm: the original Transformer
+  and BERT, so pretrained BERT-family weights load into it.
+
+``Norm`` is a :class:`LayerNorm` (``norm="layer"``, eps 1e-5 unless ``norm_eps`` says otherwise, as a
+checkpoint's config may) or an :class:`RMSNorm` (``norm="rms"``, eps 1e-6).
+"""
+
+from attnkit._validation import check_bool, check_real
+from attnkit.nn.layers import Dropout, LayerNorm, RMSNorm
+from attnkit.nn.module import Module
+
+__all__ = ["NORM_KINDS", "Residual", "make_norm"]
+
+NORM_KINDS = ("layer", "rms")
+
+
+def make_norm(norm, dim, eps=None):
+    """A :class:`LayerNorm` (``norm="layer"``) or :class:`RMSNorm` (``"rms"``) of width ``dim``.
+
+    ``eps=None`` keeps the layer's own default (1e-5 and 1e-6); errors name the transformer options
+    ``norm`` and ``norm_eps``.
+    """
+    if not isinstance(norm, str) or norm not in NORM_KINDS:
+        raise ValueError(f"norm must be one of {NORM_KINDS}, got {norm!r}")
+    kind = LayerNorm if norm == "layer" else RMSNorm
+    if eps is None:
+        return kind(dim)
+    eps = check_real(eps, "norm_eps")
+    if eps < 0:
+        raise ValueError(f"norm_eps must be >= 0, got {eps}")
+    return kind(dim, eps=eps)
+
+
+class Residual(Module):
+    """A sublayer F with its residual connection, dropout and normalisation, pre-LN or post-LN.
+
+    Parameters
+    ----------
+    d_model : int
+        Width of x.
+    sublayer : Module
+        F: an attention (its ``forward`` keyword arguments are passed through) or a feed-forward block.
+    dropout : float
+        Drop probability of F's output.
+    rng : numpy.random.Generator
+        Seeds the dropout generator.
+    norm_first : bool, default=True
+        Pre-LN ``x + Dropout(F(Norm(x)))`` or post-LN ``Norm(x + Dropout(F(x)))``.
+    norm : {"layer", "rms"}, default="layer"
+    norm_eps : float, optional
+        The norm's eps (default: 1e-5 for LayerNorm, 1e-6 for RMSNorm).
+
+    Attributes
+    ----------
+    children : dict
+        ``norm``, ``sublayer``, ``dropout`` (the same names either way, so checkpoints map onto both).
+    """
+
+    def __init__(self, d_model, sublayer, dropout, rng, *, norm_first=True, norm="layer", norm_eps=None):
+        super().__init__()
+        self.norm_first = check_bool(norm_first, "norm_first")
+        self.add_child("norm", make_norm(norm, d_model, norm_eps))
+        self.add_child("sublayer", sublayer)
+        self.add_child("dropout", Dropout(dropout, rng=rng))
+
+    def forward(self, x, training=False, **sublayer_options):
+        norm, sublayer, dropout = (self.children[k] for k in ("norm", "sublayer", "dropout"))
+        if self.norm_first:
+            h, c_norm = norm.forward(x, training)
+            y, c_sub = sublayer.forward(h, training, **sublayer_options)
+            y, c_drop = dropout.forward(y, training)
+            return x + y, (c_norm, c_sub, c_drop)
+        y, c_sub = sublayer.forward(x, training, **sublayer_options)
+        y, c_drop = dropout.forward(y, training)
+        out, c_norm = norm.forward(x + y, training)
+        return out, (c_norm, c_sub, c_drop)
+
+    def backward(self, grad, cache):
+        """Returns dx, or (dx, dcontext) when the sublayer is a cross-attention."""
+        c_norm, c_sub, c_drop = cache
+        norm, sublayer, dropout = (self.children[k] for k in ("norm", "sublayer", "dropout"))
+        if self.norm_first:
+            dh = sublayer.backward(dropout.backward(grad, c_drop), c_sub)
+            dh, dcontext = dh if isinstance(dh, tuple) else (dh, None)
+            dx = grad + norm.backward(dh, c_norm)
+        else:
+            dz = norm.backward(grad, c_norm)
+            dx = sublayer.backward(dropout.backward(dz, c_drop), c_sub)
+            dx, dcontext = dx if isinstance(dx, tuple) else (dx, None)
+            dx = dz + dx
+        return dx if dcontext is None else (dx, dcontext)
+
+    # -- inference ----------------------------------------------------------------------------------
+    def step(self, x, cache=None):
+        """Inference on one position: ``sublayer.step(h, cache)`` for attention, ``forward`` otherwise."""
+        sublayer = self.children["sublayer"]
+        h = self._sublayer_input(x)
+        return self._close(x, sublayer.forward(h)[0] if cache is None else sublayer.step(h, cache)[0])
+
+    def attend(self, x, **attention_options):
+        """Inference-mode output of the block and its attention sublayer's weights, both from one
+        ``return_weights=True`` call (softmax attention only)."""
+        out, _, weights = self.children["sublayer"].forward(self._sublayer_input(x), return_weights=True,
+                                                           **attention_options)
+        return self._close(x, out), weights
+
+    def _sublayer_input(self, x):
+        return self.children["norm"].forward(x)[0] if self.norm_first else x
+
+    def _close(self, x, y):
+        """The block's output (inference) from its input x and the sublayer's output y."""
+        return x + y if self.norm_first else self.children["norm"].forward(x + y)[0]
