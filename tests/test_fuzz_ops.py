@@ -267,9 +267,12 @@ def test_random_fourier_features(x, data, kind):
 
 @given(x=st.lists(sizes, max_size=3).flatmap(lambda s: perturbed(tuple(s))), data=st.data())
 def test_normalization_activations_and_cross_entropy(x, data):
-    gelu, error = outcome(lambda: ops.gelu(x), ("x",), [x])
+    approximate = data.draw(st.one_of(st.sampled_from(("tanh", "none")), st.sampled_from(("exact", None, 1, ["none"]))),
+                            label="approximate")
+    gelu, error = outcome(lambda: ops.gelu(x, approximate=approximate), ("x", "approximate"), [x])
     if error is None and finite(x):
-        assert_allclose(gelu, reference.gelu(np.asarray(x, gelu.dtype)).astype(gelu.dtype))
+        expected = reference.gelu(np.asarray(x, gelu.dtype), approximate=approximate)
+        assert_allclose(gelu, expected.astype(gelu.dtype))
     n = shape_of(x)[-1] if shape_of(x) else 1
     gamma = data.draw(st.one_of(st.none(), perturbed((n,))), label="gamma")
     eps = data.draw(st.one_of(st.just(1e-5), NUMBERS), label="eps")
@@ -278,6 +281,11 @@ def test_normalization_activations_and_cross_entropy(x, data):
                        ("x", "gamma", "eps", "return_stats"), [x, gamma])
     if error is None and finite(x, gamma) and eps > 0:
         expected = reference.layer_norm(x, gamma, eps=eps)
+        assert_allclose(y[0] if stats else y, expected.astype(y[0].dtype if stats else y.dtype), magnitude=10.0)
+    y, error = outcome(lambda: ops.rms_norm(x, gamma, eps=eps, return_stats=stats),
+                       ("x", "gamma", "eps", "return_stats"), [x, gamma])
+    if error is None and finite(x, gamma) and eps > 0:
+        expected = reference.rms_norm(x, gamma, eps=eps)
         assert_allclose(y[0] if stats else y, expected.astype(y[0].dtype if stats else y.dtype), magnitude=10.0)
     targets = data.draw(st.one_of(perturbed(shape_of(x)[:-1], dtypes=(np.int64,) * 3 + REFUSED),
                                   st.integers(-(2**64), 2**64)), label="targets")
