@@ -193,6 +193,18 @@ def test_attention_weights_follow_the_block_arrangement(norm_first):
         h = layer.forward(h, key_lengths=lengths)[0]
 
 
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_cross_attention_weights_follow_the_block_arrangement(norm_first):
+    # EncoderDecoder.attention_weights reads each block through Residual.attend.
+    rng = np.random.default_rng(3)
+    layer = nn.DecoderLayer(8, 2, 16, rng, d_memory=6, norm_first=norm_first).astype(np.float64)
+    x, memory, lengths = rng.standard_normal((2, 4, 8)), rng.standard_normal((2, 5, 6)), np.array([5, 2])
+    block = layer.children["cross_attention"]
+    out, weights = block.attend(x, context=memory, key_lengths=lengths)
+    np.testing.assert_allclose(out, block.forward(x, context=memory, key_lengths=lengths)[0], rtol=1e-12, atol=1e-12)
+    assert weights.shape == (2, 2, 4, 5) and not weights[1, :, :, 2:].any()
+
+
 @pytest.mark.parametrize(
     ("options", "error", "match"),
     [

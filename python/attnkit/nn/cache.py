@@ -98,7 +98,8 @@ class SelfAttentionCache:
         new = SelfAttentionCache(indices.size, self.capacity if self._keys is None else self._keys.shape[2], state)
         new.length = self.length
         if self._keys is not None and self._values is not None:
-            new._keys, new._values = (np.empty((indices.size,) + a.shape[1:], a.dtype) for a in (self._keys, self._values))
+            new._keys, new._values = (np.empty((indices.size,) + a.shape[1:], a.dtype)
+                                      for a in (self._keys, self._values))
             new._keys[:, :, : self.length] = self._keys[indices, :, : self.length]
             new._values[:, :, : self.length] = self._values[indices, :, : self.length]
         return new
