@@ -4,7 +4,7 @@
 // with u = c (x + k x^3), u' = c (1 + 3 k x^2). This form never subtracts nearly equal numbers (the
 // textbook 0.5 x (1 + tanh u) loses the low digits of y for negative x).
 // The exact (erf) form takes Q = Phi(-|x|) = g m and g from normal_tail (simd.h), so again nothing cancels:
-//   y = x Phi(x) = max(x, 0) - |x| Q                   (Phi(x) = Q for x < 0, 1 - Q otherwise; Q <= 1/2)
+//   y = x Phi(x) = max(x, 0) - g (|x| m)               (Phi(x) = Q for x < 0, 1 - Q otherwise; Q <= 1/2)
 //   gelu'(x) = Phi(x) + x phi(x) = D or 1 - D,  D = g (m - |x| / sqrt(2 pi))
 #include <algorithm>
 
@@ -76,7 +76,9 @@ Vec<T> gelu_exact_lanes(Vec<T> x) {
   const V u = abs_clamped(x);
   V g, m;
   normal_tail(u, g, m);
-  return V::fma(V::zero() - u, g * m, V::max(V::zero(), x));  // +inf - 64 * 0 = +inf; -inf gives 0
+  // g (u m), not u (g m): u m < 0.4, so the product is subnormal only where y itself is, while g m can
+  // be subnormal (and lose digits) with y still normal. +inf - 0 = +inf; -inf gives 0.
+  return V::fma(V::zero() - g, u * m, V::max(V::zero(), x));
 }
 
 template <class T>

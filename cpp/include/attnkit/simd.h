@@ -523,8 +523,9 @@ struct NormalTailConst<double> {
 // t = c / (c + u), y = (c - u) / (c + u) in (-1, 1], H a polynomial (an erfc-type form: no 1 - erf
 // cancellation, so Phi(-u) keeps its relative precision as it shrinks). Rounding u^2 would cost
 // u^2 / 2 ulps of g (700 at u = 37), so u^2 = s + e is split exactly and g = exp(-s/2) (1 - e/2).
-// g is 0 (not subnormal) once Phi(-u) is below the smallest normal number: u > 13.2 in float, 37.5 in
-// double. NaN gives NaN; u must be finite (beyond 40 nothing changes, so callers clamp there).
+// exp gives no subnormals: g is 0 past u = 13.2 in float, 37.6 in double, where Phi(-u) is already below
+// 3% of the smallest normal number. NaN gives NaN; u must be finite (beyond 40 nothing changes, so
+// callers may clamp there).
 template <class T>
 inline void normal_tail(Vec<T> u, Vec<T>& g, Vec<T>& m) {
   using V = Vec<T>;

@@ -19,8 +19,9 @@ def gelu(x: ArrayLike, *, approximate: str = "tanh") -> np.ndarray:
       for negative ``x`` (where ``1 + tanh`` would cancel).
     - ``approximate="none"``: ``x Phi(x) = x / 2 (1 + erf(x / sqrt 2))``, with Phi the standard normal
       distribution function, computed in an erfc form (``Phi(x) = exp(-x^2/2) m(x)`` for x < 0) that
-      keeps relative precision where Phi is tiny: a few ulps from the exact value down to the smallest
-      normal number (x = -13 in float32, -37.5 in float64), below which the output is 0.
+      keeps relative precision where Phi is tiny: within a few ulps of the exact value wherever that is
+      a normal number (down to x = -13.1 in float32, -37.5 in float64); smaller results are subnormal,
+      then 0.
 
     The two forms differ by less than 5e-4 (most at |x| = 2.7).
 
