@@ -14,6 +14,7 @@ from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm, default_deca
 from attnkit.nn.pooling import SequencePooling
 from attnkit.nn.positional import LearnedPositions, RelativePositionBias, SinusoidalPositions
 from attnkit.nn.sequence_classifier import SequenceClassifier
+from attnkit.nn.text_encoder import TextEncoder
 from attnkit.nn.token_embedding import TokenEmbedding
 from attnkit.nn.transformer import Decoder, DecoderLayer, Encoder, EncoderLayer
 
@@ -44,6 +45,7 @@ __all__ = [
     "SequenceClassifier",
     "SequencePooling",
     "SinusoidalPositions",
+    "TextEncoder",
     "TiedOutput",
     "TokenEmbedding",
     "WarmupSchedule",

@@ -1,0 +1,110 @@
+"""Token ids to contextual vectors: the encoder of every text model (a trained-from-scratch classifier's, and
+BERT's shape for pretrained checkpoints)."""
+
+import numpy as np
+
+from attnkit._validation import check_int
+from attnkit.nn.module import Module
+from attnkit.nn.token_embedding import TokenEmbedding
+from attnkit.nn.transformer import Encoder
+
+__all__ = ["TextEncoder"]
+
+POSITIONAL_KINDS = ("sinusoidal", "learned", "relative", None)
+
+
+class TextEncoder(Module):
+    """``Encoder(TokenEmbedding(ids))``: contextual vectors (B, N, d_model) of token ids (B, N).
+
+    The defaults build attnkit's own encoder (pre-LN, sinusoidal positions, tanh GELU); BERT-family
+    checkpoints are ``positional="learned"``, ``n_positions=max_position_embeddings``, ``n_token_types=2``,
+    ``embedding_norm="layer"``, ``norm_first=False``, ``activation="gelu"`` and their ``layer_norm_eps``
+    (see :mod:`attnkit.pretrained`).
+
+    Parameters
+    ----------
+    vocab_size : int
+        Number of token ids (``padding_idx`` is padding).
+    rng : numpy.random.Generator or int
+        Initial weights and dropout masks.
+    d_model, n_heads, n_layers, d_ff : int, default=64, 4, 2, 128
+        Width, heads, layers and feed-forward width.
+    dropout : float, default=0.1
+        Embedding, residual and feed-forward dropout.
+    attention : {"softmax", "linear", "performer"}, default="softmax"
+    positional : {"sinusoidal", "learned", "relative", None}, default="sinusoidal"
+        Absolute positions added to the embeddings, learned relative-position biases in every attention
+        layer (clipped to +-``relative_distance``), or none.
+    max_len : int, default=512
+        Longest sequence the encoder reads: longer ones are cut to their first ``max_len`` ids.
+    n_positions : int, optional
+        Rows of the learned position table (default ``max_len``; a checkpoint's may be longer than what
+        is read).
+    relative_distance : int, default=16
+        Clipping distance of relative positions.
+    n_token_types : int, default=0
+        Token-type (segment) embeddings (BERT: 2).
+    embedding_norm : {None, "layer", "rms"}, default=None
+        Normalisation of the summed embeddings (BERT: "layer").
+    norm_first, norm, norm_eps, activation :
+        The transformer blocks' options (:class:`attnkit.nn.Encoder`).
+    padding_idx : int, default=0
+        The padding id, whose vector never trains.
+    """
+
+    def __init__(self, vocab_size, rng, *, d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1,
+                 attention="softmax", positional="sinusoidal", max_len=512, n_positions=None, relative_distance=16,
+                 n_token_types=0, embedding_norm=None, norm_first=True, norm="layer", norm_eps=None,
+                 activation="gelu_tanh", padding_idx=0):
+        super().__init__()
+        if positional not in POSITIONAL_KINDS:
+            raise ValueError(f"positional must be one of {POSITIONAL_KINDS}, got {positional!r}")
+        rng = np.random.default_rng(rng)
+        self.max_len = check_int(max_len, "max_len", minimum=1)
+        n_positions = self.max_len if n_positions is None else check_int(n_positions, "n_positions", minimum=1)
+        absolute = positional if positional in ("sinusoidal", "learned") else None
+        self.add_child("embedding", TokenEmbedding(vocab_size, d_model, rng, positional=absolute, max_len=n_positions,
+                                                   dropout=dropout, padding_idx=padding_idx,
+                                                   n_token_types=n_token_types, norm=embedding_norm,
+                                                   norm_eps=norm_eps))
+        relative = check_int(relative_distance, "relative_distance", minimum=1) if positional == "relative" else None
+        self.add_child("encoder", Encoder(n_layers, d_model, n_heads, d_ff, rng, dropout=dropout, attention=attention,
+                                          relative_positions=relative, norm_first=norm_first, norm=norm,
+                                          norm_eps=norm_eps, activation=activation))
+
+    def truncate(self, ids, lengths, token_types=None):
+        """The encoder's view of a batch: ids (B, N), lengths (B,) and token types cut to ``max_len``."""
+        ids = np.asarray(ids)
+        if ids.ndim == 2 and ids.shape[1] > self.max_len:
+            cut = None if token_types is None else np.asarray(token_types)[:, :self.max_len]
+            return ids[:, :self.max_len], np.minimum(lengths, self.max_len), cut
+        return ids, lengths, token_types
+
+    def encode(self, ids, training=False, *, lengths, token_types=None):
+        """The encoder's output for the first ``max_len`` tokens, (B, min(N, max_len), d_model), and the cache
+        for :meth:`backward_encode`. Padding keys (past ``lengths``) are skipped; the outputs at padding
+        positions are not meaningful."""
+        ids, lengths, token_types = self.truncate(ids, lengths, token_types)
+        x, c_embed = self.children["embedding"].forward(ids, training, token_types=token_types)
+        x, c_enc = self.children["encoder"].forward(x, training, key_lengths=lengths)
+        return x, (c_embed, c_enc)
+
+    def backward_encode(self, grad, cache):
+        """Accumulates the embedding and encoder gradients from d loss / d :meth:`encode`'s output."""
+        c_embed, c_enc = cache
+        return self.children["embedding"].backward(self.children["encoder"].backward(grad, c_enc), c_embed)
+
+    def forward(self, ids, training=False, *, lengths, token_types=None):
+        """As :meth:`encode`."""
+        return self.encode(ids, training, lengths=lengths, token_types=token_types)
+
+    def backward(self, grad, cache):
+        """As :meth:`backward_encode`."""
+        return self.backward_encode(grad, cache)
+
+    def attention_weights(self, ids, *, lengths, token_types=None):
+        """Each layer's self-attention weights, a list of (B, n_heads, N, N) arrays (inference mode), N at
+        most ``max_len``."""
+        ids, lengths, token_types = self.truncate(ids, lengths, token_types)
+        x, _ = self.children["embedding"].forward(ids, token_types=token_types)
+        return self.children["encoder"].attention_weights(x, key_lengths=lengths)[1]

@@ -1,0 +1,104 @@
+"""A checkpoint's own tokenizer (Hugging Face ``tokenizers``: WordPiece, BPE, ...), as attnkit uses it.
+
+Checkpoints such as all-MiniLM-L6-v2 ship a ``tokenizer.json`` that pads every text to a fixed length
+and truncates at 128; both are switched off here, and texts are truncated to what the model reads by
+:meth:`PretrainedTokenizer.encode`, the way Hugging Face does it (the text's tokens are cut, the special
+tokens kept). The object keeps only the JSON text as its state, so estimators holding one pickle, clone
+and cross process boundaries (joblib, Dask); the Rust tokenizer is rebuilt on first use.
+"""
+
+import threading
+
+__all__ = ["PretrainedTokenizer", "require_extra"]
+
+EXTRA = "pip install 'attnkit[pretrained]'"
+
+
+def require_extra(module):
+    """Import ``module`` (safetensors or tokenizers) of the ``pretrained`` extra, or say how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise ImportError(f"pretrained models need the optional packages safetensors and tokenizers, which are not "
+                          f"installed ({module} is missing): {EXTRA}") from None
+
+
+class PretrainedTokenizer:
+    """Texts -> token ids with a checkpoint's ``tokenizer.json``.
+
+    Parameters
+    ----------
+    json_text : str
+        The contents of ``tokenizer.json``.
+
+    Attributes
+    ----------
+    vocab_size : int
+        Ids the tokenizer can produce (added tokens included).
+    """
+
+    def __init__(self, json_text):
+        if not isinstance(json_text, str):
+            raise TypeError(f"json_text must be the text of tokenizer.json, got {type(json_text).__name__}")
+        self.json_text = json_text
+        self._tokenizer = None
+        self._lock = threading.Lock()
+        self.vocab_size = self._rust().get_vocab_size(with_added_tokens=True)
+
+    def _rust(self):
+        """The ``tokenizers.Tokenizer``, built once (per process), padding and truncation off."""
+        if self._tokenizer is None:
+            with self._lock:
+                if self._tokenizer is None:
+                    tokenizers = require_extra("tokenizers")
+                    try:
+                        tokenizer = tokenizers.Tokenizer.from_str(self.json_text)
+                    except Exception as error:  # the Rust parser raises its own exception type
+                        raise ValueError(f"tokenizer.json cannot be read by tokenizers: {error}") from None
+                    tokenizer.no_padding()
+                    tokenizer.no_truncation()
+                    self._tokenizer = tokenizer
+        return self._tokenizer
+
+    def encode(self, texts, max_len):
+        """Token ids of each text, special tokens included, at most ``max_len`` of them.
+
+        Returns
+        -------
+        ids : list of lists of int
+        n_cut : int
+            How many texts were longer and lost tokens at their end (before the closing special tokens).
+        """
+        tokenizer = self._rust()
+        room = max_len - tokenizer.num_special_tokens_to_add(False)
+        if room < 0:
+            raise ValueError(f"max_len={max_len} leaves no room for the tokenizer's own special tokens")
+        ids, n_cut = [], 0
+        for text in texts:
+            encoding = tokenizer.encode(text, add_special_tokens=False)
+            if len(encoding.ids) > room:
+                encoding.truncate(room)
+                n_cut += 1
+            ids.append(tokenizer.post_process(encoding).ids)
+        return ids, n_cut
+
+    def tokens(self, ids):
+        """The token strings of ``ids`` (e.g. wordpieces ``["[CLS]", "play", "##ing", "[SEP]"]``)."""
+        tokenizer = self._rust()
+        return [tokenizer.id_to_token(int(i)) for i in ids]
+
+    def token_id(self, token):
+        """The id of ``token`` (e.g. "[MASK]"), or None."""
+        return self._rust().token_to_id(token)
+
+    def __getstate__(self):
+        return {"json_text": self.json_text, "vocab_size": self.vocab_size}
+
+    def __setstate__(self, state):
+        self.json_text, self.vocab_size = state["json_text"], state["vocab_size"]
+        self._tokenizer, self._lock = None, threading.Lock()
+
+    def __repr__(self):
+        return f"PretrainedTokenizer(vocab_size={self.vocab_size})"
