@@ -30,6 +30,7 @@ def tokenizer_json(lowercase=True):
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    tokenizer.add_special_tokens(SPECIALS)
     tokenizer.enable_padding(length=16, pad_id=0, pad_token="[PAD]")
     tokenizer.enable_truncation(max_length=16)
     return tokenizer.to_str()

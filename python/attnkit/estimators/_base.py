@@ -136,6 +136,19 @@ class NetworkEstimator(BaseEstimator):
         """What early stopping follows: "loss" or "score"."""
         return "loss"
 
+    def _learning_rate(self):
+        """The peak learning rate (``learning_rate``, resolved when it may be "auto")."""
+        return float(self.learning_rate)
+
+    def _max_epochs(self):
+        """Epochs of a fit (``max_iter``, resolved when it may be "auto")."""
+        return int(self.max_iter)
+
+    def _text_tokenizer(self):
+        """A function from texts to token lists for the text route, or None for attnkit's own Tokenizer
+        (:mod:`._token_input`)."""
+        return None
+
     def _fitted_extras(self):
         """More fitted state to save: (groups of arrays, JSON-able config)."""
         return {}, {}
@@ -176,8 +189,8 @@ class NetworkEstimator(BaseEstimator):
         batch_loss = self._batch_loss(network, samples, rng)
         validate = None if validation is None else (lambda: self._evaluate(network, validation))
         options = TrainingOptions(
-            max_epochs=1 if incremental else self.max_iter, batch_size=self.batch_size,
-            learning_rate=float(self.learning_rate), weight_decay=float(self.weight_decay),
+            max_epochs=1 if incremental else self._max_epochs(), batch_size=self.batch_size,
+            learning_rate=self._learning_rate(), weight_decay=float(self.weight_decay),
             warmup_fraction=self._warmup_fraction, decay="constant" if incremental else "linear",
             max_grad_norm=self._max_grad_norm, early_stopping=bool(self.early_stopping and validate is not None),
             n_iter_no_change=self.n_iter_no_change, tol=float(self.tol), monitor=self._monitor(),
@@ -192,7 +205,7 @@ class NetworkEstimator(BaseEstimator):
     def _training_options(self, **fields):
         """TrainingOptions for an extra training phase (pre-training) from the estimator's parameters."""
         options = TrainingOptions(
-            max_epochs=self.max_iter, batch_size=self.batch_size, learning_rate=float(self.learning_rate),
+            max_epochs=self._max_epochs(), batch_size=self.batch_size, learning_rate=self._learning_rate(),
             weight_decay=float(self.weight_decay), warmup_fraction=self._warmup_fraction,
             max_grad_norm=self._max_grad_norm, n_iter_no_change=self.n_iter_no_change, tol=float(self.tol),
             verbose=int(self.verbose))
@@ -261,7 +274,7 @@ class NetworkEstimator(BaseEstimator):
             if self._input["kind"] == TEXT:
                 for attribute in ("n_features_in_", "feature_names_in_"):
                     self.__dict__.pop(attribute, None)
-        return read_tokens(X, self._input, name=name, owner=type(self).__name__,
+        return read_tokens(X, self._input, name=name, owner=type(self).__name__, tokenize=self._text_tokenizer(),
                            validate=lambda ids: validate_data(self, ids, reset=reset, dtype="numeric"))
 
     def _read_target_tokens(self, y, *, name="y"):

@@ -86,7 +86,7 @@ def _what(kind):
     return "a 2-D array of token ids" if kind == IDS else "text"
 
 
-def read_tokens(X, route, *, validate, name="X", owner="estimator"):
+def read_tokens(X, route, *, validate, name="X", owner="estimator", tokenize=None):
     """Token lists of ``X`` read by ``route`` (a dict: ``kind``, ``tokenizer``, ``lowercase``, ``padding_id``).
 
     Parameters
@@ -99,6 +99,9 @@ def read_tokens(X, route, *, validate, name="X", owner="estimator"):
         also keeps the width seen in fit).
     name, owner : str
         The argument's and the estimator's names, for the messages.
+    tokenize : callable, optional
+        Texts -> token lists for the text route (a pretrained checkpoint's tokenizer); default attnkit's
+        :class:`attnkit.text.Tokenizer` with the route's settings.
 
     Raises
     ------
@@ -112,6 +115,8 @@ def read_tokens(X, route, *, validate, name="X", owner="estimator"):
     if kind == IDS:
         return id_rows_to_tokens(validate(X), route["padding_id"], name=name)
     texts = check_texts(X, name=name)
+    if tokenize is not None:
+        return tokenize(texts)
     tokenizer = Tokenizer(route["tokenizer"], lowercase=route["lowercase"])
     return [tokenizer(t) for t in texts]
 

