@@ -496,8 +496,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         changed = [f"{name}={getattr(self, name)!r}" for name in ARCHITECTURE_PARAMS
                    if getattr(self, name) != defaults[name]]
         if changed:
-            raise ValueError(f"with pretrained={self.pretrained!r} the checkpoint decides the tokenizer, vocabulary and "
-                             f"architecture; leave {', '.join(changed)} at their defaults")
+            raise ValueError(f"with pretrained={self.pretrained!r} the checkpoint decides the tokenizer, vocabulary "
+                             f"and architecture; leave {', '.join(changed)} at their defaults")
         if self.mlm_epochs:
             raise ValueError(f"mlm_epochs={self.mlm_epochs} pre-trains an encoder from scratch; with pretrained=... "
                              "the encoder is pretrained already: set mlm_epochs=0")
