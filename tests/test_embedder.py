@@ -201,6 +201,15 @@ def test_directory_zip_pickle_joblib_and_save_load_agree(tiny, tmp_path):
         assert restored.attention_maps(["bad"])[0]["tokens"] == ["[CLS]", "bad", "[SEP]"]
 
 
+def test_pandas_output_and_numpy_integer_parameters(tiny, tmp_path):
+    pandas = pytest.importorskip("pandas")
+    embedder = TransformerEmbedder(tiny, max_len=np.int64(6), batch_size=np.int64(2)).fit()
+    frame = embedder.set_output(transform="pandas").transform(pandas.Series(["a movie", "bad"], index=[5, 7]))
+    assert frame.index.tolist() == [5, 7] and frame.columns.tolist() == embedder.get_feature_names_out().tolist()
+    embedder.save(tmp_path / "embedder.npz")  # the settings are saved as JSON
+    assert attnkit.load(tmp_path / "embedder.npz").max_len_ == 6
+
+
 def test_fitted_state_is_plain_data(fitted):
     fitted.transform(["bad"])  # the network and the tokenizer are cached
     plain = (np.ndarray, dict, list, tuple, str, int, float, bool, type(None), np.generic)

@@ -164,7 +164,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
             check_texts(X)
         checkpoint = load_checkpoint(self.model)
         config = checkpoint.config
-        max_len = self.max_len or checkpoint.max_len or config.max_position_embeddings
+        max_len = int(self.max_len or checkpoint.max_len or config.max_position_embeddings)
         if max_len > config.max_position_embeddings:
             raise ValueError(f"max_len must be at most the model's {config.max_position_embeddings} positions "
                              f"(max_position_embeddings of {checkpoint.source}), got {max_len}")
