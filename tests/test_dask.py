@@ -1,5 +1,6 @@
-"""Scale-out on Dask (optional extra ``dask``): batch inference over Dask collections and a
-hyper-parameter search through joblib's Dask backend, on a 2-worker ``distributed.LocalCluster``."""
+"""Scale-out on Dask (optional extra ``dask``): batch inference over Dask collections (predictions, features,
+pretrained embeddings) and a hyper-parameter search through joblib's Dask backend, on a 2-worker
+``distributed.LocalCluster``."""
 
 import joblib
 import numpy as np
@@ -8,8 +9,9 @@ from sklearn.linear_model import RidgeClassifier
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 
-from attnkit import RandomFourierFeatures, TransformerClassifier
+from attnkit import RandomFourierFeatures, TransformerClassifier, TransformerEmbedder
 from attnkit.datasets import make_negation_sentences
+from tiny_bert import write_tiny_bert
 
 da = pytest.importorskip("dask.array", reason="dask is not installed (pip install 'attnkit[dask]')")
 db = pytest.importorskip("dask.bag", reason="dask is not installed (pip install 'attnkit[dask]')")
@@ -56,6 +58,39 @@ def test_parallel_post_fit(client, points):
     predicted = model.predict(da.from_array(X, chunks=(100, -1)))
     assert isinstance(predicted, da.Array)
     np.testing.assert_array_equal(predicted.compute(), model.estimator.predict(X))
+
+
+@pytest.fixture(scope="module")
+def embedder(tmp_path_factory):
+    pytest.importorskip("tokenizers", reason="pretrained models need the extra (pip install 'attnkit[pretrained]')")
+    pytest.importorskip("safetensors", reason="pretrained models need the extra (pip install 'attnkit[pretrained]')")
+    # The workers get the fitted embedder (weights and tokenizer), never the checkpoint's path.
+    return TransformerEmbedder(write_tiny_bert(tmp_path_factory.mktemp("tiny") / "tiny-bert")).fit()
+
+
+def test_embeddings_of_a_bag_of_texts(client, embedder):
+    texts, _ = make_negation_sentences(300, random_state=0)
+    bag = db.from_sequence(texts, npartitions=4)
+    rows = bag.map_partitions(lambda part: list(embedder.transform(list(part)))).compute()
+    np.testing.assert_array_equal(np.stack(rows), embedder.transform(texts))
+
+
+def test_embeddings_of_a_dask_array(client, embedder):
+    wrappers = pytest.importorskip("dask_ml.wrappers", reason="dask-ml is not installed (pip install 'attnkit[dask]')")
+    texts, _ = make_negation_sentences(300, random_state=0)
+    expected = embedder.transform(texts)
+    lazy = da.from_array(np.array(texts, dtype=object)[:, None], chunks=(75, 1))  # one column of texts
+    width = expected.shape[1]
+    embedded = lazy.map_blocks(embedder.transform, chunks=(75, width), dtype=np.float32)
+    assert embedded.shape == expected.shape
+    np.testing.assert_array_equal(embedded.compute(), expected)
+    # dask-ml infers the output's meta by calling transform on numbers, which an embedder refuses, so it is
+    # given; ParallelPostFit also keeps the input's chunk shape in the graph (here (300, 1), for (300, 16)
+    # blocks): the computed array is right, but slice it after compute, or use map_blocks as above.
+    model = wrappers.ParallelPostFit(embedder, transform_meta=np.empty((0, width), dtype=np.float32))
+    embedded = model.transform(lazy)
+    assert isinstance(embedded, da.Array)
+    np.testing.assert_array_equal(embedded.compute(), expected)
 
 
 def test_grid_search_on_the_dask_joblib_backend(client, points):

@@ -187,17 +187,18 @@ def test_predictions_do_not_depend_on_the_batching(case, fitted, monkeypatch):
         np.testing.assert_array_equal(left, right)
 
 
-@given(st.lists(st.integers(0, 300), max_size=60), st.integers(1, 2000))
-def test_inference_batches_cover_every_sample_once_within_the_budget(lengths, budget):
+@given(st.lists(st.integers(0, 300), max_size=60), st.integers(1, 2000), st.none() | st.integers(1, 8))
+def test_inference_batches_cover_every_sample_once_within_the_budget(lengths, budget, max_samples):
     estimator = TransformerClassifier()
     estimator._batch_tokens = budget
-    batches = list(estimator._inference_batches(lengths))
+    batches = list(estimator._inference_batches(lengths, max_samples=max_samples))
     seen = np.concatenate(batches) if batches else np.zeros(0, int)
     assert sorted(seen.tolist()) == list(range(len(lengths)))
     for rows in batches:
         widths = np.maximum(np.asarray(lengths)[rows], 1)
         assert np.all(np.diff(widths) >= 0)  # sorted: little padding
         assert len(rows) == 1 or len(rows) * widths.max() <= budget
+        assert max_samples is None or len(rows) <= max_samples
 
 
 def test_samples_subset():

@@ -15,7 +15,7 @@ if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
 from attnkit import feature_maps, metrics, ops, reference, text  # noqa: E402
 from attnkit._config import get_num_threads, set_num_threads, show_config
 from attnkit._core import __version__
-from attnkit.estimators import RandomFourierFeatures, Seq2SeqTransformer, TransformerClassifier
+from attnkit.estimators import RandomFourierFeatures, Seq2SeqTransformer, TransformerClassifier, TransformerEmbedder
 from attnkit.io import load
 from attnkit.ops import (
     LinearAttentionState,
@@ -32,6 +32,7 @@ __all__ = [
     "RandomFourierFeatures",
     "Seq2SeqTransformer",
     "TransformerClassifier",
+    "TransformerEmbedder",
     "__version__",
     "feature_maps",
     "get_num_threads",

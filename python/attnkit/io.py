@@ -61,7 +61,7 @@ def save(estimator: Any, path: str | os.PathLike[str], *, compress: bool = False
 
     Parameters
     ----------
-    estimator : TransformerClassifier or Seq2SeqTransformer
+    estimator : TransformerClassifier, Seq2SeqTransformer or TransformerEmbedder
         A fitted attnkit estimator (a registered class, see :func:`register_estimator`).
     path : str or os.PathLike
         The file to write, exactly (no suffix is added); an existing file is replaced only once

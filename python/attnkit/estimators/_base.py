@@ -281,16 +281,18 @@ class NetworkEstimator(BaseEstimator):
         """Token lists of target sequences ``y``, by the route of the inputs (see :mod:`._token_input`)."""
         return read_target_tokens(y, self._input, name=name)
 
-    def _inference_batches(self, lengths):
+    def _inference_batches(self, lengths, *, max_samples=None):
         """Index arrays of inference batches: samples sorted by length, each batch at most
-        ``_batch_tokens`` padded tokens (at least one sample)."""
+        ``_batch_tokens`` padded tokens and ``max_samples`` samples (at least one sample)."""
         lengths = np.maximum(np.asarray(lengths, dtype=np.int64), 1)
         order = np.argsort(lengths, kind="stable")
+        limit = order.size if max_samples is None else max(1, int(max_samples))
         start = 0
         while start < order.size:
             # Sorted, so a batch's padded width is the length of its last sample.
             stop = start + 1
-            while stop < order.size and (stop - start + 1) * lengths[order[stop]] <= self._batch_tokens:
+            while stop < order.size and stop - start < limit \
+                    and (stop - start + 1) * lengths[order[stop]] <= self._batch_tokens:
                 stop += 1
             yield order[start:stop]
             start = stop
