@@ -63,6 +63,13 @@ def test_padding_does_not_change_the_logits(pooling):
         np.testing.assert_allclose(alone[0], logits[row], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("bag", [0, 2])
+def test_inference_logits_equal_the_forward_pass(bag):
+    net = nn.SequenceClassifier(11, 3, 0, d_model=8, n_heads=2, d_ff=12, bag_ngrams=bag, pooling="mean")
+    ids, lengths = np.array([[1, 4, 6, 2], [1, 5, 0, 0]]), np.array([4, 2])
+    np.testing.assert_array_equal(net.logits(ids, lengths=lengths), net.forward(ids, lengths=lengths)[0])
+
+
 def test_features_feed_the_head():
     rng = np.random.default_rng(2)
     network = nn.SequenceClassifier(11, 2, rng, d_model=8, n_heads=2, d_ff=12)

@@ -50,6 +50,30 @@ def test_truncation_reads_the_first_max_len_tokens_of_a_longer_position_table():
     np.testing.assert_allclose(weights[0].sum(-1), 1.0, rtol=1e-6)
 
 
+@pytest.mark.parametrize("options", [{}, BERT_SHAPE], ids=["attnkit", "bert"])
+def test_infer_equals_the_training_path_without_its_caches(options):
+    encoder = nn.TextEncoder(13, 0, d_model=8, n_heads=2, n_layers=3, d_ff=12, max_len=5, **options)
+    ids, lengths = np.array([[2, 5, 7, 9, 11, 3], [2, 6, 3, 0, 0, 0]]), np.array([6, 3])
+    types = np.array([[0, 0, 1, 1, 1, 1], [0, 1, 1, 0, 0, 0]]) if options else None
+    out, _ = encoder.encode(ids, lengths=lengths, token_types=types)
+    np.testing.assert_array_equal(encoder.infer(ids, lengths=lengths, token_types=types), out)
+
+
+def test_ff_dropout_replaces_the_dropout_inside_the_feed_forward_only():
+    rng = np.random.default_rng(0)
+    plain = nn.TextEncoder(13, 0, d_model=8, n_heads=2, n_layers=1, d_ff=12, dropout=0.1)
+    bert = nn.TextEncoder(13, 0, d_model=8, n_heads=2, n_layers=1, d_ff=12, dropout=0.1, ff_dropout=0.0)
+    layer = bert.children["encoder"].children["layer0"]
+    assert layer.children["feed_forward"].children["sublayer"].children["dropout"].p == 0.0
+    assert layer.children["feed_forward"].children["dropout"].p == 0.1
+    for name, param in plain.state_dict().items():  # the same draws: only a rate differs
+        np.testing.assert_array_equal(bert.state_dict()[name], param)
+    ids = rng.integers(1, 13, (2, 5))
+    with pytest.raises(ValueError, match="p must be in"):
+        nn.TextEncoder(13, 0, ff_dropout=1.0)
+    assert np.isfinite(bert.encode(ids, training=True, lengths=np.array([5, 3]))[0]).all()
+
+
 def test_padding_and_token_types():
     encoder = nn.TextEncoder(13, 0, d_model=8, n_heads=2, n_layers=2, d_ff=12, dropout=0.0, **BERT_SHAPE)
     ids = np.array([[2, 5, 7, 3, 0, 0]])

@@ -644,7 +644,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         return batch_loss
 
     def _evaluate(self, network, samples):
-        logits = self._batched(samples.inputs, lambda ids, lens: network.forward(ids, lengths=lens)[0],
+        logits = self._batched(samples.inputs, lambda ids, lens: network.logits(ids, lengths=lens),
                                len(self.classes_))
         losses, _ = CrossEntropyLoss(reduction="none").forward(logits, samples.targets)
         correct = (np.argmax(logits, axis=1) == samples.targets).astype(np.float64)
@@ -721,7 +721,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     def _logits(self, X):
         check_is_fitted(self)
         network = self._network()
-        return self._batched(self._encode(X), lambda ids, lengths: network.forward(ids, lengths=lengths)[0],
+        return self._batched(self._encode(X), lambda ids, lengths: network.logits(ids, lengths=lengths),
                              len(self.classes_))
 
     # ------------------------------------------------------------------------------ protocol

@@ -206,7 +206,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         network, pool = self._network(), SequencePooling(self.pooling_)
         out = np.empty((len(ids), self._n_features_out), dtype=np.float32)
         for rows, batch, lengths in self._batches(ids):
-            hidden, _ = network.encode(batch, lengths=lengths)
+            hidden = network.infer(batch, lengths=lengths)
             out[rows] = pool.forward(hidden, lengths=lengths)[0]
         if self.normalize_:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), NORM_EPS)

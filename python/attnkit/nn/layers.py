@@ -250,7 +250,7 @@ class Dropout(Module):
             return x, None
         # float32 uniforms whatever the dtype of x: a float64 copy of a model draws the same masks.
         keep = self.rng.random(x.shape, dtype=np.float32) >= self.p
-        mask = np.where(keep, 1.0 / (1.0 - self.p), 0.0).astype(x.dtype)
+        mask = np.multiply(keep, x.dtype.type(1.0 / (1.0 - self.p)), dtype=x.dtype)
         return x * mask, mask
 
     def backward(self, grad, cache):

@@ -92,6 +92,15 @@ class SequenceClassifier(TextEncoder):
             logits = logits + wide
         return logits, (c_features, c_drop, c_head, c_bag)
 
+    def logits(self, ids, *, lengths, token_types=None):
+        """Inference logits, as ``forward(ids)[0]`` but without keeping any backward cache."""
+        x = self.infer(ids, lengths=lengths, token_types=token_types)
+        logits = self.children["head"].forward(self.children["pooling"].forward(
+            x, lengths=self.truncate(ids, lengths)[1])[0])[0]
+        if "bag" in self.children:
+            logits = logits + self.children["bag"].forward(ids, lengths=lengths)[0]
+        return logits
+
     def backward(self, grad, cache):
         """Accumulates every parameter's gradient from d loss / d logits; returns None."""
         (c_encode, c_pool), c_drop, c_head, c_bag = cache

@@ -31,6 +31,8 @@ class TextEncoder(Module):
         Width, heads, layers and feed-forward width.
     dropout : float, default=0.1
         Embedding, residual and feed-forward dropout.
+    ff_dropout : float, optional
+        Dropout after the feed-forward activation instead (default ``dropout``; BERT: 0).
     attention : {"softmax", "linear", "performer"}, default="softmax"
     positional : {"sinusoidal", "learned", "relative", None}, default="sinusoidal"
         Absolute positions added to the embeddings, learned relative-position biases in every attention
@@ -52,7 +54,7 @@ class TextEncoder(Module):
         The padding id, whose vector never trains.
     """
 
-    def __init__(self, vocab_size, rng, *, d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1,
+    def __init__(self, vocab_size, rng, *, d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1, ff_dropout=None,
                  attention="softmax", positional="sinusoidal", max_len=512, n_positions=None, relative_distance=16,
                  n_token_types=0, embedding_norm=None, norm_first=True, norm="layer", norm_eps=None,
                  activation="gelu_tanh", padding_idx=0):
@@ -68,7 +70,8 @@ class TextEncoder(Module):
                                                    n_token_types=n_token_types, norm=embedding_norm,
                                                    norm_eps=norm_eps))
         relative = check_int(relative_distance, "relative_distance", minimum=1) if positional == "relative" else None
-        self.add_child("encoder", Encoder(n_layers, d_model, n_heads, d_ff, rng, dropout=dropout, attention=attention,
+        self.add_child("encoder", Encoder(n_layers, d_model, n_heads, d_ff, rng, dropout=dropout, ff_dropout=ff_dropout,
+                                          attention=attention,
                                           relative_positions=relative, norm_first=norm_first, norm=norm,
                                           norm_eps=norm_eps, activation=activation))
 
@@ -88,6 +91,12 @@ class TextEncoder(Module):
         x, c_embed = self.children["embedding"].forward(ids, training, token_types=token_types)
         x, c_enc = self.children["encoder"].forward(x, training, key_lengths=lengths)
         return x, (c_embed, c_enc)
+
+    def infer(self, ids, *, lengths, token_types=None):
+        """Inference output only, as ``encode(ids)[0]`` but without keeping any layer's backward cache."""
+        ids, lengths, token_types = self.truncate(ids, lengths, token_types)
+        x, _ = self.children["embedding"].forward(ids, token_types=token_types)
+        return self.children["encoder"].infer(x, key_lengths=lengths)
 
     def backward_encode(self, grad, cache):
         """Accumulates the embedding and encoder gradients from d loss / d :meth:`encode`'s output."""

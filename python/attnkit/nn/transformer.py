@@ -44,6 +44,8 @@ class EncoderLayer(Module):
         Initial weights and dropout masks.
     dropout : float, default=0.1
         Residual and feed-forward dropout.
+    ff_dropout : float, optional
+        Dropout after the feed-forward activation instead (default ``dropout``; BERT has none there).
     attention : {"softmax", "linear", "performer"}, default="softmax"
     activation : {"gelu_tanh", "gelu", "relu"}, default="gelu_tanh"
         Of the feed-forward block; ``"gelu"`` is the exact (erf) GELU of BERT, ``"gelu_tanh"`` its tanh
@@ -60,14 +62,16 @@ class EncoderLayer(Module):
         The norms' eps (default: 1e-5 for LayerNorm, 1e-6 for RMSNorm; BERT checkpoints say 1e-12).
     """
 
-    def __init__(self, d_model, n_heads, d_ff, rng, *, dropout=0.1, attention="softmax", activation="gelu_tanh",
-                 relative_positions=None, n_features=128, norm_first=True, norm="layer", norm_eps=None):
+    def __init__(self, d_model, n_heads, d_ff, rng, *, dropout=0.1, ff_dropout=None, attention="softmax",
+                 activation="gelu_tanh", relative_positions=None, n_features=128, norm_first=True, norm="layer",
+                 norm_eps=None):
         super().__init__()
         block = dict(norm_first=norm_first, norm=norm, norm_eps=norm_eps)
         attn = make_attention(d_model, n_heads, rng, attention=attention, causal=False,
                           relative_positions=relative_positions, n_features=n_features)
         self.add_child("self_attention", Residual(d_model, attn, dropout, rng, **block))
-        ff = FeedForward(d_model, d_ff, rng, activation=activation, dropout=dropout)
+        ff = FeedForward(d_model, d_ff, rng, activation=activation,
+                         dropout=dropout if ff_dropout is None else ff_dropout)
         self.add_child("feed_forward", Residual(d_model, ff, dropout, rng, **block))
 
     def forward(self, x, training=False, *, key_lengths=None):
@@ -174,6 +178,13 @@ class Stack(Module):
         if "norm" in self.children:
             x, c_norm = self.children["norm"].forward(x, training)
         return x, (caches, c_norm)
+
+    def infer(self, x, **kwargs):
+        """Inference output only, as ``forward(x)[0]``: each layer's cache is dropped before the next layer
+        runs, so memory peaks at one layer's intermediates, not the whole stack's."""
+        for i in range(self.n_layers):
+            x = self.children[f"layer{i}"].forward(x, **kwargs)[0]
+        return self.final_norm(x)
 
     def final_norm(self, x):
         """Inference: the stack's final norm of the last layer's output x (pre-LN), or x (post-LN)."""

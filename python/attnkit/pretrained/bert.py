@@ -94,6 +94,7 @@ class BertConfig:
             "d_ff": self.intermediate_size, "positional": "learned", "n_positions": self.max_position_embeddings,
             "n_token_types": self.type_vocab_size, "embedding_norm": "layer", "norm_first": False,
             "norm_eps": self.layer_norm_eps, "activation": self.hidden_act, "padding_idx": self.pad_token_id,
+            "ff_dropout": 0.0,  # BERT drops after the feed-forward's output (the residual's dropout), not inside
         }
 
     def tensor_table(self):
