@@ -10,7 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
-import attnkit
 from attnkit.nn import AdamW, Module, WarmupSchedule, clip_grad_norm, default_decay, serialize
 
 
@@ -135,14 +134,6 @@ def strided_twin(a):
     buffer = np.zeros(a.shape + (2,), dtype=a.dtype)
     buffer[..., 0] = a
     return buffer[..., 0]
-
-
-@pytest.fixture(params=[1, 2], ids=["kernel-threads-1", "kernel-threads-2"])
-def kernel_threads(request):
-    before = attnkit.get_num_threads()
-    attnkit.set_num_threads(request.param)
-    yield request.param
-    attnkit.set_num_threads(before)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -19,14 +19,6 @@ shapes = st.one_of(
 dtypes = st.sampled_from((np.float32, np.float64))
 
 
-@pytest.fixture(params=[1, 2], scope="module")
-def threads(request):
-    before = attnkit.get_num_threads()
-    attnkit.set_num_threads(request.param)
-    yield request.param
-    attnkit.set_num_threads(before)
-
-
 @st.composite
 def adamw_problems(draw):
     """(param, grad, exp_avg, exp_avg_sq, hyperparameters) as AdamW.step would pass them."""
@@ -54,7 +46,7 @@ def bits(a):
 
 
 @given(problem=adamw_problems())
-def test_adamw_update_equals_numpy_bit_for_bit(isa, threads, problem):
+def test_adamw_update_equals_numpy_bit_for_bit(isa, kernel_threads, problem):
     arrays, hyper = problem
     mine, want = [a.copy() for a in arrays], [a.copy() for a in arrays]
     ops.adamw_update(*mine, **hyper)
