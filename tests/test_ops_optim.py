@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
 import attnkit
-from attnkit import ops, reference
+from attnkit import _core, ops, reference
 
 # 0-d, empty, small shapes around the SIMD widths, and sizes past the 4096-element blocks and the
 # 32768-element threshold of the parallel loop.
@@ -152,3 +152,16 @@ def test_sum_of_squares_refuses_non_floats(x):
 def test_docstring_examples_run():
     # (attnkit.ops.adamw_update is the function; the module is reached by its full name)
     assert doctest.testmod(importlib.import_module("attnkit.ops.optim")).failed == 0
+
+
+def test_sum_of_squares_has_the_same_bits_on_every_isa():
+    x = np.random.default_rng(0).standard_normal(50_001).astype(np.float32)
+    previous = _core.get_isa()
+    try:
+        sums = set()
+        for isa in _core.available_isas():
+            _core.set_isa(isa)
+            sums.add(ops.sum_of_squares(x))
+    finally:
+        _core.set_isa(previous)
+    assert len(sums) == 1
