@@ -51,6 +51,17 @@ def isa(request):
     _core.set_isa(previous)
 
 
+@pytest.fixture(params=[1, 2], ids=["kernel-threads-1", "kernel-threads-2"], scope="module")
+def kernel_threads(request):
+    """The number of threads kernels run on (restored afterwards); module-scoped like ``isa``."""
+    import attnkit
+
+    before = attnkit.get_num_threads()
+    attnkit.set_num_threads(request.param)
+    yield request.param
+    attnkit.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def data_dir():
     """The shared data directory: $ATTNKIT_DATA, else ../shared/data next to the repository."""

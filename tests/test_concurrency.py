@@ -38,14 +38,6 @@ def _assert_same_as_serial(calls):
             np.testing.assert_array_equal(result, expected)
 
 
-@pytest.fixture(params=[1, 2], ids=["kernel-threads-1", "kernel-threads-2"])
-def kernel_threads(request):
-    before = attnkit.get_num_threads()
-    attnkit.set_num_threads(request.param)
-    yield request.param
-    attnkit.set_num_threads(before)
-
-
 def test_ops_from_several_threads_match_serial_calls(kernel_threads):
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((4, 2, 48, 16), dtype=np.float32) for _ in range(3))

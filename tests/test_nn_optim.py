@@ -129,6 +129,47 @@ def test_a_0d_parameter_takes_steps():
         assert_allclose(value, expected[name], rtol=1e-13, err_msg=name)
     assert opt.state_dict()["exp_avg.temperature"].shape == ()
 
+def strided_twin(a):
+    """A copy of ``a`` that is a non-contiguous view (every other element of a larger buffer)."""
+    buffer = np.zeros(a.shape + (2,), dtype=a.dtype)
+    buffer[..., 0] = a
+    return buffer[..., 0]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_kernel_and_numpy_paths_agree_bit_for_bit(kernel_threads, dtype, order):
+    # A Module's contiguous arrays take the fused kernel; strided triples take the NumPy sequence.
+    rng = np.random.default_rng(kernel_threads)
+    model = Toy(rng).astype(dtype)
+    big = model.add_param("big", rng.standard_normal((300, 200)).T if order == "F" else rng.standard_normal((200, 300)),
+                          dtype=dtype)
+    assert big.flags.f_contiguous if order == "F" else big.flags.c_contiguous
+    twins = [(name, strided_twin(p), strided_twin(g)) for name, p, g in model.named_parameters()]
+    fast = AdamW(model, lr=0.05, weight_decay=0.1)
+    slow = AdamW(twins, lr=0.05, weight_decay=0.1)
+    for _ in range(3):
+        for (_, _, grad), (_, _, twin) in zip(model.named_parameters(), twins):
+            grad[...] = rng.standard_normal(grad.shape)
+            twin[...] = grad
+        fast.step()
+        slow.step()
+    for (name, param, _), (_, twin, _) in zip(model.named_parameters(), twins):
+        assert_array_equal(np.ascontiguousarray(param).view(np.uint8), np.ascontiguousarray(twin).view(np.uint8),
+                           err_msg=name)
+    for key, value in fast.state_dict().items():
+        assert_array_equal(value, slow.state_dict()[key], err_msg=key)
+
+
+def test_float16_and_mixed_dtype_triples_still_step():
+    p, g = np.array([1.0, -1.0], dtype=np.float16), np.array([0.5, -2.0], dtype=np.float16)
+    AdamW([("p", p, g)], lr=0.1, weight_decay=0.0).step()
+    assert p.dtype == np.float16 and p.tolist() == [0.89990234375, -0.89990234375]
+    p, g = np.array([1.0, -1.0], dtype=np.float32), np.array([0.5, -2.0], dtype=np.float64)
+    AdamW([("p", p, g)], lr=0.1, weight_decay=0.0).step()
+    assert_allclose(p, [0.9, -0.9], rtol=1e-6)
+
+
 def test_float32_parameters_stay_float32():
     model = Toy(np.random.default_rng(0))
     fill_grads(model)

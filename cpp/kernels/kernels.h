@@ -7,6 +7,7 @@
 #include "attnkit/layer_norm.h"
 #include "attnkit/linear_attention.h"
 #include "attnkit/matmul.h"
+#include "attnkit/optim.h"
 #include "attnkit/positions.h"
 #include "attnkit/random_features.h"
 #include "attnkit/softmax.h"
@@ -44,6 +45,10 @@ template <class T>
 void gelu_backward(const GeluArgs<T>& a);
 template <class T>
 void matmul(const MatmulArgs<T>& a);
+template <class T>
+void adamw_update(const AdamWArgs<T>& a);
+template <class T>
+void sum_of_squares(const SumOfSquaresArgs<T>& a);
 
 }  // namespace ATTNKIT_KERNEL_NS
 }  // namespace attnkit

@@ -27,5 +27,6 @@ void bind_cross_entropy(py::module_& m);
 void bind_layer_norm(py::module_& m);
 void bind_gelu(py::module_& m);
 void bind_matmul(py::module_& m);
+void bind_optim(py::module_& m);
 
 }  // namespace attnkit

@@ -8,7 +8,13 @@ import typing
 import numpy
 import numpy.typing
 
-__all__: list[str] = ['attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_isa', 'get_num_threads', 'layer_norm', 'layer_norm_backward', 'matmul', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward']
+__all__: list[str] = ['adamw_update', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_isa', 'get_num_threads', 'layer_norm', 'layer_norm_backward', 'matmul', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares']
+@typing.overload
+def adamw_update(param: numpy.typing.NDArray[numpy.float32], grad: numpy.typing.NDArray[numpy.float32], exp_avg: numpy.typing.NDArray[numpy.float32], exp_avg_sq: numpy.typing.NDArray[numpy.float32], step_size: typing.SupportsFloat | typing.SupportsIndex, beta1: typing.SupportsFloat | typing.SupportsIndex, beta2: typing.SupportsFloat | typing.SupportsIndex, denom_scale: typing.SupportsFloat | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, shrink: typing.SupportsFloat | typing.SupportsIndex, decay: bool) -> None:
+    ...
+@typing.overload
+def adamw_update(param: numpy.typing.NDArray[numpy.float64], grad: numpy.typing.NDArray[numpy.float64], exp_avg: numpy.typing.NDArray[numpy.float64], exp_avg_sq: numpy.typing.NDArray[numpy.float64], step_size: typing.SupportsFloat | typing.SupportsIndex, beta1: typing.SupportsFloat | typing.SupportsIndex, beta2: typing.SupportsFloat | typing.SupportsIndex, denom_scale: typing.SupportsFloat | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, shrink: typing.SupportsFloat | typing.SupportsIndex, decay: bool) -> None:
+    ...
 @typing.overload
 def attention(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float32], lse: typing.Any) -> None:
     ...
@@ -134,5 +140,11 @@ def softmax_backward(y: numpy.typing.NDArray[numpy.float32], dy: numpy.typing.ND
     ...
 @typing.overload
 def softmax_backward(y: numpy.typing.NDArray[numpy.float64], dy: numpy.typing.NDArray[numpy.float64], dx: numpy.typing.NDArray[numpy.float64], log: bool) -> None:
+    ...
+@typing.overload
+def sum_of_squares(x: numpy.typing.NDArray[numpy.float32]) -> float:
+    ...
+@typing.overload
+def sum_of_squares(x: numpy.typing.NDArray[numpy.float64]) -> float:
     ...
 __version__: str

@@ -10,6 +10,7 @@
 #include "attnkit/layer_norm.h"
 #include "attnkit/linear_attention.h"
 #include "attnkit/matmul.h"
+#include "attnkit/optim.h"
 #include "attnkit/positions.h"
 #include "attnkit/random_features.h"
 #include "attnkit/softmax.h"
@@ -33,6 +34,8 @@ struct TypedKernels {
   void (*gelu)(const GeluArgs<T>&);
   void (*gelu_backward)(const GeluArgs<T>&);
   void (*matmul)(const MatmulArgs<T>&);
+  void (*adamw_update)(const AdamWArgs<T>&);
+  void (*sum_of_squares)(const SumOfSquaresArgs<T>&);
 };
 
 struct KernelTable {

@@ -66,6 +66,7 @@ struct Vec<float> {
   static Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
   static Vec abs(Vec a) { return {_mm512_abs_ps(a.v)}; }
+  static Vec sqrt(Vec a) { return {_mm512_sqrt_ps(a.v)}; }
   static bool any_greater(Vec a, Vec b) { return _mm512_cmp_ps_mask(a.v, b.v, _CMP_GT_OQ) != 0; }
   float reduce_add() const { return _mm512_reduce_add_ps(v); }
   float reduce_max() const { return _mm512_reduce_max_ps(v); }
@@ -113,6 +114,7 @@ struct Vec<double> {
   static Vec max(Vec a, Vec b) { return {_mm512_max_pd(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm512_min_pd(a.v, b.v)}; }
   static Vec abs(Vec a) { return {_mm512_abs_pd(a.v)}; }
+  static Vec sqrt(Vec a) { return {_mm512_sqrt_pd(a.v)}; }
   static bool any_greater(Vec a, Vec b) { return _mm512_cmp_pd_mask(a.v, b.v, _CMP_GT_OQ) != 0; }
   double reduce_add() const { return _mm512_reduce_add_pd(v); }
   double reduce_max() const { return _mm512_reduce_max_pd(v); }
@@ -159,6 +161,7 @@ struct Vec<float> {
   static Vec max(Vec a, Vec b) { return {_mm256_max_ps(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm256_min_ps(a.v, b.v)}; }
   static Vec abs(Vec a) { return {_mm256_andnot_ps(_mm256_set1_ps(-0.0f), a.v)}; }
+  static Vec sqrt(Vec a) { return {_mm256_sqrt_ps(a.v)}; }
   static bool any_greater(Vec a, Vec b) { return _mm256_movemask_ps(_mm256_cmp_ps(a.v, b.v, _CMP_GT_OQ)) != 0; }
   float reduce_add() const {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -207,6 +210,7 @@ struct Vec<double> {
   static Vec max(Vec a, Vec b) { return {_mm256_max_pd(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm256_min_pd(a.v, b.v)}; }
   static Vec abs(Vec a) { return {_mm256_andnot_pd(_mm256_set1_pd(-0.0), a.v)}; }
+  static Vec sqrt(Vec a) { return {_mm256_sqrt_pd(a.v)}; }
   static bool any_greater(Vec a, Vec b) { return _mm256_movemask_pd(_mm256_cmp_pd(a.v, b.v, _CMP_GT_OQ)) != 0; }
   double reduce_add() const {
     __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
@@ -253,6 +257,7 @@ struct Vec<float> {
   static Vec max(Vec a, Vec b) { return {_mm_max_ps(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm_min_ps(a.v, b.v)}; }
   static Vec abs(Vec a) { return {_mm_andnot_ps(_mm_set1_ps(-0.0f), a.v)}; }
+  static Vec sqrt(Vec a) { return {_mm_sqrt_ps(a.v)}; }
   static bool any_greater(Vec a, Vec b) { return _mm_movemask_ps(_mm_cmpgt_ps(a.v, b.v)) != 0; }
   float reduce_add() const {
     __m128 s = _mm_add_ps(v, _mm_movehl_ps(v, v));
@@ -295,6 +300,7 @@ struct Vec<double> {
   static Vec max(Vec a, Vec b) { return {_mm_max_pd(a.v, b.v)}; }
   static Vec min(Vec a, Vec b) { return {_mm_min_pd(a.v, b.v)}; }
   static Vec abs(Vec a) { return {_mm_andnot_pd(_mm_set1_pd(-0.0), a.v)}; }
+  static Vec sqrt(Vec a) { return {_mm_sqrt_pd(a.v)}; }
   static bool any_greater(Vec a, Vec b) { return _mm_movemask_pd(_mm_cmpgt_pd(a.v, b.v)) != 0; }
   double reduce_add() const { return _mm_cvtsd_f64(_mm_add_sd(v, _mm_unpackhi_pd(v, v))); }
   double reduce_max() const { return _mm_cvtsd_f64(_mm_max_sd(v, _mm_unpackhi_pd(v, v))); }
@@ -333,6 +339,7 @@ struct ScalarVec {
   static ScalarVec max(ScalarVec a, ScalarVec b) { return {a.v > b.v ? a.v : b.v}; }
   static ScalarVec min(ScalarVec a, ScalarVec b) { return {a.v < b.v ? a.v : b.v}; }
   static ScalarVec abs(ScalarVec a) { return {from_bits(bits(a.v) & (~Bits(0) >> 1))}; }
+  static ScalarVec sqrt(ScalarVec a) { return {std::sqrt(a.v)}; }
   static bool any_greater(ScalarVec a, ScalarVec b) { return a.v > b.v; }
   T reduce_add() const { return v; }
   T reduce_max() const { return v; }

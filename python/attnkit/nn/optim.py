@@ -11,6 +11,7 @@ import numbers
 
 import numpy as np
 
+from attnkit import ops, reference
 from attnkit._validation import check_int, check_real
 from attnkit.nn.module import Module
 
@@ -149,7 +150,7 @@ def clip_grad_norm(params, max_norm, *, error_if_nonfinite=True):
     if isinstance(max_norm, (bool, np.bool_)) or not isinstance(max_norm, numbers.Real) or not float(max_norm) > 0:
         raise ValueError(f"max_norm must be a positive number (inf allowed), got {max_norm!r}")
     triples = _named(params)
-    total = math.sqrt(sum(float(np.square(grad, dtype=np.float64).sum()) for _, _, grad in triples))
+    total = math.sqrt(sum(ops.sum_of_squares(grad) for _, _, grad in triples))
     if not math.isfinite(total):
         if error_if_nonfinite:
             bad = [name for name, _, grad in triples if not np.isfinite(grad).all()]
@@ -160,6 +161,25 @@ def clip_grad_norm(params, max_norm, *, error_if_nonfinite=True):
         for _, _, grad in triples:
             grad *= coef
     return total
+
+
+def _kernel_layout(arrays):
+    """The arrays as C-contiguous views for :func:`attnkit.ops.adamw_update`, or None if they cannot be.
+
+    Module parameters are float32 or float64 and C- or Fortran-ordered (their moments follow their
+    layout); transposing all four alike keeps the update elementwise. Triples given by hand may be
+    strided views or other dtypes: those take the NumPy sequence the kernel reproduces bit for bit.
+    """
+    if not all(isinstance(a, np.ndarray) for a in arrays):
+        return None
+    dtype = arrays[0].dtype
+    if dtype not in (np.float32, np.float64) or any(a.dtype != dtype for a in arrays):
+        return None
+    if all(a.flags.c_contiguous for a in arrays):
+        return arrays
+    if all(a.flags.f_contiguous for a in arrays):
+        return tuple(a.T for a in arrays)
+    return None
 
 
 class AdamW:
@@ -262,24 +282,15 @@ class AdamW:
         denom_scale = 1.0 / math.sqrt(1.0 - beta2**t)
         shrink = 1.0 - lr * self.weight_decay
         for name, param, grad in self._parameters():
-            m, v = self._exp_avg[name], self._exp_avg_sq[name]
-            if self.weight_decay and name in self.decayed:
-                param *= shrink
-            # One scratch array per parameter, then in-place updates: no other temporaries. out= keeps
-            # it an array for a 0-d parameter too (NumPy returns a scalar there, which out= cannot take).
-            scratch = np.multiply(grad, 1.0 - beta1, out=np.empty_like(grad))
-            m *= beta1
-            m += scratch
-            np.multiply(grad, grad, out=scratch)
-            scratch *= 1.0 - beta2
-            v *= beta2
-            v += scratch
-            np.sqrt(v, out=scratch)
-            scratch *= denom_scale
-            scratch += self.eps
-            np.divide(m, scratch, out=scratch)
-            scratch *= step_size
-            param -= scratch
+            arrays = (param, grad, self._exp_avg[name], self._exp_avg_sq[name])
+            factor = shrink if self.weight_decay and name in self.decayed else 1.0
+            hyper = {"step_size": step_size, "beta1": beta1, "beta2": beta2, "denom_scale": denom_scale,
+                     "eps": self.eps, "shrink": factor}
+            in_kernel_layout = _kernel_layout(arrays)
+            if in_kernel_layout is None:
+                reference.adamw_update(*arrays, **hyper)
+            else:
+                ops.adamw_update(*in_kernel_layout, **hyper)
 
     def zero_grad(self):
         """Set every gradient to zero, in place."""

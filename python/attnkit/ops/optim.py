@@ -1,0 +1,104 @@
+"""Optimiser arithmetic as fused kernels: the AdamW update in place and a float64 sum of squares."""
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from attnkit import _core
+from attnkit._validation import check_real, float_array
+
+__all__ = ["adamw_update", "sum_of_squares"]
+
+
+def adamw_update(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_avg_sq: np.ndarray, *,
+                 step_size: float, beta1: float, beta2: float, denom_scale: float, eps: float,
+                 shrink: float = 1.0) -> None:
+    """One AdamW update of one parameter, in place, in a single pass over its elements::
+
+        p <- p * shrink                                   (skipped when shrink == 1)
+        m <- m * beta1 + g * (1 - beta1)
+        v <- v * beta2 + (g * g) * (1 - beta2)
+        p <- p - (m / (sqrt(v) * denom_scale + eps)) * step_size
+
+    Each operation is rounded to the arrays' dtype in this order, with no fused multiply-add and each
+    scalar rounded to that dtype first: the result is bit for bit that of the NumPy in-place sequence
+    in :func:`attnkit.reference.adamw_update`, on every ISA and for any number of threads.
+    :class:`attnkit.nn.AdamW` calls it with ``step_size = lr / (1 - beta1^t)``,
+    ``denom_scale = 1 / sqrt(1 - beta2^t)`` and ``shrink = 1 - lr * weight_decay``.
+
+    Parameters
+    ----------
+    param : ndarray of float32 or float64
+        The parameter, updated in place; C-contiguous and writeable.
+    grad : ndarray
+        Its gradient: same shape and dtype, C-contiguous. Read only.
+    exp_avg, exp_avg_sq : ndarray
+        First and second moment estimates, updated in place: same shape and dtype, C-contiguous.
+    step_size, beta1, beta2, denom_scale, eps : float
+        As in the formula.
+    shrink : float, default=1.0
+        Decoupled weight-decay factor.
+
+    Raises
+    ------
+    TypeError
+        If an array is not a float32 or float64 ndarray, or its dtype differs from ``param``'s.
+    ValueError
+        If a shape differs from ``param``'s, or an array is not C-contiguous or (when updated) not
+        writeable: the update is in place, so nothing is converted or copied.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit import ops
+    >>> p, g, m, v = np.array([1.0, -1.0]), np.array([0.5, -2.0]), np.zeros(2), np.zeros(2)
+    >>> ops.adamw_update(p, g, m, v, step_size=0.1 / (1 - 0.9), beta1=0.9, beta2=0.999,
+    ...                  denom_scale=1 / np.sqrt(0.001), eps=1e-8)
+    >>> p.round(6).tolist()  # the first step of Adam moves each entry by lr * sign(g)
+    [0.9, -0.9]
+    """
+    arrays = {"param": param, "grad": grad, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
+    for name, arr in arrays.items():
+        if not isinstance(arr, np.ndarray) or arr.dtype not in (np.float32, np.float64):
+            what = f"dtype {arr.dtype}" if isinstance(arr, np.ndarray) else type(arr).__name__
+            raise TypeError(f"{name} must be a float32 or float64 ndarray, got {what}")
+        if arr.dtype != param.dtype:
+            raise TypeError(f"{name} must have the dtype of param ({param.dtype}), got {arr.dtype}")
+        if arr.shape != param.shape:
+            raise ValueError(f"{name} must have the shape of param {param.shape}, got {arr.shape}")
+        if not arr.flags.c_contiguous:
+            raise ValueError(f"{name} must be C-contiguous (it is used in place, never copied), got strides "
+                             f"{arr.strides}")
+        if name != "grad" and not arr.flags.writeable:
+            raise ValueError(f"{name} must be writeable: it is updated in place")
+    shrink = check_real(shrink, "shrink")
+    _core.adamw_update(param.reshape(-1), grad.reshape(-1), exp_avg.reshape(-1), exp_avg_sq.reshape(-1),
+                       step_size=check_real(step_size, "step_size"), beta1=check_real(beta1, "beta1"),
+                       beta2=check_real(beta2, "beta2"), denom_scale=check_real(denom_scale, "denom_scale"),
+                       eps=check_real(eps, "eps"), shrink=shrink, decay=shrink != 1.0)
+
+
+def sum_of_squares(x: ArrayLike) -> float:
+    """``sum(x**2)`` over every element, accumulated in float64, the same whatever the thread count.
+
+    The elements are summed in fixed blocks whose float64 sums are then added in order, so the result
+    has the same bits for 1 or many threads and on every ISA; it can differ from NumPy's pairwise sum
+    in the last bits. A float32 sum of squares would overflow for entries near 1e19; this one does
+    not.
+
+    Parameters
+    ----------
+    x : array-like of float32 or float64
+        Any shape and layout (copied to C order only when not contiguous).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> from attnkit import ops
+    >>> ops.sum_of_squares([[3.0, 4.0]])
+    25.0
+    """
+    x = float_array(x, "x")
+    return _core.sum_of_squares(np.ascontiguousarray(x).reshape(-1))

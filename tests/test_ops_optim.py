@@ -1,0 +1,167 @@
+"""ops.adamw_update and ops.sum_of_squares against the NumPy reference, bit for bit, on every ISA and
+at 1 and 2 threads; input checks."""
+
+import doctest
+import importlib
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from numpy.testing import assert_array_equal
+
+import attnkit
+from attnkit import _core, ops, reference
+
+# 0-d, empty, small shapes around the SIMD widths, and sizes past the 4096-element blocks and the
+# 32768-element threshold of the parallel loop.
+shapes = st.one_of(
+    st.lists(st.integers(0, 7), max_size=3).map(tuple),
+    st.sampled_from(((4095,), (4097,), (3, 4096), (40000,), (2, 20001))),
+)
+dtypes = st.sampled_from((np.float32, np.float64))
+
+
+@st.composite
+def adamw_problems(draw):
+    """(param, grad, exp_avg, exp_avg_sq, hyperparameters) as AdamW.step would pass them."""
+    shape, dtype = draw(shapes), draw(dtypes)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    scale = draw(st.sampled_from((1.0, 1e-3, 1e3)))
+    # np.array: for shape () rng returns a scalar, and the update needs arrays.
+    param = np.array(rng.standard_normal(shape), dtype=dtype)
+    grad = np.array(scale * rng.standard_normal(shape), dtype=dtype)
+    exp_avg = np.array(0.1 * scale * rng.standard_normal(shape), dtype=dtype)
+    exp_avg_sq = np.array(scale**2 * rng.random(shape), dtype=dtype)
+    beta1 = draw(st.sampled_from((0.0, 0.5, 0.9)))
+    beta2 = draw(st.sampled_from((0.0, 0.99, 0.999)))
+    t = draw(st.integers(1, 10_000))
+    lr = draw(st.sampled_from((1e-5, 1e-3, 0.1)))
+    weight_decay = draw(st.sampled_from((0.0, 0.01, 0.1)))
+    hyper = {"step_size": lr / (1.0 - beta1**t), "beta1": beta1, "beta2": beta2,
+             "denom_scale": 1.0 / np.sqrt(1.0 - beta2**t).item(), "eps": draw(st.sampled_from((1e-8, 1e-6))),
+             "shrink": 1.0 - lr * weight_decay}
+    return (param, grad, exp_avg, exp_avg_sq), hyper
+
+
+def bits(a):
+    return np.ascontiguousarray(a).view(np.uint8)
+
+
+@given(problem=adamw_problems())
+def test_adamw_update_equals_numpy_bit_for_bit(isa, kernel_threads, problem):
+    arrays, hyper = problem
+    mine, want = [a.copy() for a in arrays], [a.copy() for a in arrays]
+    ops.adamw_update(*mine, **hyper)
+    reference.adamw_update(*want, **hyper)
+    for name, got, expected in zip(("param", "grad", "exp_avg", "exp_avg_sq"), mine, want):
+        assert_array_equal(bits(got), bits(expected), err_msg=name)
+
+
+def test_adamw_update_without_decay_leaves_the_shrink_out():
+    p, g, m, v = np.array([1.0]), np.array([0.0]), np.zeros(1), np.zeros(1)
+    ops.adamw_update(p, g, m, v, step_size=0.1, beta1=0.9, beta2=0.999, denom_scale=1.0, eps=1e-8)
+    assert_array_equal(p, [1.0])
+    ops.adamw_update(p, g, m, v, step_size=0.1, beta1=0.9, beta2=0.999, denom_scale=1.0, eps=1e-8, shrink=0.5)
+    assert_array_equal(p, [0.5])
+
+
+def test_adamw_update_propagates_non_finite_values():
+    p, g = np.array([1.0, 1.0], dtype=np.float32), np.array([np.nan, np.inf], dtype=np.float32)
+    m, v = np.zeros(2, np.float32), np.zeros(2, np.float32)
+    want = [a.copy() for a in (p, g, m, v)]
+    with np.errstate(invalid="ignore"):
+        ops.adamw_update(p, g, m, v, step_size=0.1, beta1=0.9, beta2=0.999, denom_scale=1.0, eps=1e-8)
+        reference.adamw_update(*want, step_size=0.1, beta1=0.9, beta2=0.999, denom_scale=1.0, eps=1e-8)
+    for got, expected in zip((p, g, m, v), want):
+        assert_array_equal(got, expected)
+
+
+HYPER = {"step_size": 0.1, "beta1": 0.9, "beta2": 0.999, "denom_scale": 1.0, "eps": 1e-8}
+
+
+def four(shape=(3, 4), dtype=np.float32):
+    return {name: np.zeros(shape, dtype) for name in ("param", "grad", "exp_avg", "exp_avg_sq")}
+
+
+@pytest.mark.parametrize("name", ["param", "grad", "exp_avg", "exp_avg_sq"])
+def test_adamw_update_refuses_what_it_cannot_update_in_place(name):
+    arrays = four()
+    for bad, error, match in [
+        (np.zeros((3, 4), np.float64), TypeError, f"{name} must have the dtype of param"),
+        (np.zeros((3, 4), np.int32), TypeError, f"{name} must be a float32 or float64 ndarray, got dtype int32"),
+        (np.zeros((3, 4), np.float32).tolist(), TypeError, f"{name} must be a float32 or float64 ndarray"),
+        (np.zeros((4, 3), np.float32), ValueError, rf"{name} must have the shape of param \(3, 4\), got \(4, 3\)"),
+        (np.zeros((4, 3), np.float32).T, ValueError, f"{name} must be C-contiguous"),
+        (np.zeros((3, 8), np.float32)[:, ::2], ValueError, f"{name} must be C-contiguous"),
+    ]:
+        if name == "param" and "of param" in match:  # param sets the dtype and shape the others must have
+            continue
+        with pytest.raises(error, match=match):
+            ops.adamw_update(**{**arrays, name: bad}, **HYPER)
+    read_only = np.zeros((3, 4), np.float32)
+    read_only.flags.writeable = False
+    if name == "grad":
+        ops.adamw_update(**{**arrays, name: read_only}, **HYPER)
+    else:
+        with pytest.raises(ValueError, match=f"{name} must be writeable"):
+            ops.adamw_update(**{**arrays, name: read_only}, **HYPER)
+
+
+@pytest.mark.parametrize("name", list(HYPER) + ["shrink"])
+def test_adamw_update_refuses_bad_scalars(name):
+    with pytest.raises(ValueError, match=name):
+        ops.adamw_update(**four(), **{**HYPER, name: np.nan})
+    with pytest.raises(TypeError, match=name):
+        ops.adamw_update(**four(), **{**HYPER, name: "0.1"})
+
+
+@given(shape=shapes, dtype=dtypes, scale=st.sampled_from((1.0, 1e-20, 1e20)), seed=st.integers(0, 2**32 - 1))
+def test_sum_of_squares_matches_numpy_and_ignores_the_thread_count(isa, shape, dtype, scale, seed):
+    x = np.array(scale * np.random.default_rng(seed).standard_normal(shape), dtype=dtype)
+    total = ops.sum_of_squares(x)
+    assert isinstance(total, float)
+    # Both sums round n times in float64, in different orders.
+    assert total == pytest.approx(reference.sum_of_squares(x), rel=1e-13, abs=0.0)
+    before = attnkit.get_num_threads()
+    try:
+        attnkit.set_num_threads(1)
+        one = ops.sum_of_squares(x)
+        attnkit.set_num_threads(2)
+        two = ops.sum_of_squares(x)
+    finally:
+        attnkit.set_num_threads(before)
+    assert one == two == total
+
+
+def test_sum_of_squares_does_not_overflow_in_float32_and_takes_any_layout():
+    x = np.full((4, 6), 1e20, dtype=np.float32)[:, ::2].T
+    assert ops.sum_of_squares(x) == pytest.approx(12 * 1e40, rel=1e-6)
+    assert ops.sum_of_squares(np.array(3.0, np.float16)) == 9.0
+    assert ops.sum_of_squares(np.zeros((0, 3))) == 0.0
+    assert np.isnan(ops.sum_of_squares([1.0, np.nan]))
+    assert ops.sum_of_squares([1.0, np.inf]) == np.inf
+
+
+@pytest.mark.parametrize("x", [np.arange(3), np.ones(2, complex), None, "abc"])
+def test_sum_of_squares_refuses_non_floats(x):
+    with pytest.raises(TypeError, match="x must be a float32 or float64 array"):
+        ops.sum_of_squares(x)
+
+
+def test_docstring_examples_run():
+    # (attnkit.ops.adamw_update is the function; the module is reached by its full name)
+    assert doctest.testmod(importlib.import_module("attnkit.ops.optim")).failed == 0
+
+
+def test_sum_of_squares_has_the_same_bits_on_every_isa():
+    x = np.random.default_rng(0).standard_normal(50_001).astype(np.float32)
+    previous = _core.get_isa()
+    try:
+        sums = set()
+        for isa in _core.available_isas():
+            _core.set_isa(isa)
+            sums.add(ops.sum_of_squares(x))
+    finally:
+        _core.set_isa(previous)
+    assert len(sums) == 1
