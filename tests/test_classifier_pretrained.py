@@ -52,8 +52,12 @@ def test_the_encoder_starts_from_the_checkpoint(tiny):
 def test_auto_defaults_suit_each_start(tiny):
     scratch, tuned = TransformerClassifier(), TransformerClassifier(pretrained=tiny)
     assert (scratch._learning_rate(), scratch._max_epochs()) == (1e-3, 10)
-    assert (tuned._learning_rate(), tuned._max_epochs()) == (5e-5, 3)
-    assert TransformerClassifier(pretrained=tiny, learning_rate=0.1, max_iter=7)._max_epochs() == 7
+    assert tuned._learning_rate() == 5e-5
+    # fine-tuning: about 1,000 updates of 32 texts, in 3 to 10 epochs
+    assert [tuned._max_epochs(n) for n in (10, 3200, 3201, 8000, 10_700, 67_000)] == [10, 10, 10, 4, 3, 3]
+    assert TransformerClassifier(pretrained=tiny, batch_size=8)._max_epochs(8000) == 3
+    assert TransformerClassifier(pretrained=tiny, learning_rate=0.1, max_iter=7)._max_epochs(50) == 7
+    assert scratch._max_epochs(50) == 10
 
 
 def test_the_fitted_classifier_no_longer_needs_the_checkpoint(tmp_path):

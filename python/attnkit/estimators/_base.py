@@ -140,8 +140,9 @@ class NetworkEstimator(BaseEstimator):
         """The peak learning rate (``learning_rate``, resolved when it may be "auto")."""
         return float(self.learning_rate)
 
-    def _max_epochs(self):
-        """Epochs of a fit (``max_iter``, resolved when it may be "auto")."""
+    def _max_epochs(self, n_samples=None):
+        """Epochs of a fit (``max_iter``, resolved when it may be "auto", possibly from the number of
+        training samples)."""
         return int(self.max_iter)
 
     def _text_tokenizer(self):
@@ -189,7 +190,7 @@ class NetworkEstimator(BaseEstimator):
         batch_loss = self._batch_loss(network, samples, rng)
         validate = None if validation is None else (lambda: self._evaluate(network, validation))
         options = TrainingOptions(
-            max_epochs=1 if incremental else self._max_epochs(), batch_size=self.batch_size,
+            max_epochs=1 if incremental else self._max_epochs(len(samples)), batch_size=self.batch_size,
             learning_rate=self._learning_rate(), weight_decay=float(self.weight_decay),
             warmup_fraction=self._warmup_fraction, decay="constant" if incremental else "linear",
             max_grad_norm=self._max_grad_norm, early_stopping=bool(self.early_stopping and validate is not None),
