@@ -419,13 +419,18 @@ def test_predictions_do_not_depend_on_later_set_params(fitted):
 
 def test_word_dropout_hides_words_only_in_training(monkeypatch):
     seen = []
-    original = classifier.SequenceClassifier.forward
+    original, original_logits = classifier.SequenceClassifier.forward, classifier.SequenceClassifier.logits
 
     def spy(self, ids, training=False, *, lengths):
         seen.append((training, ids.copy()))
         return original(self, ids, training, lengths=lengths)
 
+    def spy_logits(self, ids, *, lengths):  # inference
+        seen.append((False, ids.copy()))
+        return original_logits(self, ids, lengths=lengths)
+
     monkeypatch.setattr(classifier.SequenceClassifier, "forward", spy)
+    monkeypatch.setattr(classifier.SequenceClassifier, "logits", spy_logits)
     texts = ["a b c d e f g h"] * 64
     clf = TransformerClassifier(**{**SMALL, "word_dropout": 0.5, "max_iter": 1}).fit(texts, [0, 1] * 32)
     trained = np.concatenate([ids[:, 1:].ravel() for training, ids in seen if training])
