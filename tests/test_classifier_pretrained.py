@@ -19,7 +19,7 @@ pytest.importorskip("safetensors")
 TEXTS = ["the film was good", "the film was bad", "not good at all", "great fun", "dull plot", "awful acting",
          "the acting was great", "the plot was dull", "good fun", "bad film"] * 12
 LABELS = np.array([1, 0, 0, 1, 0, 0, 1, 0, 1, 0] * 12)
-FAST = dict(max_iter=4, learning_rate=3e-3, batch_size=16, random_state=0)
+FAST = dict(max_iter=4, learning_rate=3e-3, batch_size=16, bag_ngrams=2, random_state=0)  # the bag learns fast
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +53,7 @@ def test_auto_defaults_suit_each_start(tiny):
     scratch, tuned = TransformerClassifier(), TransformerClassifier(pretrained=tiny)
     assert (scratch._learning_rate(), scratch._max_epochs()) == (1e-3, 10)
     assert tuned._learning_rate() == 5e-5
+    assert (scratch._bag_ngrams(), tuned._bag_ngrams(), TransformerClassifier(bag_ngrams=1)._bag_ngrams()) == (2, 0, 1)
     # fine-tuning: about 1,000 updates of 32 texts, in 3 to 10 epochs
     assert [tuned._max_epochs(n) for n in (10, 3200, 3201, 8000, 10_700, 67_000)] == [10, 10, 10, 4, 3, 3]
     assert TransformerClassifier(pretrained=tiny, batch_size=8)._max_epochs(8000) == 3
@@ -82,12 +83,12 @@ def test_attention_maps_label_wordpieces(fitted):
 @pytest.mark.parametrize("bag_ngrams", [0, 2])
 def test_with_and_without_the_n_gram_bag(tiny, bag_ngrams):
     params = {**FAST, "max_iter": 12, "early_stopping": False}  # the tiny checkpoint's weights are random
-    clf = TransformerClassifier(pretrained=tiny, bag_ngrams=bag_ngrams, **params).fit(TEXTS, LABELS)
+    clf = TransformerClassifier(pretrained=tiny, **{**params, "bag_ngrams": bag_ngrams}).fit(TEXTS, LABELS)
     assert ("bag" in clf._network().children) == bool(bag_ngrams) and clf.score(TEXTS, LABELS) >= 0.9
 
 
 def test_long_texts_are_cut_to_max_len_wordpieces(tiny):
-    clf = TransformerClassifier(pretrained=tiny, max_len=3, bag_ngrams=0, **FAST).fit(TEXTS, LABELS)
+    clf = TransformerClassifier(pretrained=tiny, max_len=3, **{**FAST, "bag_ngrams": 0}).fit(TEXTS, LABELS)
     assert clf.attention_maps(["the film was good and fun"])[0]["tokens"] == ["[CLS]", "the", "film", "was", "[SEP]"]
 
 

