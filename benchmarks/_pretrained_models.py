@@ -70,14 +70,13 @@ class AttnkitEmbedder:
     max_len : int, optional
         Tokens read per text, special tokens included (default: the checkpoint's sentence-transformers
         ``max_seq_length``, else its position table).
-    layer_by_layer : bool, default=False
-        Run the encoder's layers one at a time, dropping each one's cache before the next, instead of
-        ``TextEncoder.encode``, which keeps every layer's backward cache until the batch is done.
+
+    The pieces of :class:`attnkit.TransformerEmbedder` (the same inference path, ``TextEncoder.infer``), laid
+    open so that the numerics part can read hidden states and the profile can time each part.
     """
 
-    def __init__(self, checkpoint, max_len=None, layer_by_layer=False):
+    def __init__(self, checkpoint, max_len=None):
         config = checkpoint.config
-        self.layer_by_layer = layer_by_layer
         self.max_len = max_len or checkpoint.max_len or config.max_position_embeddings
         self.encoder = nn.TextEncoder(config.vocab_size, 0, max_len=self.max_len, dropout=0.0,
                                       **config.encoder_options()).load_state_dict(checkpoint.weights)
@@ -91,14 +90,7 @@ class AttnkitEmbedder:
 
     def encode(self, batch, lengths):
         """The last layer's output (B, N, width) for padded ids (B, N)."""
-        if not self.layer_by_layer:
-            return self.encoder.encode(batch, lengths=lengths)[0]
-        ids, lengths, _ = self.encoder.truncate(batch, lengths)
-        x = self.encoder.children["embedding"].forward(ids)[0]
-        stack = self.encoder.children["encoder"]
-        for i in range(stack.n_layers):
-            x = stack.children[f"layer{i}"].forward(x, key_lengths=lengths)[0]
-        return stack.final_norm(x)
+        return self.encoder.infer(batch, lengths=lengths)
 
     def hidden_states(self, ids, batch_size):
         """The last layer's vectors of each text's real tokens: a list of (length, width) arrays."""

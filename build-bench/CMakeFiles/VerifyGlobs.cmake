@@ -13,6 +13,7 @@ set(OLD_GLOB
   "/work/main/cpp/kernels/linear_attention.cpp"
   "/work/main/cpp/kernels/linear_attention_backward.cpp"
   "/work/main/cpp/kernels/matmul.cpp"
+  "/work/main/cpp/kernels/optim.cpp"
   "/work/main/cpp/kernels/positions.cpp"
   "/work/main/cpp/kernels/random_features.cpp"
   "/work/main/cpp/kernels/softmax.cpp"
@@ -40,7 +41,7 @@ if(NOT "${NEW_GLOB}" STREQUAL "${OLD_GLOB}")
   file(TOUCH_NOCREATE "/work/main/build-bench/CMakeFiles/cmake.verify_globs")
 endif()
 
-# ATTNKIT_BINDING_SOURCES at CMakeLists.txt:55 (file)
+# ATTNKIT_BINDING_SOURCES at CMakeLists.txt:58 (file)
 file(GLOB NEW_GLOB LIST_DIRECTORIES true "/work/main/cpp/python/*.cpp")
 set(OLD_GLOB
   "/work/main/cpp/python/bind_attention.cpp"
@@ -49,6 +50,7 @@ set(OLD_GLOB
   "/work/main/cpp/python/bind_layer_norm.cpp"
   "/work/main/cpp/python/bind_linear_attention.cpp"
   "/work/main/cpp/python/bind_matmul.cpp"
+  "/work/main/cpp/python/bind_optim.cpp"
   "/work/main/cpp/python/bind_positions.cpp"
   "/work/main/cpp/python/bind_random_features.cpp"
   "/work/main/cpp/python/bind_softmax.cpp"
