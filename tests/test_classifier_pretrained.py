@@ -81,7 +81,8 @@ def test_joblib_processes_fit_and_predict_with_the_tokenizer(fitted, tiny):
     scores = cross_val_score(TransformerClassifier(pretrained=tiny, **FAST), TEXTS, LABELS, cv=2, n_jobs=2)
     assert scores.shape == (2,) and np.all(scores >= 0.9)
     chunks = Parallel(n_jobs=2, backend="loky")(delayed(fitted.predict)(TEXTS[i::2]) for i in range(2))
-    np.testing.assert_array_equal(np.concatenate(chunks), np.concatenate([fitted.predict(TEXTS[i::2]) for i in range(2)]))
+    direct = [fitted.predict(TEXTS[i::2]) for i in range(2)]
+    np.testing.assert_array_equal(np.concatenate(chunks), np.concatenate(direct))
 
 
 def test_attention_maps_label_wordpieces(fitted):
