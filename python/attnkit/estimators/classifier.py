@@ -30,10 +30,9 @@ from attnkit.text import SPECIAL_TOKENS, Texts, Tokenizer, Vocabulary, pad_seque
 __all__ = ["TransformerClassifier"]
 
 RELATIVE_DISTANCE = 16  # clipping distance of positional="relative"
-# learning_rate="auto" and max_iter="auto": (from scratch, fine-tuning a pretrained encoder).
-AUTO_LEARNING_RATE = (1e-3, 5e-5)
-AUTO_MAX_ITER = 10  # from scratch
-# Fine-tuning: at least FINE_TUNING_UPDATES optimiser updates, in FINE_TUNING_EPOCHS epochs. Small sets need
+AUTO_LEARNING_RATE = (1e-3, 5e-5)  # learning_rate="auto": (from scratch, fine-tuning a pretrained encoder)
+AUTO_MAX_ITER = 10  # max_iter="auto" from scratch
+# Fine-tuning: about FINE_TUNING_UPDATES optimiser updates, in FINE_TUNING_EPOCHS epochs. Small sets need
 # several passes to move the pretrained weights (3 epochs of 450 texts are 45 updates); large ones need few.
 FINE_TUNING_UPDATES = 1000
 FINE_TUNING_EPOCHS = (3, 10)
