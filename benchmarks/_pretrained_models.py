@@ -139,7 +139,21 @@ def training_batches(texts, labels, tokenize, batch_size, pool_batches, n_batche
     return [batches[i] for i in rng.choice(len(batches), size=n_batches, replace=False)]
 
 
-class AttnkitFineTuner:
+class _Phases:
+    """One optimisation step as four phases a profile can time: forward, zero_grad, backward, update."""
+
+    def update(self):
+        self.optimizer.step()
+
+    def step(self, batch):
+        loss = self.forward(batch)
+        self.zero_grad()
+        self.backward()
+        self.update()
+        return float(loss)
+
+
+class AttnkitFineTuner(_Phases):
     """``nn.SequenceClassifier`` holding the checkpoint's encoder (its head random), cross-entropy and AdamW.
 
     A step is :meth:`forward` (logits and loss), :meth:`zero_grad`, :meth:`backward` and :meth:`update`, so
@@ -172,16 +186,6 @@ class AttnkitFineTuner:
         cache, loss_cache = self._caches
         self.model.backward(self.loss.backward(1.0, loss_cache), cache)
         self._caches = None
-
-    def update(self):
-        self.optimizer.step()
-
-    def step(self, batch):
-        loss = self.forward(batch)
-        self.zero_grad()
-        self.backward()
-        self.update()
-        return float(loss)
 
     def logits(self, batch):
         """Evaluation-mode logits (no dropout)."""
@@ -258,7 +262,7 @@ def torch_fine_tuner(torch, model_dir, attnkit_tuner, dropout):
     return TorchFineTuner(torch, model, optimizer)
 
 
-class TorchFineTuner:
+class TorchFineTuner(_Phases):
     """The torch classifier and optimiser, with the same step phases as :class:`AttnkitFineTuner`."""
 
     def __init__(self, torch, model, optimizer):
@@ -287,16 +291,6 @@ class TorchFineTuner:
         with self.torch.enable_grad():
             self._loss.backward()
         self._loss = None
-
-    def update(self):
-        self.optimizer.step()
-
-    def step(self, batch):
-        loss = self.forward(batch)
-        self.zero_grad()
-        self.backward()
-        self.update()
-        return float(loss)
 
     def logits(self, batch):
         ids, mask, _ = self.inputs(batch)

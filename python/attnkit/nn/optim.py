@@ -281,16 +281,15 @@ class AdamW:
         step_size = lr / (1.0 - beta1**t)
         denom_scale = 1.0 / math.sqrt(1.0 - beta2**t)
         shrink = 1.0 - lr * self.weight_decay
+        hyper = {"step_size": step_size, "beta1": beta1, "beta2": beta2, "denom_scale": denom_scale, "eps": self.eps}
         for name, param, grad in self._parameters():
             arrays = (param, grad, self._exp_avg[name], self._exp_avg_sq[name])
             factor = shrink if self.weight_decay and name in self.decayed else 1.0
-            hyper = {"step_size": step_size, "beta1": beta1, "beta2": beta2, "denom_scale": denom_scale,
-                     "eps": self.eps, "shrink": factor}
             in_kernel_layout = _kernel_layout(arrays)
             if in_kernel_layout is None:
-                reference.adamw_update(*arrays, **hyper)
+                reference.adamw_update(*arrays, **hyper, shrink=factor)
             else:
-                ops.adamw_update(*in_kernel_layout, **hyper)
+                ops.adamw_update(*in_kernel_layout, **hyper, shrink=factor)
 
     def zero_grad(self):
         """Set every gradient to zero, in place."""
