@@ -175,7 +175,23 @@ def cpu_model():
     except OSError:
         return platform.processor() or platform.machine()
     match = re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
-    return match.group(1).strip() if match else platform.machine()
+    name = match.group(1).strip() if match else platform.machine()
+    family, model = (re.search(rf"^{key}\s*:\s*(\d+)$", text, re.MULTILINE) for key in ("cpu family", "model"))
+    if family is None or model is None:
+        return name
+    family, model = int(family.group(1)), int(model.group(1))
+    core = _amd_core(family, model) if "AMD" in text else None
+    # Virtual machines often report a bare "AMD EPYC": the family and model tell Zen 3 (256-bit, no AVX-512)
+    # from Zen 4 (AVX-512 on 256-bit units) and Zen 5 (512-bit units), whose speeds differ.
+    return f"{name} (family {family}, model {model}{', ' + core if core else ''})"
+
+
+def _amd_core(family, model):
+    if family == 26:
+        return "Zen 5"
+    if family == 25:
+        return "Zen 4" if 0x10 <= model <= 0x1F or 0x60 <= model <= 0x7F or 0xA0 <= model <= 0xAF else "Zen 3"
+    return None
 
 
 def _git_revision():
