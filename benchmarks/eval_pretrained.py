@@ -8,7 +8,8 @@ defaults (``fit(X_train, y_train)``; the classifiers hold out 10% of it for earl
 - *fine-tuned + n-gram bag* (BBC only): the same with ``bag_ngrams=2``, a linear bag of the words and word pairs
   of the whole article trained beside the encoder, which reads the first 128 wordpieces;
 - *frozen + LR*: ``TransformerEmbedder(MODEL)`` embeddings (mean-pooled, normalised, as the checkpoint says)
-  into ``LogisticRegressionCV``; deterministic, so one fit;
+  into ``LogisticRegressionCV``; deterministic, so fitted once per training set (per seed where the set is
+  drawn per seed);
 - *TF-IDF + LR*: ``TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)`` + ``LogisticRegressionCV``
   (10 values of C, 5-fold cross-validated accuracy), deterministic;
 - *from scratch*: ``TransformerClassifier()``, attnkit's own encoder trained on the labels alone.
@@ -126,13 +127,15 @@ def summary(accuracies, fits, n_test):
             "fit_median": statistics.median(fits)}
 
 
-def evaluate(report, table, name, draw, test, args, models):
+def evaluate(report, table, name, draw, test, args, models, *, seeded_draw=False):
     """Every model of ``models`` on ``draw(seed)`` -> (X, y) for each seed; a table row each, and the report
-    written again after each (a long run keeps what it finished)."""
+    written again after each (a long run keeps what it finished). With ``seeded_draw`` (a training set drawn
+    anew for each seed) the deterministic models are fitted on each draw too."""
     results = report.data
     for label in models:
         factory, seeded = MODELS[label]
-        seeds = (args.scratch_seeds if factory is from_scratch else args.seeds) if seeded else args.seeds[:1]
+        seeds = args.scratch_seeds if factory is from_scratch else args.seeds
+        seeds = seeds if seeded or seeded_draw else seeds[:1]
         accuracies, fits = [], []
         for seed in seeds:
             accuracy, fit = run(factory(seed, args.verbose), draw(seed), test)
@@ -187,7 +190,8 @@ def main(argv=None):
                                            "fit time (median)"],
                          note="Each model with its defaults and `random_state=seed`; *spread* is min-max over the "
                               "seeds, *test SE* the test set's standard error at the mean accuracy. Deterministic "
-                              "models (frozen + LR, TF-IDF + LR) are fitted once.")
+                              "models (frozen + LR, TF-IDF + LR) are fitted once, except on the few-label "
+                              "training sets, which are drawn anew for each seed.")
     cut = (lambda X, y, n: (X[:n], y[:n])) if args.quick else (lambda X, y, n: (X, y))
     parts = set(args.parts.split(","))
     folders = {"sst2": "sst2", "few": "sst2", "rt": "rt_polarity", "bbc": "bbc_news_summary"}
@@ -208,7 +212,7 @@ def main(argv=None):
             for n in FEW_LABELS:
                 n = n * QUICK_TRAIN // 4000 if args.quick else n
                 evaluate(report, table, f"SST-2, {n:,} labels",
-                         lambda seed, n=n: subsample(*sst2["train"], n, seed), test, args, short)
+                         lambda seed, n=n: subsample(*sst2["train"], n, seed), test, args, short, seeded_draw=True)
     if "rt" in parts:
         X, y = load_rt(args.data)
         train, test = (X[:RT_TRAIN], y[:RT_TRAIN]), cut(X[RT_TRAIN:], y[RT_TRAIN:], QUICK_TEST)
