@@ -113,7 +113,7 @@ def test_token_ids_are_the_checkpoints_own(tiny):
 
 def test_word_dropout_never_hides_special_tokens(tiny):
     clf = TransformerClassifier(pretrained=tiny, word_dropout=0.5, **FAST).fit(TEXTS, LABELS)
-    special, unk = clf._special_ids()
+    special, unk = clf._token_space().special_ids()
     assert special.tolist() == [0, 1, 2, 3, 4] and unk == 1
 
 

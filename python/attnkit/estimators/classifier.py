@@ -4,7 +4,6 @@ classifier."""
 import math
 import numbers
 import os
-import sys
 import warnings
 from typing import Any
 
@@ -19,13 +18,13 @@ from attnkit import ops
 from attnkit._validation import Interval, Options, check_sample_weight
 from attnkit.estimators._base import NetworkEstimator, Samples
 from attnkit.estimators._pretraining import pretrain_masked_lm
-from attnkit.estimators._token_input import IDS
+from attnkit.estimators._token_space import PretrainedSpace, VocabularySpace
 from attnkit.estimators._training import reseed_dropout
 from attnkit.io import from_json, register_estimator, to_json
 from attnkit.nn import CrossEntropyLoss, SequenceClassifier
 from attnkit.pretrained.checkpoint import load_checkpoint
 from attnkit.pretrained.tokenizer import PretrainedTokenizer
-from attnkit.text import SPECIAL_TOKENS, Texts, Tokenizer, Vocabulary, pad_sequences
+from attnkit.text import Texts, Tokenizer, Vocabulary, pad_sequences
 
 __all__ = ["TransformerClassifier"]
 
@@ -491,7 +490,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             ids, lengths = pad_sequences([docs[i] for i in rows])
             layers = np.stack(network.attention_weights(ids, lengths=lengths), axis=1)  # (B, L, H, N, N)
             for row, weights, n in zip(rows, layers, np.minimum(lengths, network.max_len)):
-                maps[row] = {"tokens": self._token_labels(docs[row][:n]),
+                maps[row] = {"tokens": self._token_space().labels(docs[row][:n]),
                              "weights": weights[:, :, :n, :n].copy()}
         return maps
 
@@ -544,13 +543,11 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                 "cls": self.pooling == "cls" and not pretrained, "whole": self._bag_ngrams() > 0}
 
     def _text_tokenizer(self):
+        # From scratch, attnkit's Tokenizer (None) splits the texts: the vocabulary is learnt from its tokens,
+        # so a first fit has no token space yet.
         if self._input["tokenizer"] != "pretrained":
             return None
-        tokenizer = self._pretrained_tokenizer()
-        # The text's first max_len wordpieces between the checkpoint's special tokens, or all of them for the
-        # n-gram bag (the network then cuts the encoder's copy).
-        budget = sys.maxsize if self._input["whole"] else self._input["max_len"] + 2
-        return lambda texts: tokenizer.encode(texts, budget)[0]
+        return self._token_space().text_tokenizer(self._input)
 
     def _read_training_data(self, X, y, sample_weight, *, reset, classes, incremental):
         if incremental and reset and classes is None:
@@ -558,7 +555,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         if reset and self.pretrained is not None:
             checkpoint = load_checkpoint(self.pretrained)
             self._tokenizer_json = checkpoint.tokenizer.json_text
-            self._cache = {"tokenizer": checkpoint.tokenizer, "checkpoint": checkpoint}
+            self._cache = {"token_space": PretrainedSpace(checkpoint.tokenizer, checkpoint.config.vocab_size),
+                           "checkpoint": checkpoint}
         tokens = self._read_tokens(X, reset=reset)
         if not tokens:
             raise ValueError("X is empty: fit needs at least one sample")
@@ -566,12 +564,10 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         sample_weight = check_sample_weight(sample_weight, len(tokens))
         if reset:
             self._learn_classes(y, classes)
-            if self.pretrained is not None:
-                self.vocabulary_ = self._pretrained_tokenizer().vocabulary()
-            else:
+            if self.pretrained is None:
                 vocab = Vocabulary.build(tokens, max_features=self.max_features, min_df=self.min_df)
-                self.vocabulary_ = dict(vocab.index)
-                self._cache = {"vocabulary": vocab}
+                self._cache = {"token_space": VocabularySpace(vocab)}
+            self.vocabulary_ = self._token_space().mapping()
         else:
             unseen = np.setdiff1d(np.unique(y), self.classes_)
             if unseen.size:
@@ -585,7 +581,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         if not incremental and np.unique(codes[weights > 0]).size < 2:
             raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes with a positive weight; "
                              f"only class {self.classes_[codes[weights > 0]][:1].tolist()[0]!r} has any")
-        docs = self._encode_tokens(tokens)
+        docs = self._token_space().encode(tokens, self._input)
         lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
         return Samples(docs, lengths, codes, weights, stratify=codes)
 
@@ -606,7 +602,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                     "pooling": self.pooling, "max_len": min(self.max_len + 2, config.max_position_embeddings),
                     "bag_ngrams": self._bag_ngrams(), **config.encoder_options()}
         return {
-            "vocab_size": len(self._vocabulary()), "n_classes": len(self.classes_), "d_model": self.d_model,
+            "vocab_size": self._token_space().vocab_size, "n_classes": len(self.classes_), "d_model": self.d_model,
             "n_heads": self.n_heads, "n_layers": self.n_layers, "d_ff": self.d_ff, "dropout": float(self.dropout),
             "attention": self.attention, "positional": self.positional, "pooling": self.pooling,
             "max_len": self.max_len + 1, "relative_distance": RELATIVE_DISTANCE, "bag_ngrams": self._bag_ngrams(),
@@ -650,7 +646,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         # whose expectation is the weighted risk, and the learning rate means the same for any scale.
         mean_weight = float(weights.mean())
         word_rng = np.random.default_rng(rng.integers(2**63))
-        special, unk = self._special_ids()
+        special, unk = self._token_space().special_ids()
 
         def batch_loss(indices):
             ids, batch_lengths = pad_sequences([docs[i] for i in indices])
@@ -688,48 +684,20 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         return weights
 
     # ------------------------------------------------------------------------------- inputs
-    def _encode_tokens(self, tokens):
-        """Id lists, after a <cls> id with cls pooling: truncated to max_len, or whole when the
-        n-gram bag reads them (the network then cuts the encoder's copy). A pretrained tokenizer's ids (and
-        token-id input to a pretrained classifier) are the checkpoint's own: only checked."""
-        route = self._input
-        if route["tokenizer"] == "pretrained":
-            vocab_size = self._network_config["vocab_size"] if hasattr(self, "_network_config") else \
-                self._cache["checkpoint"].config.vocab_size
-            bad = [t for doc in tokens for t in doc if not 0 <= t < vocab_size]
-            if bad:
-                raise ValueError(f"X has token id {bad[0]} outside the pretrained checkpoint's vocabulary "
-                                 f"[0, {vocab_size})")
-            return tokens if route["whole"] or route["kind"] != IDS else [doc[:route["max_len"] + 2] for doc in tokens]
-        vocab = self._vocabulary()
-        prefix = [vocab.cls_id] if route["cls"] else []
-        max_len = None if route["whole"] else route["max_len"]
-        return [vocab.encode(doc, prefix=prefix, max_len=max_len) for doc in tokens]
-
     def _encode(self, X, name="X"):
-        return self._encode_tokens(self._read_tokens(X, reset=False, name=name))
+        return self._token_space().encode(self._read_tokens(X, reset=False, name=name), self._input)
 
-    def _pretrained_tokenizer(self):
-        return self._cached("tokenizer", lambda: PretrainedTokenizer(self._tokenizer_json))
+    def _token_space(self):
+        """Token lists <-> ids (:mod:`._token_space`), set up in fit and kept in ``_cache``; after unpickling it
+        is rebuilt from the fitted state proper, ``vocabulary_`` or the checkpoint's tokenizer.json."""
 
-    def _special_ids(self):
-        """The ids word dropout never hides, and the id it puts in their place."""
-        if self._input["tokenizer"] == "pretrained":
-            tokenizer = self._pretrained_tokenizer()
-            return tokenizer.special_ids(), tokenizer.unk_id()
-        return np.arange(len(SPECIAL_TOKENS)), Vocabulary.unk_id
-
-    def _token_labels(self, ids):
-        if self._input["tokenizer"] == "pretrained":
-            return self._pretrained_tokenizer().tokens(ids)
-        return [self._vocabulary().tokens[i] for i in ids]
-
-    def _vocabulary(self):
         def rebuild():
-            tokens = sorted(self.vocabulary_, key=self.vocabulary_.__getitem__)
-            return Vocabulary(tokens[len(SPECIAL_TOKENS) :])
+            if self._input["tokenizer"] == "pretrained":
+                tokenizer = PretrainedTokenizer(self._tokenizer_json)
+                return PretrainedSpace(tokenizer, self._network_config["vocab_size"])
+            return VocabularySpace.from_mapping(self.vocabulary_)
 
-        return self._cached("vocabulary", rebuild)
+        return self._cached("token_space", rebuild)
 
     # ---------------------------------------------------------------------------- inference
     def _batched(self, docs, fn, width):
@@ -748,21 +716,17 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     # ------------------------------------------------------------------------------ protocol
     def _fitted_extras(self):
-        pretrained = self._input["tokenizer"] == "pretrained"
         return {}, {"classes": to_json(self.classes_), "mlm_loss_curve": self.mlm_loss_curve_,
-                    "vocabulary": None if pretrained else self._vocabulary().get_config()["tokens"],
-                    "tokenizer": self._tokenizer_json if pretrained else None}
+                    **self._token_space().config()}
 
     def _set_fitted_extras(self, groups, config):
         self.classes_ = from_json(config["classes"])
         self.mlm_loss_curve_ = config["mlm_loss_curve"]
         if config.get("tokenizer") is not None:
             self._tokenizer_json = config["tokenizer"]
-            self.vocabulary_ = self._pretrained_tokenizer().vocabulary()
-            return
-        vocab = Vocabulary(config["vocabulary"])
-        self.vocabulary_ = dict(vocab.index)
-        self._cache["vocabulary"] = vocab
+        else:
+            self._cache["token_space"] = VocabularySpace(Vocabulary(config["vocabulary"]))
+        self.vocabulary_ = self._token_space().mapping()
 
     def _upgrade_fitted_state(self, groups, config, version):
         """attnkit 0.1.0's layout (format 1): no network seed, so the network is rebuilt from seed 0, as that
