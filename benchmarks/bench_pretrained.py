@@ -466,11 +466,12 @@ def _torch_table(report, ctx, theirs, batches):
 MEMORY_LIBRARIES = ("attnkit", "sentence-transformers")
 
 
-def memory_embedding(library, model, model_dir, data, n_texts, batch_size):
+def memory_embedding(library, model, model_dir, data, n_texts, batch_size, warm):
     """Peak-memory factory (run in a fresh process): embedding the first ``n_texts`` test sentences.
 
-    The checkpoint is loaded and a first batch embedded before the measured call, so the weights and one-off
-    allocations are not counted. Returns the call and the float32 weights' size.
+    The checkpoint is loaded before the measured call, so the weights are not counted; with ``warm`` a first
+    batch is embedded before it too, so one-off allocations are not counted either (nor is what that batch
+    leaves in the allocator's free lists for the call to reuse). Returns the call and the float32 weights' size.
     """
     from attnkit.pretrained import load_checkpoint
 
@@ -488,42 +489,51 @@ def memory_embedding(library, model, model_dir, data, n_texts, batch_size):
 
         def embed(batch):
             return embedder.transform(batch)
-    embed(texts[:batch_size])
+    if warm:
+        embed(texts[:batch_size])
     return (lambda: embed(texts)), weight_bytes
 
 
 def part_memory(report, ctx):
-    """Peak memory of embedding the test set, each library in a fresh process."""
+    """Peak memory of embedding the test set, each library in a fresh process, first call and after a warm-up."""
     args = ctx.args
     n_texts = len(ctx.test_texts)
     factory = f"{Path(__file__).resolve()}:memory_embedding"
-    results = {}
-    for library in MEMORY_LIBRARIES[:1] + (MEMORY_LIBRARIES[1:] if ctx.st is not None else ()):
-        results[library] = harness.peak_memory(factory, {"library": library, "model": args.model,
-                                                         "model_dir": str(ctx.model_dir), "data": str(args.data),
-                                                         "n_texts": n_texts, "batch_size": MEMORY_BATCH},
-                                               args.threads)
+    libraries = MEMORY_LIBRARIES[:1] + (MEMORY_LIBRARIES[1:] if ctx.st is not None else ())
+    results = {(library, warm): harness.peak_memory(
+                   factory, {"library": library, "model": args.model, "model_dir": str(ctx.model_dir),
+                             "data": str(args.data), "n_texts": n_texts, "batch_size": MEMORY_BATCH, "warm": warm},
+                   args.threads)
+               for warm in (False, True) for library in libraries}
     table = report.table(
         f"Peak memory: embedding {n_texts:,} SST-2 test sentences at batch {MEMORY_BATCH}",
-        ["library", "peak RSS increase", "output", "extra / weights", "vs s-t", "target", "met"],
-        "Each in a fresh process (`_peak_memory.py`): it loads the checkpoint and embeds one batch, the resident "
-        "high-water mark is reset, then the call embeds every sentence. *peak RSS increase*: the high-water mark "
-        "during the call minus the resident memory before it (the weights, "
-        f"{harness.fmt_bytes(results['attnkit'].input_bytes)} in float32, are resident before and not counted). "
-        "*extra / weights*: (peak - output) / the weights' size. *vs s-t*: peak / sentence-transformers' peak; "
-        "attnkit is `TransformerEmbedder.transform`, which keeps no layer's backward cache.",
+        ["library", "call", "peak RSS increase", "output", "extra / weights", "vs s-t", "target", "met"],
+        "Each in a fresh process (`_peak_memory.py`): it loads the checkpoint (*first call*), or loads it and "
+        "embeds one batch (*after a warm-up*: what that batch left in the allocator's free lists is then reused "
+        "uncounted), the resident high-water mark is reset, then the call embeds every sentence. *peak RSS "
+        "increase*: the high-water mark during the call minus the resident memory before it (the weights, "
+        f"{harness.fmt_bytes(results['attnkit', False].input_bytes)} in float32, are resident before and not "
+        "counted). *extra / weights*: (peak - output) / the weights' size. *vs s-t*: peak / sentence-transformers' "
+        "peak in the same kind of call; attnkit is `TransformerEmbedder.transform`, which keeps no layer's backward "
+        "cache. The target is judged on the larger of the two ratios.",
     )
-    theirs = results.get("sentence-transformers")
-    ratios = {library: None if theirs is None else m.peak_bytes / theirs.peak_bytes for library, m in results.items()}
-    for library, m in results.items():
+    ratios = {}
+    for (library, warm), m in results.items():
+        theirs = results.get(("sentence-transformers", warm))
+        ratios[library, warm] = None if theirs is None else m.peak_bytes / theirs.peak_bytes
+    worst = None if ratios["attnkit", False] is None else max(ratios["attnkit", False], ratios["attnkit", True])
+    for (library, warm), m in results.items():
         mine = library == "attnkit"
-        table.add_row(library, harness.fmt_bytes(m.peak_bytes), harness.fmt_bytes(m.output_bytes),
-                      f"{m.extra_fraction:.2f}", harness.fmt_ratio(ratios[library]) if mine else "",
-                      f"< {TARGET_MEMORY:g}x" if mine else "",
-                      _verdict(ratios[library], ratios[library] is not None and ratios[library] < TARGET_MEMORY)
-                      if mine else "")
-    report.data["memory"] = {library: vars(m) for library, m in results.items()} | {"ratios": ratios}
-    return ratios["attnkit"]
+        ratio = ratios[library, warm]
+        table.add_row(library, "after a warm-up" if warm else "first call", harness.fmt_bytes(m.peak_bytes),
+                      harness.fmt_bytes(m.output_bytes), f"{m.extra_fraction:.2f}",
+                      harness.fmt_ratio(ratio) if mine else "", f"< {TARGET_MEMORY:g}x" if mine else "",
+                      _verdict(ratio, ratio is not None and ratio < TARGET_MEMORY) if mine else "")
+    report.data["memory"] = {f"{library}, {'warm' if warm else 'first call'}": vars(m)
+                             for (library, warm), m in results.items()}
+    report.data["memory"]["ratios"] = {f"{library}, {'warm' if warm else 'first call'}": r
+                                       for (library, warm), r in ratios.items()}
+    return worst
 
 
 # ------------------------------------------------------------------------------------------------- part 5
@@ -547,8 +557,9 @@ def summarise(report, train_ratio, memory_ratio):
         lines.append(f"- fine-tuning: {train_ratio:.2f}x torch's examples/s (target >= {TARGET_TRAIN}x) -- "
                      + ("met" if train_ratio >= TARGET_TRAIN else "**not met**"))
     if memory_ratio is not None:
-        lines.append(f"- peak memory of embedding: {memory_ratio:.2f}x sentence-transformers' (target < "
-                     f"{TARGET_MEMORY:g}x) -- " + ("met" if memory_ratio < TARGET_MEMORY else "**not met**"))
+        lines.append(f"- peak memory of embedding: {memory_ratio:.2f}x sentence-transformers' (the larger of first call "
+                     f"and after a warm-up; target < {TARGET_MEMORY:g}x) -- "
+                     + ("met" if memory_ratio < TARGET_MEMORY else "**not met**"))
     report.text("Targets", lines or ["- no baseline: nothing to compare"])
 
 

@@ -21,7 +21,7 @@ Parts (``--parts``):
    Pretraining helps most where labels are few.
 3. ``rt``: rt-polarity, 3,000 training sentences drawn with seed 0, the other 7,662 to test.
 4. ``bbc``: BBC news, 5 topics, headline + article (the split of ``eval_sentiment.py``); articles are longer than
-   the encoder's 128 tokens, and the n-gram bag reads the rest.
+   the encoder's 128 tokens, which the *+ n-gram bag* row reads whole.
 
 For each row: the mean test accuracy over the seeds, their spread (min-max) and standard deviation, the test
 set's standard error (sqrt(p (1 - p) / n) at the mean: the noise of the test sample itself) and the median fit
