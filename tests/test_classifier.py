@@ -5,6 +5,7 @@ Models here are small (d_model 16-32, one or two layers, a few epochs) so that t
 seconds; what default-sized models reach on real data is measured by benchmarks/eval_sentiment.py.
 """
 
+import copy
 import doctest
 import pickle
 import re
@@ -180,7 +181,7 @@ def test_texts_are_truncated_to_max_len():
 
 
 def test_the_ngram_bag_reads_past_max_len():
-    clf = TransformerClassifier(**SMALL, max_len=3).fit(["a b c d", "d c b a"] * 4, [0, 1] * 4)
+    clf = TransformerClassifier(**SMALL, max_len=3, features="pooled").fit(["a b c d", "d c b a"] * 4, [0, 1] * 4)
     # The encoder sees the first 3 tokens only; the bag sees them all.
     np.testing.assert_array_equal(clf.transform(["a b c d a"]), clf.transform(["a b c"]))
     assert not np.array_equal(clf.predict_proba(["a b c d a"]), clf.predict_proba(["a b c"]))
@@ -367,7 +368,7 @@ def test_bad_validation_data(validation_data, error, match):
 
 def test_predicting_no_texts_gives_empty_arrays(fitted):
     assert fitted.predict([]).shape == (0,) and fitted.predict_proba([]).shape == (0, 2)
-    assert fitted.transform([]).shape == (0, 16) and fitted.attention_maps([]) == []
+    assert fitted.transform([]).shape == (0, 2) and fitted.attention_maps([]) == []
 
 
 def test_probabilities_and_scores_agree(fitted, negation):
@@ -381,12 +382,46 @@ def test_probabilities_and_scores_agree(fitted, negation):
     assert np.array_equal(proba.argmax(axis=1), (scores > 0).astype(int))
 
 
-def test_transform_gives_pooled_embeddings_for_a_pipeline(negation, learner):
+def test_transform_gives_the_class_scores_by_default(fitted, negation):
+    _, _, X_test, _ = negation
+    scores = fitted.transform(X_test[:20])
+    assert scores.shape == (20, 2) and scores.dtype == np.float32
+    np.testing.assert_allclose(scores[:, 1] - scores[:, 0], fitted.decision_function(X_test[:20]), rtol=1e-5, atol=1e-5)
+    assert fitted.get_feature_names_out().tolist() == ["transformerclassifier0", "transformerclassifier1"]
+
+
+def test_transform_features_choose_pooled_vectors_scores_or_both(fitted, negation):
+    _, _, X_test, _ = negation
+    model = copy.deepcopy(fitted)  # the same fitted model, its own parameters
+    scores = model.transform(X_test[:7])
+    pooled = model.set_params(features="pooled").transform(X_test[:7])
+    assert pooled.shape == (7, 16) and len(model.get_feature_names_out()) == 16
+    both = model.set_params(features="pooled+scores").transform(X_test[:7])
+    assert both.shape == (7, 18) and len(model.get_feature_names_out()) == 18
+    np.testing.assert_array_equal(both, np.hstack([pooled, scores]))
+
+
+@pytest.mark.parametrize("features", ["logits", "", None, 3])
+def test_bad_features_value(fitted, features):
+    with pytest.raises(ValueError, match="'features' parameter of TransformerClassifier must be a str among"):
+        clone(fitted).set_params(features=features).fit(["a", "b"], [0, 1])
+    model = copy.deepcopy(fitted)
+    with pytest.raises(ValueError, match="features must be one of"):
+        model.set_params(features=features).transform(["a b"])
+
+
+def test_stacked_under_logistic_regression_it_scores_as_the_classifier(negation, learner):
     X, y, X_test, y_test = negation
-    clf = learner
+    own = learner.score(X_test, y_test)
+    stacked = LogisticRegression().fit(learner.transform(X), y)
+    assert abs(stacked.score(learner.transform(X_test), y_test) - own) <= 0.02
+
+
+def test_pooled_vectors_feed_a_linear_model(negation, learner):
+    X, y, X_test, y_test = negation
+    clf = copy.deepcopy(learner).set_params(features="pooled")
     embeddings = clf.transform(X_test[:10])
     assert embeddings.shape == (10, 32) and embeddings.dtype == np.float32
-    assert clf.get_feature_names_out()[:2].tolist() == ["transformerclassifier0", "transformerclassifier1"]
     # A linear model on the embeddings does as well as the network's own head.
     head = LogisticRegression().fit(clf.transform(X), y)
     assert head.score(clf.transform(X_test), y_test) >= 0.97

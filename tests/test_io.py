@@ -239,6 +239,7 @@ def legacy():
 def test_a_classifier_saved_by_0_1_0_loads_and_predicts_as_it_did(legacy, tmp_path):
     expected = legacy["classifier"]
     clf = attnkit.load(os.path.join(FIXTURES, "classifier-0.1.0.npz"))
+    assert clf.features == "pooled"  # what its transform gave, before the parameter existed
     # The products now run on attnkit's own kernels, not OpenBLAS: float32 rounding may differ in the last bits.
     np.testing.assert_allclose(clf.predict_proba(expected["X"]), expected["predict_proba"], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(clf.transform(expected["X"]), expected["transform"], rtol=1e-4, atol=1e-5)

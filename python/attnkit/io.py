@@ -139,7 +139,10 @@ def load(path: str | os.PathLike[str] | BinaryIO) -> Any:
     name = config.get("estimator")
     if name not in ESTIMATORS:
         raise ValueError(f"unknown estimator {name!r} in the file; this attnkit loads {sorted(ESTIMATORS)}")
-    estimator = ESTIMATORS[name](**from_json(config["params"]))
+    cls = ESTIMATORS[name]
+    # A parameter added since the file was written takes the value that keeps the file's behaviour.
+    params = {**getattr(cls, "_params_before_they_existed", {}), **from_json(config["params"])}
+    estimator = cls(**params)
     estimator.__attnkit_set_state__(groups, config["fitted"], version)
     return estimator
 

@@ -35,6 +35,7 @@ AUTO_MAX_ITER = 10  # max_iter="auto" from scratch
 # several passes to move the pretrained weights (3 epochs of 450 texts are 45 updates); large ones need few.
 FINE_TUNING_UPDATES = 1000
 FINE_TUNING_EPOCHS = (3, 10)
+FEATURES = ("scores", "pooled", "pooled+scores")  # what transform returns
 # What a pretrained checkpoint decides: these must keep their defaults with pretrained=...
 ARCHITECTURE_PARAMS = ("tokenizer", "lowercase", "max_features", "min_df", "d_model", "n_heads", "n_layers", "d_ff",
                        "attention", "positional")
@@ -140,6 +141,17 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         0 turns the bag off (the encoder alone). "auto": 2 from scratch, 0 when fine-tuning a
         pretrained encoder (on 3,000 rt-polarity sentences the bag cost it about a point; on long
         documents, which the encoder cuts at ``max_len``, it can still help: set it).
+
+    features : {"scores", "pooled", "pooled+scores"}, default="scores"
+        What :meth:`transform` returns, e.g. for a model stacked downstream in a Pipeline:
+        ``"scores"`` the class scores (logits, n-gram bag included: everything the classifier
+        knows, one column per class), ``"pooled"`` the encoder's sentence vector (``d_model``
+        columns, before the head and without the bag: an embedding for similarity, clustering or
+        other labels), ``"pooled+scores"`` both side by side. A model fitted on the same texts
+        sees training features better than any new text's, which only the scores survive: on
+        rt-polarity, LogisticRegression on ``"scores"`` matched the classifier itself and on
+        ``"pooled"`` lost 10 points (``benchmarks/eval_stacking.py``). It can be changed after
+        ``fit`` with ``set_params``.
 
     batch_size : int, default=32
         Texts per update.
@@ -276,6 +288,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     _network_class = SequenceClassifier
     _score_name = "accuracy"
+    # Files written before `features` existed: their transform gave the pooled vectors.
+    _params_before_they_existed = {"features": "pooled"}
     _parameter_constraints = {
         "tokenizer": [Options(str, set(Tokenizer.KINDS))],
         "lowercase": ["boolean"],
@@ -293,6 +307,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         "attention": [Options(str, {"softmax", "linear", "performer"})],
         "positional": [None, Options(str, {"sinusoidal", "learned", "relative"})],
         "pooling": [Options(str, {"cls", "mean", "max"})],
+        "features": [Options(str, set(FEATURES))],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
         "learning_rate": [Interval(numbers.Real, 0, None, closed="neither"), Options(str, {"auto"})],
         "weight_decay": [Interval(numbers.Real, 0, None, closed="left")],
@@ -315,7 +330,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     def __init__(self, *, pretrained=None, tokenizer="word", lowercase=True, max_features=None, min_df=1, max_len=128,
                  padding_id=0, d_model=128, n_heads=4, n_layers=2, d_ff=256, dropout=0.1, word_dropout=0.0,
-                 attention="softmax", positional="sinusoidal", pooling="cls", bag_ngrams="auto", batch_size=32,
+                 attention="softmax", positional="sinusoidal", pooling="cls", bag_ngrams="auto", features="scores", batch_size=32,
                  learning_rate="auto", weight_decay=0.01, label_smoothing=0.0, mlm_epochs=0, max_iter="auto",
                  early_stopping=True, early_stopping_metric="score",
                  validation_fraction=0.1, n_iter_no_change=3, tol=1e-4, class_weight=None, warm_start=False,
@@ -337,6 +352,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         self.positional = positional
         self.pooling = pooling
         self.bag_ngrams = bag_ngrams
+        self.features = features
         self.batch_size = batch_size
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
@@ -446,18 +462,27 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         return logits[:, 1] - logits[:, 0] if logits.shape[1] == 2 else logits
 
     def transform(self, X: Texts) -> np.ndarray:
-        """Pooled sentence vectors, e.g. as features for another estimator in a Pipeline.
+        """Features for another estimator, e.g. the next step of a Pipeline (see ``features``).
 
         Returns
         -------
-        embeddings : ndarray of shape (n_samples, d_model), float32
-            The pooled encoder output (before the classification head), of the first
-            ``max_len`` tokens; the n-gram bag's scores are not part of it.
+        features : ndarray of shape (n_samples, n_features_out), float32
+            ``"scores"``: the logits, one column per class in ``classes_`` order;
+            ``"pooled"``: the pooled encoder output of the first ``max_len`` tokens (``d_model``
+            columns); ``"pooled+scores"``: the pooled vector, then the scores.
         """
         check_is_fitted(self)
-        docs = self._encode(X)
+        _check_features(self.features)
         network = self._network()
-        return self._batched(docs, lambda ids, lengths: network.features(ids, lengths=lengths)[0], self._n_features_out)
+
+        def features(ids, lengths):
+            pooled = network.pooled(ids, lengths=lengths)
+            if self.features == "pooled":
+                return pooled
+            scores = network.scores(ids, pooled, lengths=lengths)
+            return scores if self.features == "scores" else np.hstack([pooled, scores])
+
+        return self._batched(self._encode(X), features, self._n_features_out)
 
     def attention_maps(self, X: Texts) -> list[dict[str, Any]]:
         """Every layer's and head's self-attention weights for each text, with its tokens.
@@ -747,7 +772,9 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     @property
     def _n_features_out(self):
         """Width of :meth:`transform`'s output (for get_feature_names_out)."""
-        return self._network_config["d_model"]
+        _check_features(self.features)
+        pooled = self._network_config["d_model"] if self.features != "scores" else 0
+        return pooled + (len(self.classes_) if self.features != "pooled" else 0)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -756,6 +783,12 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         tags.input_tags.categorical = True  # token ids are categories, not quantities
         tags.transformer_tags.preserves_dtype = []  # transform gives float32 whatever the ids' dtype
         return tags
+
+
+def _check_features(features):
+    """``features`` again at transform time: ``set_params`` after ``fit`` is not validated by ``fit``."""
+    if not isinstance(features, str) or features not in FEATURES:
+        raise ValueError(f"features must be one of {FEATURES}, got {features!r}")
 
 
 def _check_y(y, n_samples, name="y"):

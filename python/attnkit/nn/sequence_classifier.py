@@ -94,9 +94,16 @@ class SequenceClassifier(TextEncoder):
 
     def logits(self, ids, *, lengths, token_types=None):
         """Inference logits, as ``forward(ids)[0]`` but without keeping any backward cache."""
+        return self.scores(ids, self.pooled(ids, lengths=lengths, token_types=token_types), lengths=lengths)
+
+    def pooled(self, ids, *, lengths, token_types=None):
+        """Inference pooled vectors (B, d_model), as ``features(ids)[0]`` without a backward cache."""
         x = self.infer(ids, lengths=lengths, token_types=token_types)
-        logits = self.children["head"].forward(self.children["pooling"].forward(
-            x, lengths=self.truncate(ids, lengths)[1])[0])[0]
+        return self.children["pooling"].forward(x, lengths=self.truncate(ids, lengths)[1])[0]
+
+    def scores(self, ids, pooled, *, lengths):
+        """Inference logits from the pooled vectors of ``ids``: the head's, plus the n-gram bag's."""
+        logits = self.children["head"].forward(pooled)[0]
         if "bag" in self.children:
             logits = logits + self.children["bag"].forward(ids, lengths=lengths)[0]
         return logits
