@@ -258,6 +258,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     attnkit.text.Tokenizer : The tokenizers.
     attnkit.nn.SequenceClassifier : The network.
     attnkit.plotting.plot_attention : Draw an attention map from :meth:`attention_maps`.
+    attnkit.plotting.plot_learning_curve : Draw ``loss_curve_``, the validation curves and ``best_epoch_``.
 
     Notes
     -----
