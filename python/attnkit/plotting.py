@@ -15,7 +15,7 @@ __all__ = ["plot_attention", "plot_learning_curve"]
 # Sizes of the attention grid, in inches and points. A map gets about CELL_PER_TOKEN inches per token,
 # within [MIN_CELL, MAX_CELL], shrunk (never below MIN_CELL) so the grid fits GRID_INCHES.
 CELL_PER_TOKEN = 0.22
-MIN_CELL, MAX_CELL = 1.0, 4.5
+MIN_CELL, MAX_CELL = 1.3, 4.5
 GRID_INCHES = (22.0, 14.0)
 # Token labels are LABEL_SIZES points (the largest that fits), one every LINE_SPACING x size points;
 # when even the smallest does not fit, only every k-th token is labelled.
