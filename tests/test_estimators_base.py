@@ -93,7 +93,8 @@ def test_save_and_load_keep_the_predictions_bit_for_bit(case, fitted, tmp_path):
     restored = attnkit.load(tmp_path / "model.npz")
     _assert_same_outputs(fitted, restored, X[:6])
     assert restored._network_seed == fitted._network_seed and restored._network_config == fitted._network_config
-    for name in ("n_iter_", "loss_curve_", "validation_loss_curve_", "validation_scores_", "best_validation_score_"):
+    for name in ("n_iter_", "loss_curve_", "validation_loss_curve_", "validation_scores_", "best_validation_score_",
+                 "best_epoch_"):
         assert getattr(restored, name) == getattr(fitted, name), name
 
 
@@ -109,7 +110,7 @@ def test_the_training_attributes_mean_the_same_in_both(case, fitted):
         assert kept == 1 + int(np.argmin(fitted.validation_loss_curve_))
     else:  # early_stopping_metric="score" by default
         assert kept == 1 + int(np.argmax(fitted.validation_scores_))
-    assert fitted.best_validation_score_ == fitted.validation_scores_[kept - 1]
+    assert fitted.best_validation_score_ == fitted.validation_scores_[kept - 1] and fitted.best_epoch_ == kept
 
 
 def test_the_kept_epoch_is_the_one_whose_weights_are_held(case):
@@ -125,6 +126,7 @@ def test_without_validation_there_is_no_validation_score(case):
     cls, params, X, y, _ = case
     model = cls(**{**params, "early_stopping": False, "max_iter": 2}).fit(X, y)
     assert model.validation_scores_ == [] and model.best_validation_score_ is None and model.n_iter_ == 2
+    assert model.best_epoch_ == 2  # the weights of the last epoch are kept
 
 
 def test_warm_start_continues_and_a_refit_starts_over(case):
@@ -163,6 +165,7 @@ def test_ctrl_c_keeps_the_best_weights_and_leaves_a_usable_estimator(case, monke
         model.fit(X, y)
     monkeypatch.undo()
     assert model.n_iter_ == 2 and model._training_state["interrupted"]
+    assert model.best_epoch_ == model._training_state["kept_epoch"] in (1, 2)
     assert model.best_validation_score_ == model.validation_scores_[model._training_state["kept_epoch"] - 1]
     assert len(_outputs(model, X[:3])[0]) == 3
 

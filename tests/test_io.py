@@ -29,7 +29,7 @@ def _same_fitted_state(a, b):
     assert np.array_equal(a.classes_, b.classes_) and a.classes_.dtype == b.classes_.dtype
     assert a.vocabulary_ == b.vocabulary_
     for name in ("n_iter_", "loss_curve_", "validation_loss_curve_", "validation_scores_", "best_validation_score_",
-                 "mlm_loss_curve_"):
+                 "best_epoch_", "mlm_loss_curve_"):
         assert getattr(a, name) == getattr(b, name), name
     assert a._weights.keys() == b._weights.keys()
     for name in a._weights:

@@ -1,11 +1,31 @@
-"""Plots of what a model learnt: attention maps (matplotlib, an optional dependency).
+"""Plots of what a model learnt: attention maps and learning curves (matplotlib, an optional dependency).
 
 Install it with ``pip install "attnkit[plot]"``; attnkit itself never imports matplotlib.
 """
 
-import numpy as np
+import math
+import numbers
+import warnings
 
-__all__ = ["plot_attention"]
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+__all__ = ["plot_attention", "plot_learning_curve"]
+
+# Sizes of the attention grid, in inches and points. A map gets about CELL_PER_TOKEN inches per token,
+# within [MIN_CELL, MAX_CELL], shrunk (never below MIN_CELL) so the grid fits GRID_INCHES.
+CELL_PER_TOKEN = 0.22
+MIN_CELL, MAX_CELL = 1.3, 4.5
+GRID_INCHES = (22.0, 14.0)
+# Token labels are LABEL_SIZES points (the largest that fits), one every LINE_SPACING x size points;
+# when even the smallest does not fit, only every k-th token is labelled.
+LABEL_SIZES = (5.0, 10.0)
+LINE_SPACING = 1.25
+CHAR_WIDTH = 0.62  # a character's width as a share of the font size (a rough average, for margins)
+
+VISIBLE_SPACE = "\u2423"  # the label of a blank token (a space of a character tokenizer)
+
+_SCALES = ("fixed", "shared", "map", "log")
 
 
 def _pyplot():
@@ -18,79 +38,164 @@ def _pyplot():
 
 
 def plot_attention(attention, tokens=None, *, part="cross", layer=-1, head=None, ax=None, cmap="viridis",
-                   annotate=False):
-    """Draw attention weights as heat maps: row i is where token i looks.
+                   scale="fixed", annotate=False):
+    """Draw attention weights as heat maps: row i is where token i looks; a grid of layers x heads.
 
     Parameters
     ----------
     attention : dict or ndarray
-        One item of :meth:`TransformerClassifier.attention_maps` (a dict with ``"weights"`` of
-        shape (n_layers, n_heads, n, n) and ``"tokens"``), one item of
-        :meth:`Seq2SeqTransformer.attention_maps` (see ``part``), or an array of shape (r, c),
-        (n_heads, r, c) or (n_layers, n_heads, r, c).
+        One item of :meth:`TransformerClassifier.attention_maps` or
+        :meth:`TransformerEmbedder.attention_maps` (a dict with ``"weights"`` of shape
+        (n_layers, n_heads, n, n) and ``"tokens"``), one item of :meth:`Seq2SeqTransformer.attention_maps`
+        (see ``part``), or an array of shape (r, c), (n_heads, r, c) or (n_layers, n_heads, r, c).
     tokens : sequence of str, or a pair of them, optional
         Labels of the positions (default: those of the dict, else 0, 1, ...): one sequence for a
         square map, or (row labels, column labels).
     part : {"cross", "encoder", "decoder"}, default="cross"
         For a Seq2SeqTransformer map: cross-attention (rows: target tokens, columns: source tokens),
         encoder or decoder self-attention.
-    layer : int, default=-1
-        Which layer of a 4-D array or dict to draw (negative counts from the last).
-    head : int, optional
-        Which head; None draws every head of the layer side by side.
+    layer : int, "all" or None, default=-1
+        Which layer of a 4-D array or dict to draw (negative counts from the last); "all" or None:
+        every layer, one row of the grid each.
+    head : int or None, default=None
+        Which head of a 3-D or 4-D array or dict to draw; None: every head, one column each.
     ax : matplotlib Axes, optional
-        Where to draw a single map (one head, or a 2-D array); by default a new figure.
+        Where to draw a single map (one layer and one head, or a 2-D array); by default a new figure
+        sized for the grid and its labels.
     cmap : str, default="viridis"
-        Colour map; weights are drawn on a fixed 0-1 scale, so maps compare.
+        Colour map.
+    scale : {"fixed", "shared", "map", "log"}, default="fixed"
+        Colours of the weights: "fixed" from 0 to 1, so maps compare across figures; "shared" from 0
+        to the largest weight drawn, so maps of the figure compare; "map" each map from 0 to its own
+        largest weight (the structure of diffuse heads shows, but colours no longer compare between
+        maps); "log" a logarithmic scale up to 1 (small weights show; smaller ones than the bottom of
+        the colour bar take its colour).
     annotate : bool, default=False
-        Write each weight in its cell (readable for short sentences).
+        Write each weight in its cell (readable for short sentences; the weight itself, whatever
+        ``scale``).
 
     Returns
     -------
     matplotlib.figure.Figure
+        With one colour bar for all its maps. Each map is titled by its indices, "layer L, head H",
+        0-based as ``layer`` and ``head`` take them (negative indices are shown counted from 0);
+        tokens label the left column and the bottom row of the grid, rotated, in a font that shrinks
+        with their number, every k-th only when even a small font would not fit.
 
     Raises
     ------
     ImportError
         If matplotlib is not installed (naming the ``plot`` extra).
     ValueError
-        For arrays of another shape, a layer or head out of range, tokens of the wrong length, or
-        ``ax`` with several heads.
+        For arrays of another shape or with NaN or infinite weights, a layer or head out of range,
+        tokens of the wrong length, an unknown ``part`` or ``scale``, or ``ax`` with several maps.
 
     Examples
     --------
     >>> import numpy as np
     >>> from attnkit.plotting import plot_attention
-    >>> weights = np.full((2, 3, 3), 1 / 3)  # 2 heads over 3 tokens
-    >>> fig = plot_attention(weights, ["<cls>", "not", "good"])
-    >>> len(fig.axes)  # two maps and a colour bar
-    3
+    >>> weights = np.full((2, 3, 3, 3), 1 / 3)  # 2 layers of 3 heads over 3 tokens
+    >>> fig = plot_attention(weights, ["<cls>", "not", "good"], layer="all")
+    >>> len(fig.axes)  # six maps and a colour bar
+    7
+    >>> fig.axes[5].get_title()
+    'layer 1, head 2'
     """
     plt = _pyplot()
-    weights, (row_tokens, column_tokens) = _select(attention, tokens, part, layer, head)
-    n_maps, (rows, columns) = weights.shape[0], weights.shape[-2:]
-    if ax is not None and n_maps != 1:
-        raise ValueError(f"ax can hold one map; give head= to pick one of the {n_maps} heads")
+    if scale not in _SCALES:
+        raise ValueError(f"scale must be one of {list(_SCALES)}, got {scale!r}")
+    weights, titles, (row_tokens, column_tokens) = _select(attention, tokens, part, layer, head)
+    n_layers, n_heads, rows, columns = weights.shape
+    if ax is not None and n_layers * n_heads != 1:
+        raise ValueError(f"ax can hold one map, got {n_layers} layers x {n_heads} heads; give layer= and head= "
+                         "to pick one")
+    drawn, norm, colour_label = _colour_scale(weights, scale)
     if ax is None:
-        width, height = max(3.0, 0.35 * columns + 1.5), max(3.0, 0.35 * rows + 1.5)
-        fig, axes = plt.subplots(1, n_maps, figsize=(width * n_maps, height), squeeze=False)
-        axes = list(axes[0])
+        fig, axes, cell = _grid_figure(plt, n_layers, n_heads, rows, columns, row_tokens, column_tokens, titles)
     else:
-        fig, axes = ax.figure, [ax]
+        fig, axes = ax.figure, np.array([[ax]])
+        box = ax.get_position()
+        cell = (box.width * fig.get_figwidth(), box.height * fig.get_figheight())
+    x_size, x_step = _label_style(cell[0], columns)
+    y_size, y_step = _label_style(cell[1], rows)
     image = None
-    for i, (axis, grid) in enumerate(zip(axes, weights)):
-        image = axis.imshow(grid, cmap=cmap, vmin=0.0, vmax=1.0)
-        axis.set_xticks(range(columns), labels=column_tokens, rotation=90)
-        axis.set_yticks(range(rows), labels=row_tokens)
-        axis.set_xlabel("attends to")
-        if n_maps > 1 or head is not None:
-            axis.set_title(f"head {head if head is not None else i}")
+    for (i, j), axis in np.ndenumerate(axes):
+        image = axis.imshow(drawn[i, j], cmap=cmap, norm=norm, aspect="equal" if ax is not None else "auto",
+                            interpolation="nearest")
+        axis.set_xticks(range(0, columns, x_step), labels=column_tokens[::x_step], rotation=90, fontsize=x_size)
+        axis.set_yticks(range(0, rows, y_step), labels=row_tokens[::y_step], fontsize=y_size)
+        axis.tick_params(labelbottom=i == n_layers - 1, labelleft=j == 0, length=2)
+        if titles[i][j]:
+            axis.set_title(titles[i][j], fontsize=_title_size(cell[0], titles))
         if annotate:
-            for (r, c), value in np.ndenumerate(grid):
-                axis.text(c, r, f"{value:.2f}", ha="center", va="center", fontsize=7,
-                          color="white" if value < 0.5 else "black")
-    fig.colorbar(image, ax=axes, shrink=0.8)
+            _annotate(axis, weights[i, j], norm(drawn[i, j]), cell)
+    if ax is not None:
+        ax.set_xlabel("attends to")
+    else:
+        fig.supxlabel("attends to", fontsize=10)
+    # A bar about a quarter of an inch wide, however large the grid.
+    width, height = fig.get_size_inches()
+    fig.colorbar(image, ax=list(axes.flat), label=colour_label, fraction=min(0.15, 0.4 / width),
+                 aspect=max(20.0, 3.5 * height), shrink=1.0 if n_layers > 1 else 0.9)
     return fig
+
+
+def _grid_figure(plt, n_rows, n_cols, rows, columns, row_tokens, column_tokens, titles):
+    """A constrained-layout figure of n_rows x n_cols axes sized for maps of rows x columns tokens, and
+    the size (inches) of one map."""
+    width = min(max(CELL_PER_TOKEN * columns, MIN_CELL), MAX_CELL)
+    height = min(max(CELL_PER_TOKEN * rows, MIN_CELL), MAX_CELL)
+    shrink = min(1.0, GRID_INCHES[0] / (n_cols * width), GRID_INCHES[1] / (n_rows * height))
+    cell = (max(width * shrink, MIN_CELL), max(height * shrink, MIN_CELL))
+    # Room for the labels of the outer maps, the titles and the colour bar.
+    x_size, y_size = _label_style(cell[0], columns)[0], _label_style(cell[1], rows)[0]
+    left = CHAR_WIDTH * y_size * max(map(len, row_tokens), default=1) / 72 + 0.3
+    bottom = CHAR_WIDTH * x_size * max(map(len, column_tokens), default=1) / 72 + 0.5
+    title = 2 * _title_size(cell[0], titles) / 72 if titles[0][0] else 0.05
+    figsize = (n_cols * (cell[0] + 0.1) + left + 1.0, n_rows * (cell[1] + title + 0.1) + bottom + 0.2)
+    fig = plt.figure(figsize=figsize, layout="constrained")
+    axes = fig.subplots(n_rows, n_cols, squeeze=False)
+    return fig, axes, cell
+
+
+def _label_style(inches, n):
+    """Font size (points) of the labels of n positions along ``inches``, and the step between labelled
+    positions (1: all)."""
+    pitch = 72 * inches / n
+    size = min(max(pitch / LINE_SPACING, LABEL_SIZES[0]), LABEL_SIZES[1])
+    return size, max(1, math.ceil(size * LINE_SPACING / pitch))
+
+
+def _title_size(width, titles):
+    """The largest font size up to 10 points at which the longest title fits a map ``width`` inches wide."""
+    longest = max((len(t) for row in titles for t in row), default=1)
+    return min(10.0, max(5.0, 72 * width / (CHAR_WIDTH * longest + 1)))
+
+
+def _annotate(axis, grid, shade, cell):
+    """Each weight of ``grid`` in its cell, in a colour readable on its ``shade`` (0-1)."""
+    rows, columns = grid.shape
+    size = max(2.0, min(7.0, 0.3 * 72 * min(cell[0] / columns, cell[1] / rows)))
+    for (r, c), value in np.ndenumerate(grid):
+        axis.text(c, r, f"{value:.2f}", ha="center", va="center", fontsize=size,
+                  color="white" if shade[r, c] < 0.5 else "black")
+
+
+def _colour_scale(weights, scale):
+    """The weights to draw, their matplotlib norm and the colour bar's label, for ``scale``."""
+    from matplotlib.colors import LogNorm, Normalize
+
+    if scale == "fixed":
+        return weights, Normalize(0.0, 1.0), "attention weight"
+    if scale == "shared":
+        top = float(weights.max())
+        return weights, Normalize(0.0, top if top > 0 else 1.0), "attention weight"
+    if scale == "map":
+        top = weights.max(axis=(-2, -1), keepdims=True)
+        return weights / np.where(top > 0, top, 1.0), Normalize(0.0, 1.0), "weight / the map's largest weight"
+    # One decade below a uniform row's weight (1 / columns), so diffuse heads keep their contrast.
+    bottom = 10.0 ** math.floor(math.log10(0.1 / weights.shape[-1]))
+    return np.clip(weights, bottom, 1.0), LogNorm(bottom, 1.0), "attention weight (log scale)"
 
 
 # Seq2SeqTransformer.attention_maps parts: the tokens of the rows and of the columns.
@@ -99,7 +204,8 @@ _SEQ2SEQ_PARTS = {"cross": ("target_tokens", "source_tokens"), "encoder": ("sour
 
 
 def _select(attention, tokens, part, layer, head):
-    """The (n_maps, r, c) weights to draw and their (row, column) labels."""
+    """The (n_layers, n_heads, r, c) weights to draw, their titles (n_layers lists of n_heads) and their
+    (row, column) labels."""
     if isinstance(attention, dict) and "source_tokens" in attention:
         if part not in _SEQ2SEQ_PARTS:
             raise ValueError(f"part must be one of {sorted(_SEQ2SEQ_PARTS)}, got {part!r}")
@@ -117,17 +223,36 @@ def _select(attention, tokens, part, layer, head):
     if weights.ndim not in (2, 3, 4):
         raise ValueError(f"attention weights must have shape (r, c), (heads, r, c) or (layers, heads, r, c), "
                          f"got {weights.shape}")
-    if weights.ndim == 4:
-        if not -weights.shape[0] <= layer < weights.shape[0]:
-            raise ValueError(f"layer must be in [-{weights.shape[0]}, {weights.shape[0]}), got {layer}")
-        weights = weights[layer]
-    if weights.ndim == 2:
-        weights = weights[None]
-    if head is not None:
-        if not -weights.shape[0] <= head < weights.shape[0]:
-            raise ValueError(f"head must be in [-{weights.shape[0]}, {weights.shape[0]}), got {head}")
-        weights = weights[head : head + 1] if head >= 0 else weights[[head]]
-    rows, columns = weights.shape[-2:]
+    if weights.size == 0:
+        raise ValueError(f"attention weights must not be empty, got shape {weights.shape}")
+    if not np.isfinite(weights).all():
+        raise ValueError("attention weights must be finite, got NaN or infinite values")
+    ndim = weights.ndim
+    weights = np.expand_dims(weights, tuple(range(4 - ndim))).astype(float, copy=False)
+    # Only the axes the input has are selected and titled: a 3-D array has heads but no layers.
+    layers = _indices("layer", layer, weights.shape[0]) if ndim == 4 else None
+    heads = _indices("head", head, weights.shape[1]) if ndim >= 3 else None
+    weights = weights[np.ix_(layers or [0], heads or [0])]
+    titles = [[", ".join(name for name in (None if layers is None else f"layer {i}",
+                                           None if heads is None else f"head {j}") if name)
+               for j in heads or [0]] for i in layers or [0]]
+    return weights, titles, _labels(tokens, *weights.shape[-2:])
+
+
+def _indices(name, value, n):
+    """The non-negative indices ``value`` picks among n: one, or all for None (or "all" for a layer)."""
+    if value is None or (name == "layer" and isinstance(value, str) and value == "all"):
+        return list(range(n))
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+        expected = "an int, 'all' or None" if name == "layer" else "an int or None"
+        raise ValueError(f"{name} must be {expected}, got {value!r}")
+    if not -n <= value < n:
+        raise ValueError(f"{name} must be in [-{n}, {n}), got {value}")
+    return [int(value) % n]
+
+
+def _labels(tokens, rows, columns):
+    """(row labels, column labels) as lists of str, checked against the map's shape."""
     if tokens is None:
         labels = (range(rows), range(columns))
     elif isinstance(tokens, tuple) and len(tokens) == 2 and not isinstance(tokens[0], str):
@@ -136,8 +261,98 @@ def _select(attention, tokens, part, layer, head):
         labels = (tokens, tokens)
     else:
         raise ValueError(f"a map of {rows} x {columns} needs (row labels, column labels), got one sequence")
-    names = tuple([str(t) for t in axis] for axis in labels)
+    names = tuple([str(t) if str(t).strip() else VISIBLE_SPACE for t in axis] for axis in labels)
     for name, axis, n in (("rows", names[0], rows), ("columns", names[1], columns)):
         if len(axis) != n:
             raise ValueError(f"tokens has {len(axis)} labels for {n} {name}")
-    return weights, names
+    return names
+
+
+def plot_learning_curve(estimator, ax=None):
+    """Draw an estimator's training history: loss per epoch, validation loss and score, the kept epoch.
+
+    Parameters
+    ----------
+    estimator : fitted TransformerClassifier or Seq2SeqTransformer
+        Or any fitted estimator with ``loss_curve_`` (and optionally ``validation_loss_curve_``,
+        ``validation_scores_`` and ``best_epoch_``), e.g. scikit-learn's MLPClassifier.
+    ax : matplotlib Axes, optional
+        Where to draw the losses (the score goes on a twin y-axis); by default a new figure.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Epochs (1-based, over all ``warm_start`` fits and ``partial_fit`` calls) on the x-axis; the
+        training loss and the validation loss on the left y-axis; the validation score (named as the
+        estimator's verbose lines name it, e.g. "validation accuracy") on the right one; with
+        validation, a dashed vertical line at ``best_epoch_``, the epoch whose weights the estimator
+        holds. Without validation only the training loss is drawn (the kept epoch is then the last).
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is not installed (naming the ``plot`` extra).
+    sklearn.exceptions.NotFittedError
+        If ``estimator`` is not fitted.
+    TypeError
+        If ``estimator`` is not an estimator, or has no training history (``loss_curve_``), as
+        :class:`attnkit.TransformerEmbedder`, which does not train.
+
+    Warns
+    -----
+    UserWarning
+        When the validation curves are shorter than the training loss (``partial_fit`` calls or
+        ``warm_start`` fits without validation after a fit with it): they are drawn at the first
+        epochs, which is right for ``partial_fit`` after ``fit`` (the history does not record which
+        epochs were validated).
+
+    Examples
+    --------
+    >>> from attnkit import TransformerClassifier
+    >>> from attnkit.plotting import plot_learning_curve
+    >>> texts, labels = ["good", "not good", "bad", "not bad"] * 10, [1, 0, 0, 1] * 10
+    >>> clf = TransformerClassifier(d_model=16, n_heads=2, d_ff=32, max_iter=3, validation_fraction=0.25,
+    ...                             random_state=0).fit(texts, labels)
+    >>> fig = plot_learning_curve(clf)
+    >>> fig.axes[1].get_ylabel()
+    'validation accuracy'
+    """
+    plt = _pyplot()
+    check_is_fitted(estimator)
+    losses = getattr(estimator, "loss_curve_", None)
+    if losses is None:
+        raise TypeError(f"plot_learning_curve needs an estimator that trains epoch by epoch (with loss_curve_); "
+                        f"{type(estimator).__name__} has no training history")
+    validation_losses = list(getattr(estimator, "validation_loss_curve_", None) or [])
+    scores = list(getattr(estimator, "validation_scores_", None) or [])
+    n_validated = max(len(validation_losses), len(scores))
+    if 0 < n_validated < len(losses):
+        warnings.warn(f"{type(estimator).__name__} was validated on {n_validated} of its {len(losses)} epochs "
+                      f"(later calls trained without validation); its validation curves are drawn at epochs 1 "
+                      f"to {n_validated}", UserWarning, stacklevel=2)
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.4, 4.2), layout="constrained")
+    else:
+        fig = ax.figure
+    epochs = np.arange(1, len(losses) + 1)
+    ax.plot(epochs, losses, marker="o", markersize=3, label="training loss")
+    if validation_losses:
+        ax.plot(epochs[:len(validation_losses)], validation_losses, marker="o", markersize=3,
+                label="validation loss")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("loss")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    handles = ax.get_lines()
+    if scores:
+        score_name = "validation " + getattr(estimator, "_score_name", "score")
+        twin = ax.twinx()
+        twin.plot(epochs[:len(scores)], scores, marker="s", markersize=3, color="C2", label=score_name)
+        twin.set_ylabel(score_name)
+        handles = [*handles, *twin.get_lines()]
+    kept = getattr(estimator, "best_epoch_", None)
+    if n_validated and kept is not None:
+        handles.append(ax.axvline(kept, color="0.4", linestyle="--", linewidth=1,
+                                  label=f"kept weights (epoch {kept})"))
+    # Above the axes, where it hides no curve of either y-axis.
+    ax.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 1.01), ncol=2, fontsize=9, frameon=False)
+    return fig

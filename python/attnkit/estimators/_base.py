@@ -226,6 +226,7 @@ class NetworkEstimator(BaseEstimator):
         self.validation_loss_curve_ = list(state["validation_loss_curve"])
         self.validation_scores_ = list(state["validation_scores"])
         kept = state["kept_epoch"]
+        self.best_epoch_ = kept
         scores = self.validation_scores_
         self.best_validation_score_ = scores[kept - 1] if kept is not None and 0 < kept <= len(scores) else None
 

@@ -256,6 +256,11 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         Validation accuracy of the kept epoch: the epoch whose weights the classifier holds (the best
         one under early stopping or after Ctrl-C, else the last); None without validation.
 
+    best_epoch_ : int or None
+        The kept epoch (1-based, counted over all calls, as ``loss_curve_``): the best one under early
+        stopping or after Ctrl-C, else the last; None when Ctrl-C came before the first epoch ended.
+        :func:`attnkit.plotting.plot_learning_curve` marks it.
+
     n_features_in_ : int
         Number of columns of token-id input seen in ``fit``. Not defined for text input, which
         has no columns (as for scikit-learn's text vectorizers).
@@ -265,6 +270,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     attnkit.text.Tokenizer : The tokenizers.
     attnkit.nn.SequenceClassifier : The network.
     attnkit.plotting.plot_attention : Draw an attention map from :meth:`attention_maps`.
+    attnkit.plotting.plot_learning_curve : Draw ``loss_curve_``, the validation curves and ``best_epoch_``.
 
     Notes
     -----

@@ -120,6 +120,10 @@ class Seq2SeqTransformer(NetworkEstimator):
         Validation next-token accuracy of the kept epoch: the epoch whose weights the model holds
         (the one of lowest validation loss under early stopping, else the last); None without
         validation.
+    best_epoch_ : int or None
+        The kept epoch (1-based, counted over all fits, as ``loss_curve_``): the one of lowest validation
+        loss under early stopping or after Ctrl-C, else the last; None when Ctrl-C came before the first
+        epoch ended. :func:`attnkit.plotting.plot_learning_curve` marks it.
     n_features_in_ : int
         Number of columns of token-id input seen in ``fit`` (not defined for text input).
 
