@@ -209,7 +209,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
             Once per call, when texts are longer than ``max_len_`` tokens: how many were cut.
         """
         check_is_fitted(self)
-        ids = self._encode(X, stacklevel=4)  # the user, scikit-learn's set_output wrapper, transform, _encode
+        ids = self._encode(X, stacklevel=5)  # the user, set_output's and n_jobs' wrappers, transform, _encode
         network, pool = self._network(), SequencePooling(self.pooling_)
         out = np.empty((len(ids), self._n_features_out), dtype=np.float32)
         for rows, batch, lengths in self._batches(ids):
@@ -236,7 +236,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
             :func:`attnkit.plotting.plot_attention`.
         """
         check_is_fitted(self)
-        ids = self._encode(X, stacklevel=3)
+        ids = self._encode(X, stacklevel=4)  # the user, the n_jobs wrapper, attention_maps, _encode
         network, tokenizer = self._network(), self._tokenizer()
         maps: list[dict[str, Any]] = [{} for _ in ids]
         for rows, batch, lengths in self._batches(ids):
