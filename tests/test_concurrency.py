@@ -92,7 +92,7 @@ def _serving_calls(fitted):
         "classifier.predict_proba": lambda: clf.predict_proba(texts),
         "classifier.transform": lambda: clf.transform(texts),
         "seq2seq.predict": lambda: np.array(s2s.predict(sources, max_length=10)),
-        "seq2seq.predict_log_proba": lambda: s2s.predict_log_proba(sources, fitted["targets"][:6]),
+        "seq2seq.sequence_log_proba": lambda: s2s.sequence_log_proba(sources, fitted["targets"][:6]),
         "random_features.transform": lambda: rff.transform(fitted["X"]),
         "random_features.transform (wide)": lambda: fitted["rff_wide"].transform(fitted["X_wide"]),
     }

@@ -1,15 +1,18 @@
-"""Runtime configuration: ISA choice at import, thread counts, threadpoolctl."""
+"""Runtime configuration: ISA choice at import, thread counts (set, and for a block), threadpoolctl."""
 
+import contextlib
 import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import attnkit
-from attnkit import _core
+from attnkit import _config, _core
 
 
 def isa_in_fresh_process(requested):
@@ -134,3 +137,48 @@ def test_multiprocessing_fork_pool():
 
 def _row_sums_of_softmax(n):
     return float(attnkit.softmax(np.ones((64 * n, 4096), np.float32), axis=-1).sum())
+
+
+@pytest.fixture
+def uncapped():
+    """No count set by set_num_threads (OpenMP's maximum alone decides), as in a fresh process; restored after."""
+    with _config.num_threads(attnkit.get_num_threads()):
+        _config._set_cap(0)
+        yield
+
+
+@given(cap=st.sampled_from([0, 1, 2, 3]), counts=st.lists(st.none() | st.integers(1, 4), max_size=4))
+@settings(deadline=None)
+def test_num_threads_blocks_nest_and_each_restores_what_it_found(cap, counts):
+    previous = attnkit.get_num_threads()
+    try:
+        _config._set_cap(cap)
+        before = (attnkit.get_num_threads(), _config._cap)
+        with contextlib.ExitStack() as stack:
+            expected = before[0]
+            for n in counts:
+                stack.enter_context(_config.num_threads(n))
+                expected = expected if n is None else n
+                assert attnkit.get_num_threads() == expected
+        assert (attnkit.get_num_threads(), _config._cap) == before
+    finally:
+        attnkit.set_num_threads(previous)
+
+
+def test_num_threads_lifts_no_cap_that_was_not_there(uncapped):
+    before = attnkit.get_num_threads()
+    with pytest.raises(RuntimeError, match="inside"):
+        with _config.num_threads(before + 1):
+            assert attnkit.get_num_threads() == before + 1
+            raise RuntimeError("inside")
+    assert attnkit.get_num_threads() == before and _config._cap == 0
+    with threadpool_limits(limits=before + 1, user_api="openmp"):
+        assert attnkit.get_num_threads() == before + 1  # OpenMP's maximum decides again, as before the block
+
+
+def test_resolve_n_jobs_follows_scikit_learn():
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert _config.resolve_n_jobs(None) is None and _config.resolve_n_jobs(3) == 3
+    assert _config.resolve_n_jobs(np.int64(2)) == 2 and type(_config.resolve_n_jobs(np.int64(2))) is int
+    assert _config.resolve_n_jobs(-1) == cpus and _config.resolve_n_jobs(-2) == max(cpus - 1, 1)
+    assert _config.resolve_n_jobs(-10_000) == 1

@@ -40,7 +40,7 @@ def _outputs(estimator, X):
     """What a user reads off a fitted estimator: probabilities, or generated texts and their scores."""
     if isinstance(estimator, TransformerClassifier):
         return [estimator.predict_proba(X), estimator.transform(X)]
-    return [estimator.predict(X, max_length=12), estimator.predict_log_proba(X, estimator.predict(X, max_length=12))]
+    return [estimator.predict(X, max_length=12), estimator.sequence_log_proba(X, estimator.predict(X, max_length=12))]
 
 
 def _assert_same_outputs(a, b, X):

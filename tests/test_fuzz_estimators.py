@@ -136,14 +136,14 @@ def test_seq2seq_generates_for_any_text(seq2seq, X):
     assert len(beams) == len(X) and all(len(b) == 2 for b in beams)
     if len(X):
         targets = as_list(X)[::-1]
-        log_proba = seq2seq.predict_log_proba(X, targets)
+        log_proba = seq2seq.sequence_log_proba(X, targets)
         assert log_proba.shape == (len(X),) and np.all(log_proba <= 0) and np.all(np.isfinite(log_proba))
-        alone = seq2seq.predict_log_proba(as_list(X)[:1], targets[:1])
+        alone = seq2seq.sequence_log_proba(as_list(X)[:1], targets[:1])
         np.testing.assert_allclose(alone, log_proba[:1], rtol=1e-4)
 
 
 @given(X=st.one_of(NOT_TEXTS, collections(texts)), y=st.one_of(NOT_TEXTS, collections(texts)),
-       method=st.sampled_from(["predict_log_proba", "score", "attention_maps"]))
+       method=st.sampled_from(["sequence_log_proba", "score", "attention_maps"]))
 def test_seq2seq_pairs(seq2seq, X, y, method):
     result, error = outcome(lambda: getattr(seq2seq, method)(X, y), ("X", "y"))
     if error is None:  # attention_maps takes y=None: the model's own predictions

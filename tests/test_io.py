@@ -254,7 +254,7 @@ def test_a_seq2seq_saved_by_0_1_0_loads_and_predicts_as_it_did(legacy, tmp_path)
     expected = legacy["seq2seq"]
     model = attnkit.load(os.path.join(FIXTURES, "seq2seq-0.1.0.npz"))
     assert list(model.predict(expected["X"], max_length=20)) == expected["predict"]
-    np.testing.assert_allclose(model.predict_log_proba(expected["X"], expected["y"]), expected["predict_log_proba"],
+    np.testing.assert_allclose(model.sequence_log_proba(expected["X"], expected["y"]), expected["predict_log_proba"],
                                rtol=1e-5)
     assert model.n_iter_ == expected["n_iter_"] and model.loss_curve_ == expected["loss_curve_"]
     assert model.validation_scores_ == expected["validation_scores_"]

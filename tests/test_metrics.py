@@ -1,15 +1,32 @@
-"""metrics: BLEU and chrF against numbers computed by sacreBLEU, ROUGE-L, hand-computable cases, edit distance
-and WER."""
+"""metrics: BLEU and chrF against numbers computed by sacreBLEU, ROUGE-L, hand-computable cases, edit distance,
+WER and exact match; the scorers in scikit-learn's model selection on a tiny sequence-to-sequence task."""
 
 import doctest
+import itertools
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnkit import metrics
-from attnkit.metrics import bleu, chrf, edit_distance, rouge_l, word_error_rate
+from sklearn.base import BaseEstimator
+from sklearn.model_selection import GridSearchCV, cross_val_score
+
+from attnkit import Seq2SeqTransformer, metrics
+from attnkit.metrics import (
+    bleu,
+    bleu_scorer,
+    chrf,
+    chrf_scorer,
+    edit_distance,
+    exact_match,
+    exact_match_scorer,
+    get_scorer,
+    rouge_l,
+    rouge_l_scorer,
+    word_error_rate,
+)
 
 # The expected scores below were computed with sacrebleu 2.6.0 (corpus_bleu and corpus_chrf with their
 # defaults), which attnkit does not depend on. sacreBLEU takes (hypotheses, reference streams); these
@@ -163,6 +180,83 @@ def test_errors():
         word_error_rate(["a"], [])
     with pytest.raises(ValueError, match="no tokens"):
         word_error_rate([""], ["a"])
+
+
+def test_exact_match():
+    assert exact_match(["a b", "c"], ["a b", "C"]) == 0.5
+    assert exact_match([["colour", "color"], "x"], ["color", "x"]) == 1.0
+    assert exact_match(["a"], ["a "]) == 0.0  # as strings: spaces count
+    with pytest.raises(ValueError, match="same length"):
+        exact_match(["a"], ["a", "b"])
+    with pytest.raises(TypeError, match="hypotheses must be strings"):
+        exact_match(["a"], [1])
+
+
+@given(st.lists(st.tuples(st.text(max_size=5), st.text(max_size=5)), min_size=1, max_size=8))
+def test_exact_match_is_the_share_of_equal_pairs_and_symmetric(pairs):
+    references, hypotheses = [r for r, _ in pairs], [h for _, h in pairs]
+    score = exact_match(references, hypotheses)
+    assert score == sum(r == h for r, h in pairs) / len(pairs) == exact_match(hypotheses, references)
+    assert exact_match(references, references) == 1.0
+
+
+WORDS = ["cat", "dog", "owl", "bee", "ant", "elk"]
+# Four-word phrases to upper-case: BLEU needs 4-grams, so two-word targets would all score 0.
+PHRASES = [" ".join(words) for words in itertools.product(WORDS, repeat=4)][::21]
+TARGETS = [text.upper() for text in PHRASES]
+TINY = dict(tokenizer="word", d_model=16, n_heads=2, d_ff=32, encoder_layers=1, decoder_layers=1, max_target_len=8,
+            batch_size=8, early_stopping=False, random_state=0)
+
+
+class FixedOutputs(BaseEstimator):
+    """An estimator whose predict returns given outputs, to check what a scorer computes."""
+
+    def __init__(self, outputs):
+        self.outputs = outputs
+
+    def predict(self, X):
+        return self.outputs
+
+
+@pytest.mark.parametrize(("scorer", "metric"), [(bleu_scorer, bleu), (chrf_scorer, chrf),
+                                                (rouge_l_scorer, rouge_l), (exact_match_scorer, exact_match)])
+def test_a_scorer_is_its_metric_of_predict_against_y(scorer, metric):
+    predicted = np.array(["CAT DOG", "owl BEE", "ANT"], dtype=object)
+    assert scorer(FixedOutputs(predicted), PHRASES[:3], ["CAT DOG", "OWL BEE", "ANT ELK"]) == metric(
+        ["CAT DOG", "OWL BEE", "ANT ELK"], list(predicted))
+    assert get_scorer(metric.__name__) is scorer
+
+
+@pytest.mark.parametrize(("y_true", "y_pred", "match"), [
+    (["A", "B"], np.array([[5, 6], [7, 0]]), r"y_pred must be a sequence of str .* array of shape \(2, 2\)"),
+    (["A", "B"], [5, 6], "y_pred must be a sequence of str .* got int 5 at index 0"),
+    ("AB", ["A", "B"], "y_true must be a sequence of str .* got str"),
+    ([["A"], ["B"]], ["A", "B"], r"y_true must be a sequence of str .* array of shape \(2, 1\)"),
+    (["A", None], ["A", "B"], "y_true must be a sequence of str .* got NoneType None at index 1"),
+])
+def test_scorers_take_texts_only(y_true, y_pred, match):
+    with pytest.raises(TypeError, match=match):
+        bleu_scorer(FixedOutputs(y_pred), ["a", "b"], y_true)
+
+
+def test_get_scorer_names_what_it_knows():
+    with pytest.raises(ValueError, match=r"name must be one of \['bleu', 'chrf', 'exact_match', 'rouge_l'\], got "
+                                         "'accuracy'"):
+        get_scorer("accuracy")
+
+
+def test_scorers_select_seq2seq_models():
+    grid = {"max_iter": [1, 15]}  # one epoch learns next to nothing
+    search = GridSearchCV(Seq2SeqTransformer(**TINY), grid, cv=2, scoring=bleu_scorer).fit(PHRASES, TARGETS)
+    assert search.best_params_ == {"max_iter": 15} and 0 < search.best_score_ <= 100
+    multi = GridSearchCV(Seq2SeqTransformer(**TINY), grid, cv=2, refit="bleu",
+                         scoring={"bleu": bleu_scorer, "chrf": chrf_scorer, "exact": exact_match_scorer})
+    multi.fit(PHRASES, TARGETS)
+    np.testing.assert_array_equal(multi.cv_results_["mean_test_bleu"], search.cv_results_["mean_test_score"])
+    assert multi.cv_results_["mean_test_chrf"][1] > multi.cv_results_["mean_test_chrf"][0]
+    assert {"mean_test_exact"} <= set(multi.cv_results_) and multi.best_estimator_.n_iter_ == 15
+    scores = cross_val_score(Seq2SeqTransformer(**TINY, max_iter=15), PHRASES, TARGETS, cv=2, scoring=chrf_scorer)
+    np.testing.assert_array_equal(scores, [multi.cv_results_[f"split{i}_test_chrf"][1] for i in range(2)])
 
 
 def test_docstring_examples_run():

@@ -245,10 +245,10 @@ def test_pickle_round_trip(kind):
 
 def test_clone_and_params():
     rff = RandomFourierFeatures(32, sigma=1.5, kind="positive", orthogonal=True, random_state=3,
-                                dtype=np.float32)
+                                dtype=np.float32, n_jobs=2)
     params = rff.get_params()
     assert params == {"n_components": 32, "gamma": 1.0, "sigma": 1.5, "kind": "positive",
-                      "orthogonal": True, "random_state": 3, "dtype": np.float32}
+                      "orthogonal": True, "random_state": 3, "dtype": np.float32, "n_jobs": 2}
     rff.fit(_data())
     copy = clone(rff)
     assert copy.get_params() == params and not hasattr(copy, "random_weights_")

@@ -62,7 +62,7 @@ def test_token_ids_in_token_ids_out(reverser):
         == {5, 6, 7, 8, 9}
     beams = reverser.predict(IDS_X[:2], strategy="beam", num_return_sequences=2)
     assert beams[0][0] == [7, 6, 5] and beams[1][0] == [9, 8]
-    assert reverser.predict_log_proba(IDS_X[:3], IDS_Y[:3]).shape == (3,)
+    assert reverser.sequence_log_proba(IDS_X[:3], IDS_Y[:3]).shape == (3,)
     maps = reverser.attention_maps(IDS_X[:1])
     assert maps[0]["source_tokens"] == [5, 6, 7, "<eos>"] and maps[0]["target_tokens"] == [7, 6, 5, "<eos>"]
 
@@ -141,14 +141,16 @@ def test_max_and_min_length(upper):
     assert len(longer) >= 11  # 12 tokens before the end token may be generated, none of them the end
 
 
-def test_predict_log_proba(upper):
+def test_sequence_log_proba(upper):
+    # Not predict_log_proba: scikit-learn means per-class probabilities of X alone by that name.
+    assert not hasattr(upper, "predict_log_proba") and not hasattr(upper, "predict_proba")
     X, y = _upper_task()
-    logp = upper.predict_log_proba(X[:10], y[:10])
+    logp = upper.sequence_log_proba(X[:10], y[:10])
     assert logp.shape == (10,) and np.all(logp <= 0)
-    wrong = upper.predict_log_proba(X[:10], [t.lower() for t in y[:10]])
+    wrong = upper.sequence_log_proba(X[:10], [t.lower() for t in y[:10]])
     assert np.all(wrong < logp)
     # The sum over the tokens of the greedy path: log-probabilities of a one-token target.
-    one = upper.predict_log_proba(["cat dog"], ["C"])
+    one = upper.sequence_log_proba(["cat dog"], ["C"])
     assert one.shape == (1,) and one[0] < 0
 
 
@@ -167,7 +169,7 @@ def test_model_variants_fit_and_generate(options):
     out = model.predict(X[:5])
     beams = model.predict(X[:5], strategy="beam", num_beams=2)
     assert out.shape == (5,) and beams.shape == (5,)
-    assert np.all(np.isfinite(model.predict_log_proba(X[:5], y[:5])))
+    assert np.all(np.isfinite(model.sequence_log_proba(X[:5], y[:5])))
 
 
 def test_fit_is_reproducible_and_warm_start_continues():
@@ -178,6 +180,36 @@ def test_fit_is_reproducible_and_warm_start_continues():
     np.testing.assert_array_equal(a.predict(X[:10]), b.predict(X[:10]))
     b.set_params(warm_start=True, max_iter=1).fit(X, y)
     assert b.n_iter_ == 3 and len(b.loss_curve_) == 3 and b.loss_curve_[:2] == a.loss_curve_
+
+
+def test_partial_fit_trains_one_epoch_per_call_and_resumes_the_optimiser():
+    X, y = _upper_task()
+    model = Seq2SeqTransformer(**TINY)
+    for calls in range(1, 6):
+        assert model.partial_fit(X, y) is model
+        assert model.n_iter_ == calls and len(model.loss_curve_) == calls
+    assert int(model._training_state["optimizer_state"]["step"]) == 5 * int(np.ceil(len(X) / TINY["batch_size"]))
+    assert model.loss_curve_[-1] < 0.5 * model.loss_curve_[0]
+    assert model.validation_scores_ == []  # early stopping does not apply: every pair trains
+
+
+def test_partial_fit_continues_a_fit():
+    X, y = _upper_task()
+    fitted = Seq2SeqTransformer(max_iter=2, **TINY).fit(X, y)
+    model = clone(fitted).fit(X, y).partial_fit(X, y)
+    assert model.n_iter_ == 3 and model.loss_curve_[:2] == fitted.loss_curve_
+    assert model.loss_curve_[2] < fitted.loss_curve_[0]
+    assert model.source_vocabulary_.tokens == fitted.source_vocabulary_.tokens
+
+
+def test_partial_fit_keeps_the_vocabularies_of_its_first_call():
+    X, y = _upper_task()
+    model = Seq2SeqTransformer(**TINY).partial_fit(X[:10], y[:10])
+    sources, targets = list(model.source_vocabulary_.tokens), list(model.target_vocabulary_.tokens)
+    assert "q" not in sources
+    model.partial_fit(["quiz"], ["QUIZ"])  # tokens no earlier call showed: <unk>, on both sides
+    assert model.source_vocabulary_.tokens == sources and model.target_vocabulary_.tokens == targets
+    assert model.n_iter_ == 2 and np.isfinite(model.loss_curve_[-1])
 
 
 def test_checkpoints_and_resumes(tmp_path):
@@ -222,9 +254,10 @@ def test_unknown_characters():
     ("abc", ["A"], TypeError, r"X must be a sequence of strings"),
     (["a", "b"], ["A", np.nan], ValueError, r"y has a missing value"),
 ])
-def test_bad_training_input(X, y, error, match):
+@pytest.mark.parametrize("method", ["fit", "partial_fit"])
+def test_bad_training_input(X, y, error, match, method):
     with pytest.raises(error, match=match):
-        Seq2SeqTransformer(max_iter=1, **TINY).fit(X, y)
+        getattr(Seq2SeqTransformer(max_iter=1, **TINY), method)(X, y)
 
 
 @pytest.mark.parametrize("param, value", [
@@ -319,8 +352,8 @@ def test_save_and_load_round_trip_bit_exactly(upper, tmp_path):
     assert isinstance(restored, Seq2SeqTransformer) and restored.get_params() == upper.get_params()
     X = PAIRS[:20]
     np.testing.assert_array_equal(restored.predict(X), upper.predict(X))
-    np.testing.assert_array_equal(restored.predict_log_proba(X, upper.predict(X)),
-                                  upper.predict_log_proba(X, upper.predict(X)))
+    np.testing.assert_array_equal(restored.sequence_log_proba(X, upper.predict(X)),
+                                  upper.sequence_log_proba(X, upper.predict(X)))
     assert restored.loss_curve_ == upper.loss_curve_ and restored.n_iter_ == upper.n_iter_
     restored.set_params(warm_start=True, max_iter=1).fit(*_upper_task())  # the optimiser state came back too
     assert restored.n_iter_ == upper.n_iter_ + 1
@@ -332,4 +365,4 @@ def test_save_and_load_performer_and_relative_models(tmp_path):
         model = Seq2SeqTransformer(max_iter=1, **{**TINY, **options}).fit(X[:30], y[:30])
         model.save(tmp_path / "m.npz")
         restored = attnkit.load(tmp_path / "m.npz")
-        np.testing.assert_array_equal(restored.predict_log_proba(X[:5], y[:5]), model.predict_log_proba(X[:5], y[:5]))
+        np.testing.assert_array_equal(restored.sequence_log_proba(X[:5], y[:5]), model.sequence_log_proba(X[:5], y[:5]))

@@ -1,9 +1,11 @@
 """Runtime configuration: which kernels run, and on how many threads."""
 
+import contextlib
 import os
 import platform
 import sys
 import warnings
+from collections.abc import Iterator
 from typing import TextIO
 
 import numpy as np
@@ -23,16 +25,29 @@ def set_num_threads(n: int) -> None:
         ``os.fork`` (multiprocessing's default start method on Linux, gunicorn) the kernels run on
         one thread, and a larger ``n`` warns and stays 1: GNU OpenMP's threads do not survive fork.
     """
-    n = check_int(n, "n", minimum=1)
+    _set_cap(_after_fork(check_int(n, "n", minimum=1), stacklevel=3))
+
+
+def _after_fork(n, *, stacklevel):
+    """``n``, or 1 with a warning ``stacklevel`` frames up in a child made by fork."""
     if _forked and n > 1:
         warnings.warn("attnkit runs its kernels on one thread in a process made by fork (OpenMP's threads do not "
                       "survive fork and would hang); use the 'spawn' or 'forkserver' start method for more",
-                      RuntimeWarning, stacklevel=2)
-        n = 1
+                      RuntimeWarning, stacklevel=stacklevel)
+        return 1
+    return n
+
+
+def _set_cap(n):
+    global _cap
     _core.set_num_threads(n)
+    _cap = n
 
 
 _forked = False
+# The count set_num_threads (or num_threads) last set; 0 while nothing has, when OpenMP's own maximum
+# (OMP_NUM_THREADS, threadpoolctl) alone decides. The compiled module keeps it but does not report it.
+_cap = 0
 
 
 def _one_thread_after_fork():
@@ -41,7 +56,7 @@ def _one_thread_after_fork():
     # kernels on one thread (as PyTorch does), and set_num_threads there keeps it at one.
     global _forked
     _forked = True
-    _core.set_num_threads(1)
+    _set_cap(1)
 
 
 if hasattr(os, "register_at_fork"):
@@ -51,6 +66,55 @@ if hasattr(os, "register_at_fork"):
 def get_num_threads() -> int:
     """Return the number of threads attnkit's kernels use in the calling thread."""
     return _core.get_num_threads()
+
+
+def resolve_n_jobs(n_jobs: int | None) -> int | None:
+    """The thread count an estimator's ``n_jobs`` asks for, by scikit-learn's convention.
+
+    Parameters
+    ----------
+    n_jobs : int or None
+        None: no request (the current setting stays); a positive count; -1 for every CPU this process may
+        run on, -2 for all but one, and so on (at least 1). The caller checks that it is a nonzero int.
+
+    Returns
+    -------
+    int or None
+    """
+    if n_jobs is None or n_jobs > 0:
+        return None if n_jobs is None else int(n_jobs)
+    return max(_cpu_count() + 1 + n_jobs, 1)
+
+
+def _cpu_count():
+    if hasattr(os, "sched_getaffinity"):  # the CPUs this process may use (taskset, containers), not the machine's
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def num_threads(n: int | None, *, stacklevel: int = 4) -> Iterator[None]:
+    """Run the kernels on ``n`` threads inside a ``with`` block, then restore the count of before, also
+    when the block raises; ``None`` changes nothing.
+
+    Like :func:`set_num_threads` (and threadpoolctl's ``threadpool_limits``), the count is the process's,
+    not the calling thread's alone. In a child made by fork it stays 1 (with a warning ``stacklevel``
+    frames up, as :func:`set_num_threads` gives).
+    """
+    if n is None:
+        yield
+        return
+    cap, before = _cap, get_num_threads()
+    _set_cap(_after_fork(n, stacklevel=stacklevel))
+    try:
+        yield
+    finally:
+        # Setting a count also sets OpenMP's maximum (the calling thread's), so the count of before is set
+        # first: with no cap then, that maximum was the count, and the cap is then lifted again. Under a
+        # cap that a tighter threadpoolctl limit undercut, the cap stays at that limit (the count it gave).
+        _set_cap(before)
+        if cap == 0:
+            _set_cap(0)
 
 
 def config():

@@ -1,4 +1,5 @@
-"""Scores of generated text against references: BLEU, chrF, ROUGE-L, word error rate and edit distance.
+"""Scores of generated text against references: BLEU, chrF, ROUGE-L, exact match, word error rate and edit
+distance, and scikit-learn scorers of them for model selection.
 
 :func:`bleu` and :func:`chrf` compute corpus-level scores the way sacreBLEU does with its defaults
 (the de-facto standard for reporting them, so attnkit's numbers can be compared with published
@@ -6,13 +7,30 @@ ones) without depending on it; :func:`rouge_l` likewise follows Google's rouge-s
 usual reference for summaries. Every function takes the references first and the hypotheses second,
 like scikit-learn's ``metric(y_true, y_pred)`` (sacreBLEU's own functions take them the other way
 round).
+
+scikit-learn names its scorers by strings it alone can register, so attnkit's are objects, to pass as
+``scoring``: :data:`bleu_scorer`, :data:`chrf_scorer`, :data:`rouge_l_scorer` and :data:`exact_match_scorer`
+(or :func:`get_scorer` by name). Each scores an estimator's greedy :meth:`predict` on ``X`` against ``y``,
+and refuses anything but texts (a model fitted on token ids has its own ``score``).
+
+Examples
+--------
+>>> from sklearn.model_selection import GridSearchCV
+>>> from attnkit import Seq2SeqTransformer
+>>> from attnkit.metrics import bleu_scorer, chrf_scorer
+>>> search = GridSearchCV(Seq2SeqTransformer(max_iter=2), {"d_model": [16, 32]},
+...                       scoring={"bleu": bleu_scorer, "chrf": chrf_scorer}, refit="bleu")
 """
 
 import math
 import re
 from collections import Counter
 
-__all__ = ["bleu", "chrf", "edit_distance", "rouge_l", "word_error_rate"]
+import numpy as np
+from sklearn.metrics import make_scorer
+
+__all__ = ["bleu", "bleu_scorer", "chrf", "chrf_scorer", "edit_distance", "exact_match", "exact_match_scorer",
+           "get_scorer", "rouge_l", "rouge_l_scorer", "word_error_rate"]
 
 TOKENIZERS = ("13a", "none")
 
@@ -266,6 +284,33 @@ def rouge_l(references, hypotheses):
     return total / len(pairs)
 
 
+def exact_match(references, hypotheses):
+    """Share of the hypotheses equal to their reference (to one of them, when there are several), as strings:
+    case, spaces and punctuation all count.
+
+    :meth:`Seq2SeqTransformer.score <attnkit.Seq2SeqTransformer.score>` is this accuracy after the model's
+    tokenizer has normalised both sides (lowercased with ``lowercase=True``, respaced with word tokens).
+
+    Parameters
+    ----------
+    references, hypotheses
+        As for :func:`bleu`.
+
+    Returns
+    -------
+    float
+        In [0, 1].
+
+    Examples
+    --------
+    >>> from attnkit.metrics import exact_match
+    >>> exact_match(["1969-04-25", "2001-09-11"], ["1969-04-25", "2001-11-09"])
+    0.5
+    """
+    pairs = _pairs(references, hypotheses)
+    return sum(hyp in refs for refs, hyp in pairs) / len(pairs)
+
+
 def _tokens(x, name):
     if isinstance(x, str):
         return x.split()
@@ -335,3 +380,65 @@ def word_error_rate(references, hypotheses):
     if length == 0:
         raise ValueError("references hold no tokens: the error rate is undefined")
     return errors / length
+
+
+def _texts(x, name):
+    """``x`` as a list of str: a list, tuple, 1-D array or pandas Series of texts, nothing else."""
+    if isinstance(x, (str, bytes)) or not hasattr(x, "__len__"):
+        raise TypeError(f"{name} must be a sequence of str (one text per sample), got {type(x).__name__}")
+    if np.ndim(x) != 1:
+        raise TypeError(f"{name} must be a sequence of str (one text per sample), got an array of shape "
+                        f"{np.shape(x)}; a model fitted on token ids is scored by its own score method")
+    texts = list(x)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"{name} must be a sequence of str (one text per sample), got {type(text).__name__} "
+                            f"{text!r:.40} at index {i}")
+    return texts
+
+
+def _on_texts(metric):
+    """``metric(y_true, y_pred)`` for a scorer: the two checked to be sequences of texts first."""
+
+    def score(y_true, y_pred):
+        return metric(_texts(y_true, "y_true"), _texts(y_pred, "y_pred"))
+
+    score.__name__ = score.__qualname__ = metric.__name__  # how the scorer's repr names it
+    return score
+
+
+bleu_scorer = make_scorer(_on_texts(bleu))
+"""Scorer of corpus :func:`bleu` (0-100) of an estimator's predictions, for ``scoring=`` of scikit-learn's
+model selection (GridSearchCV, cross_val_score)."""
+chrf_scorer = make_scorer(_on_texts(chrf))
+"""Scorer of corpus :func:`chrf` (0-100), as :data:`bleu_scorer`."""
+rouge_l_scorer = make_scorer(_on_texts(rouge_l))
+"""Scorer of :func:`rouge_l` (0-1), as :data:`bleu_scorer`."""
+exact_match_scorer = make_scorer(_on_texts(exact_match))
+"""Scorer of :func:`exact_match` (0-1), as :data:`bleu_scorer`."""
+
+SCORERS = {"bleu": bleu_scorer, "chrf": chrf_scorer, "exact_match": exact_match_scorer, "rouge_l": rouge_l_scorer}
+
+
+def get_scorer(name):
+    """attnkit's scorer called ``name``, for ``scoring=`` in scikit-learn's model selection.
+
+    Parameters
+    ----------
+    name : {"bleu", "chrf", "exact_match", "rouge_l"}
+
+    Returns
+    -------
+    callable
+        ``scorer(estimator, X, y)``: the metric of ``estimator.predict(X)`` against ``y`` (higher is better).
+
+    Examples
+    --------
+    >>> from attnkit.metrics import get_scorer
+    >>> get_scorer("chrf")
+    make_scorer(chrf, response_method='predict')
+    """
+    if not isinstance(name, str) or name not in SCORERS:
+        raise ValueError(f"name must be one of {sorted(SCORERS)}, got {name!r} (scikit-learn's own scorers are "
+                         "sklearn.metrics.get_scorer's)")
+    return SCORERS[name]

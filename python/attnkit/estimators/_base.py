@@ -31,6 +31,7 @@ from sklearn.utils.validation import validate_data
 
 from attnkit._random import generator
 from attnkit._validation import validate_params
+from attnkit.estimators._jobs import NJobsMixin
 from attnkit.estimators._token_input import TEXT, input_kind, read_target_tokens, read_tokens
 from attnkit.estimators._training import (
     History,
@@ -83,13 +84,13 @@ class Samples:
         return Samples([self.inputs[i] for i in indices], self.lengths[indices], targets, weights, stratify)
 
 
-class NetworkEstimator(BaseEstimator):
+class NetworkEstimator(NJobsMixin, BaseEstimator):
     """Base class of the estimators that train an :mod:`attnkit.nn` network.
 
     A subclass sets ``_network_class`` and ``_parameter_constraints``, has the parameters the fit
     skeleton reads (``max_iter``, ``batch_size``, ``learning_rate``, ``weight_decay``, ``early_stopping``,
     ``validation_fraction``, ``n_iter_no_change``, ``tol``, ``warm_start``, ``random_state``, ``verbose``,
-    ``checkpoint_path``, ``checkpoint_every``) and implements the hooks:
+    ``checkpoint_path``, ``checkpoint_every``, ``n_jobs``) and implements the hooks:
 
     - ``_read_training_data(X, y, sample_weight, *, reset, classes, incremental) -> Samples``: check and
       encode the training data; with ``reset`` (a fresh start) also learn what the network's shape

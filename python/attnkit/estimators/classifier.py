@@ -223,6 +223,12 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         Seeds weight initialisation, dropout, shuffling and the validation split. Pass an int for
         reproducible fits.
 
+    n_jobs : int or None, default=None
+        Threads of attnkit's kernels during this estimator's calls (fit, partial_fit, predict, transform, ...): None leaves the
+        current count (:func:`attnkit.set_num_threads`, ``OMP_NUM_THREADS``), -1 takes every CPU, -2 all
+        but one; the count of before is restored when the call returns. The count is the process's, as
+        with :func:`attnkit.set_num_threads`; other libraries' threads (NumPy's BLAS) are left alone.
+
     verbose : int, default=0
         1 or more: one line per epoch (epoch, training loss, validation loss and accuracy,
         tokens/s, elapsed time) and, when tqdm is installed, a progress bar within each epoch.
@@ -340,7 +346,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                  learning_rate="auto", weight_decay=0.01, label_smoothing=0.0, mlm_epochs=0, max_iter="auto",
                  early_stopping=True, early_stopping_metric="score",
                  validation_fraction=0.1, n_iter_no_change=3, tol=1e-4, class_weight=None, warm_start=False,
-                 checkpoint_path=None, checkpoint_every=1, random_state=None, verbose=0):
+                 checkpoint_path=None, checkpoint_every=1, random_state=None, n_jobs=None, verbose=0):
         self.pretrained = pretrained
         self.tokenizer = tokenizer
         self.lowercase = lowercase
@@ -375,6 +381,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         self.random_state = random_state
         self.checkpoint_path = checkpoint_path
         self.checkpoint_every = checkpoint_every
+        self.n_jobs = n_jobs
         self.verbose = verbose
 
     # ----------------------------------------------------------------------------- public API

@@ -70,6 +70,12 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
     random_state : int, RandomState instance, Generator or None, default=None
         Seeds the random weights of ``weights="random"`` (unused otherwise).
 
+    n_jobs : int or None, default=None
+        Threads of attnkit's kernels during this estimator's calls (fit, transform, attention_maps): None leaves the
+        current count (:func:`attnkit.set_num_threads`, ``OMP_NUM_THREADS``), -1 takes every CPU, -2 all
+        but one; the count of before is restored when the call returns. The count is the process's, as
+        with :func:`attnkit.set_num_threads`; other libraries' threads (NumPy's BLAS) are left alone.
+
     Attributes
     ----------
     pooling_ : str
@@ -123,7 +129,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
     }
 
     def __init__(self, model=None, *, pooling=None, normalize=None, max_len=None, batch_size=32, weights="pretrained",
-                 random_state=None):
+                 random_state=None, n_jobs=None):
         self.model = model
         self.pooling = pooling
         self.normalize = normalize
@@ -131,6 +137,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         self.batch_size = batch_size
         self.weights = weights
         self.random_state = random_state
+        self.n_jobs = n_jobs
 
     # ----------------------------------------------------------------------------- public API
     def fit(self, X: Texts | None = None, y: Any = None) -> "TransformerEmbedder":
@@ -202,7 +209,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
             Once per call, when texts are longer than ``max_len_`` tokens: how many were cut.
         """
         check_is_fitted(self)
-        ids = self._encode(X, stacklevel=4)  # the user, scikit-learn's set_output wrapper, transform, _encode
+        ids = self._encode(X, stacklevel=5)  # the user, set_output's and n_jobs' wrappers, transform, _encode
         network, pool = self._network(), SequencePooling(self.pooling_)
         out = np.empty((len(ids), self._n_features_out), dtype=np.float32)
         for rows, batch, lengths in self._batches(ids):
@@ -229,7 +236,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
             :func:`attnkit.plotting.plot_attention`.
         """
         check_is_fitted(self)
-        ids = self._encode(X, stacklevel=3)
+        ids = self._encode(X, stacklevel=4)  # the user, the n_jobs wrapper, attention_maps, _encode
         network, tokenizer = self._network(), self._tokenizer()
         maps: list[dict[str, Any]] = [{} for _ in ids]
         for rows, batch, lengths in self._batches(ids):

@@ -17,6 +17,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from attnkit._random import gaussian_rows, generator
 from attnkit._validation import Interval, Options, validate_params
+from attnkit.estimators._jobs import NJobsMixin
 from attnkit.ops.random_features import fused_features, projected_features, random_fourier_features
 
 __all__ = ["RandomFourierFeatures"]
@@ -38,7 +39,7 @@ def _squared_row_norms(X):
     return np.einsum("ij,ij->i", X, X)
 
 
-class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, NJobsMixin, BaseEstimator):
     """Approximate the Gaussian (RBF) kernel's feature map with random features.
 
     ``transform(X) @ transform(Y).T`` estimates the kernel ``exp(-gamma |x - y|^2)`` without bias;
@@ -87,6 +88,12 @@ class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         Precision of the weights and the output. None: float32 when the data seen in ``fit`` is
         float32, float64 otherwise (as RBFSampler), and ``transform`` computes in the wider of the
         weights' and the data's dtypes. Given: weights, computation and output in that dtype.
+
+    n_jobs : int or None, default=None
+        Threads of attnkit's kernels during this estimator's calls (fit, transform, fit_transform): None leaves the
+        current count (:func:`attnkit.set_num_threads`, ``OMP_NUM_THREADS``), -1 takes every CPU, -2 all
+        but one; the count of before is restored when the call returns. The count is the process's, as
+        with :func:`attnkit.set_num_threads`; other libraries' threads (NumPy's BLAS) are left alone.
 
     Attributes
     ----------
@@ -163,7 +170,7 @@ class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
     }
 
     def __init__(self, n_components=100, *, gamma=1.0, sigma=None, kind="cos", orthogonal=False,
-                 random_state=None, dtype=None):
+                 random_state=None, dtype=None, n_jobs=None):
         self.n_components = n_components
         self.gamma = gamma
         self.sigma = sigma
@@ -171,6 +178,7 @@ class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
         self.orthogonal = orthogonal
         self.random_state = random_state
         self.dtype = dtype
+        self.n_jobs = n_jobs
 
     def fit(self, X: ArrayLike, y: object = None) -> "RandomFourierFeatures":
         """Draw the random frequencies (and phases) for the features of X.

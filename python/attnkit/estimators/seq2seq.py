@@ -96,6 +96,11 @@ class Seq2SeqTransformer(NetworkEstimator):
         Epochs between checkpoints.
     random_state : int, RandomState instance, Generator or None, default=None
         Weights, dropout, shuffling and the validation split.
+    n_jobs : int or None, default=None
+        Threads of attnkit's kernels during this estimator's calls (fit, partial_fit, predict, score, ...): None leaves the
+        current count (:func:`attnkit.set_num_threads`, ``OMP_NUM_THREADS``), -1 takes every CPU, -2 all
+        but one; the count of before is restored when the call returns. The count is the process's, as
+        with :func:`attnkit.set_num_threads`; other libraries' threads (NumPy's BLAS) are left alone.
     verbose : int, default=0
         1: one line per epoch (loss, validation loss and token accuracy, tokens/s, time).
 
@@ -196,7 +201,7 @@ class Seq2SeqTransformer(NetworkEstimator):
                  d_ff=None, dropout=0.1, attention="softmax", positional="sinusoidal", label_smoothing=0.1,
                  batch_size=32, learning_rate=3e-3, weight_decay=0.01, max_iter=50, early_stopping=True,
                  validation_fraction=0.1, n_iter_no_change=5, tol=1e-4, warm_start=False,
-                 checkpoint_path=None, checkpoint_every=1, random_state=None, verbose=0):
+                 checkpoint_path=None, checkpoint_every=1, random_state=None, n_jobs=None, verbose=0):
         self.tokenizer = tokenizer
         self.lowercase = lowercase
         self.max_source_features = max_source_features
@@ -229,6 +234,7 @@ class Seq2SeqTransformer(NetworkEstimator):
         self.random_state = random_state
         self.checkpoint_path = checkpoint_path
         self.checkpoint_every = checkpoint_every
+        self.n_jobs = n_jobs
         self.verbose = verbose
 
     # -- public API --------------------------------------------------------------------------------------------
@@ -251,6 +257,27 @@ class Seq2SeqTransformer(NetworkEstimator):
         self
         """
         return self._fit(X, y, validation_data=validation_data)
+
+    def partial_fit(self, X: Texts, y: Texts) -> "Seq2SeqTransformer":
+        """Train for one epoch on the pairs (X, y), continuing from the current weights and optimiser state.
+
+        The first call (on an unfitted model, or after ``fit``) starts from its pairs: on an unfitted model
+        it builds the source and target vocabularies from them, so tokens that only later calls bring become
+        ``<unk>`` (in targets too, so the model learns to write ``<unk>`` there): give the first call a batch
+        that shows every character or word of the task. After ``fit``, training continues from its weights
+        with a new optimiser. Early stopping does not apply: every pair trains. The learning rate warms up
+        over the first call and then stays constant.
+
+        Parameters
+        ----------
+        X, y
+            As for :meth:`fit`.
+
+        Returns
+        -------
+        self
+        """
+        return self._fit(X, y, incremental=True)
 
     def predict(self, X: Texts, *, strategy: str = "greedy", num_beams: int = 4, length_penalty: float = 1.0,
                 no_repeat_ngram_size: int = 0, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
@@ -308,8 +335,11 @@ class Seq2SeqTransformer(NetworkEstimator):
             row[: len(o[0])] = o[0]
         return rows
 
-    def predict_log_proba(self, X: Texts, y: Texts | None = None) -> np.ndarray:
+    def sequence_log_proba(self, X: Texts, y: Texts) -> np.ndarray:
         """Log-probability of each target sequence given its source (its tokens and the end token).
+
+        Not named ``predict_log_proba``: scikit-learn means by that per-class probabilities of ``X`` alone,
+        and meta-estimators that look for it would take this model for a classifier.
 
         Parameters
         ----------
@@ -324,7 +354,7 @@ class Seq2SeqTransformer(NetworkEstimator):
         """
         check_is_fitted(self)
         if y is None:
-            raise ValueError("predict_log_proba needs y: the target sequences whose log-probability to compute")
+            raise ValueError("sequence_log_proba needs y: the target sequences whose log-probability to compute")
         pairs = self._encode_pairs(X, y)
         network = self._network()
         out = np.zeros(len(pairs))

@@ -1,0 +1,177 @@
+"""attnkit.estimators._jobs: on every estimator, n_jobs is the kernels' thread count during each of its calls,
+the count of before comes back after the call, also when it raises, and the parameter travels with the
+estimator (get_params, clone, pickle, save and load)."""
+
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+import attnkit
+from attnkit import RandomFourierFeatures, Seq2SeqTransformer, TransformerClassifier, TransformerEmbedder, _core
+from attnkit._config import num_threads, resolve_n_jobs
+from attnkit.datasets import make_case_pairs, make_negation_sentences
+from attnkit.estimators import embedder, random_features
+from attnkit.estimators._jobs import THREADED_METHODS, NJobsMixin
+
+pytest.importorskip("tokenizers")
+pytest.importorskip("safetensors")
+from tiny_bert import write_tiny_bert  # noqa: E402 -- needs the two packages above
+
+# What the estimators' calls reach: kernels, and for the fits that run none (an embedder reads a checkpoint,
+# random features draw frequencies), the function that does their work.
+PROBES = [(_core, name) for name in ("matmul", "random_features", "projected_random_features")] + [
+    (embedder, "load_checkpoint"), (random_features, "gaussian_rows")]
+
+
+def _classifier(tmp_path):
+    X, y = make_negation_sentences(40, random_state=0)
+    estimator = TransformerClassifier(d_model=8, n_heads=2, d_ff=16, n_layers=1, max_iter=1, early_stopping=False,
+                                      random_state=0)
+    calls = {"fit": lambda e: e.fit(X, y), "partial_fit": lambda e: e.partial_fit(X, y),
+             "predict": lambda e: e.predict(X), "predict_proba": lambda e: e.predict_proba(X),
+             "predict_log_proba": lambda e: e.predict_log_proba(X),
+             "decision_function": lambda e: e.decision_function(X), "transform": lambda e: e.transform(X),
+             "fit_transform": lambda e: e.fit_transform(X, y), "score": lambda e: e.score(X, y),
+             "attention_maps": lambda e: e.attention_maps(X[:2])}
+    return estimator, (X, y), calls
+
+
+def _seq2seq(tmp_path):
+    X, y = make_case_pairs(20, random_state=0)
+    estimator = Seq2SeqTransformer(d_model=8, n_heads=2, d_ff=16, encoder_layers=1, decoder_layers=1, max_iter=1,
+                                   max_target_len=8, early_stopping=False, random_state=0)
+    calls = {"fit": lambda e: e.fit(X, y), "partial_fit": lambda e: e.partial_fit(X, y),
+             "predict": lambda e: e.predict(X), "score": lambda e: e.score(X, y),
+             "sequence_log_proba": lambda e: e.sequence_log_proba(X, y),
+             "attention_maps": lambda e: e.attention_maps(X[:2])}
+    return estimator, (X, y), calls
+
+
+def _embedder(tmp_path):
+    texts = ["the film was good", "a bad movie"]
+    estimator = TransformerEmbedder(str(write_tiny_bert(tmp_path / "tiny-bert")))
+    calls = {"fit": lambda e: e.fit(texts), "transform": lambda e: e.transform(texts),
+             "fit_transform": lambda e: e.fit_transform(texts), "attention_maps": lambda e: e.attention_maps(texts)}
+    return estimator, (texts, None), calls
+
+
+def _random_features(tmp_path):
+    X = np.random.default_rng(0).standard_normal((20, 3))
+    calls = {"fit": lambda e: e.fit(X), "transform": lambda e: e.transform(X),
+             "fit_transform": lambda e: e.fit_transform(X)}
+    return RandomFourierFeatures(n_components=8, kind="positive", random_state=0), (X, None), calls
+
+
+ESTIMATORS = {"classifier": _classifier, "seq2seq": _seq2seq, "embedder": _embedder,
+              "random_features": _random_features}
+
+
+@pytest.fixture(params=list(ESTIMATORS))
+def case(request, tmp_path):
+    estimator, data, calls = ESTIMATORS[request.param](tmp_path)
+    return estimator, data, calls
+
+
+@pytest.fixture
+def threads_seen(monkeypatch):
+    """The kernels' thread count at each call of a probe, while the test runs."""
+    seen = []
+    for module, name in PROBES:
+        probe = getattr(module, name)
+
+        def spy(*args, _probe=probe, **kwargs):
+            seen.append(attnkit.get_num_threads())
+            return _probe(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, spy)
+    return seen
+
+
+@pytest.fixture
+def one_thread():
+    with num_threads(1):
+        yield
+
+
+def _prepared(estimator, data, calls, method, n_jobs):
+    """``estimator`` with ``n_jobs``, fitted unless ``method`` fits; partial_fit's first call gives classes."""
+    estimator = clone(estimator).set_params(n_jobs=n_jobs)
+    if method == "partial_fit" and isinstance(estimator, TransformerClassifier):
+        estimator.partial_fit(*data, classes=[0, 1])
+    elif not method.startswith("fit"):
+        calls["fit"](estimator)
+    return estimator
+
+
+@pytest.mark.parametrize("n_jobs", [2, -1])
+def test_each_call_runs_on_n_jobs_threads_and_restores_the_count(case, threads_seen, one_thread, n_jobs):
+    estimator, data, calls = case
+    for method, call in calls.items():
+        model = _prepared(estimator, data, calls, method, n_jobs)
+        threads_seen.clear()
+        call(model)
+        assert threads_seen and set(threads_seen) == {resolve_n_jobs(n_jobs)}, method
+        assert attnkit.get_num_threads() == 1, method
+
+
+def test_n_jobs_none_leaves_the_count_alone(case, threads_seen, one_thread):
+    estimator, data, calls = case
+    for method, call in calls.items():
+        model = _prepared(estimator, data, calls, method, None)
+        threads_seen.clear()
+        call(model)
+        assert threads_seen and set(threads_seen) == {1}, method
+
+
+def test_the_count_is_restored_when_a_call_raises(case, one_thread, monkeypatch):
+    estimator, data, calls = case
+    for method, call in calls.items():
+        model = _prepared(estimator, data, calls, method, 2)
+
+        def failing(*args, **kwargs):
+            assert attnkit.get_num_threads() == 2
+            raise RuntimeError("kernel failed")
+
+        with monkeypatch.context() as patch:
+            for module, name in PROBES:
+                patch.setattr(module, name, failing)
+            with pytest.raises(RuntimeError, match="kernel failed"):
+                call(model)
+        assert attnkit.get_num_threads() == 1, method
+
+
+@pytest.mark.parametrize(("n_jobs", "error"), [(0, ValueError), (True, TypeError), (1.5, TypeError),
+                                               ("2", TypeError), (np.float64(2.0), TypeError)])
+def test_bad_n_jobs_is_refused_by_name_before_any_work(case, one_thread, n_jobs, error):
+    estimator, data, calls = case
+    with pytest.raises(error, match=rf"'n_jobs' parameter of {type(estimator).__name__} must be None, an int in "
+                                    r"the range \[1, inf\) or an int in the range \(-inf, -1\]"):
+        calls["fit"](clone(estimator).set_params(n_jobs=n_jobs))
+    assert attnkit.get_num_threads() == 1
+
+
+def test_n_jobs_travels_with_the_estimator(case, tmp_path):
+    estimator, _, calls = case
+    model = clone(estimator).set_params(n_jobs=2)
+    assert model.get_params()["n_jobs"] == 2 and clone(model).n_jobs == 2 and type(estimator)().n_jobs is None
+    calls["fit"](model)
+    assert pickle.loads(pickle.dumps(model)).n_jobs == 2
+    if hasattr(model, "save"):
+        model.save(tmp_path / "model.npz")
+        assert attnkit.load(tmp_path / "model.npz").n_jobs == 2
+
+
+def test_every_public_method_that_runs_kernels_is_threaded():
+    """A method is threaded by its name: every public method of every estimator is either in THREADED_METHODS
+    or one of these, which never reach a kernel."""
+    no_kernels = {"get_params", "set_params", "save", "get_feature_names_out", "set_output", "get_metadata_routing"}
+    for cls in (TransformerClassifier, Seq2SeqTransformer, TransformerEmbedder, RandomFourierFeatures):
+        assert issubclass(cls, NJobsMixin)
+        public = {name for name in dir(cls) if not name.startswith("_") and callable(getattr(cls, name))
+                  and not name.startswith("set_") or name in {"set_params", "set_output"}}
+        assert public - set(THREADED_METHODS) <= no_kernels, cls.__name__
+        for name in public & set(THREADED_METHODS):
+            if name in cls.__dict__:
+                assert hasattr(cls.__dict__[name], "__wrapped__"), (cls.__name__, name)
