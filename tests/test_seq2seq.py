@@ -228,7 +228,7 @@ def test_bad_training_input(X, y, error, match):
 
 
 @pytest.mark.parametrize("param, value", [
-    ("tokenizer", "bpe"), ("d_model", 0), ("dropout", 1.0), ("attention", "sparse"), ("positional", "rotary"),
+    ("tokenizer", "sentencepiece"), ("d_model", 0), ("dropout", 1.0), ("attention", "sparse"), ("positional", "rotary"),
     ("label_smoothing", -0.1), ("max_source_len", 1), ("validation_fraction", 0.0), ("handle_unknown", "ignore"),
 ])
 def test_bad_parameters(param, value):
