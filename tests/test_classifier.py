@@ -315,7 +315,7 @@ def test_predict_with_bad_items_names_them(fitted):
 
 @pytest.mark.parametrize(
     ("param", "value"),
-    [("tokenizer", "bpe"), ("lowercase", 1), ("max_features", 0), ("min_df", 0), ("min_df", 1.5), ("max_len", 0),
+    [("tokenizer", "sentencepiece"), ("lowercase", 1), ("max_features", 0), ("min_df", 0), ("min_df", 1.5), ("max_len", 0),
      ("padding_id", 1.0), ("d_model", 0), ("n_heads", 0), ("dropout", 1.0), ("word_dropout", -0.1),
      ("attention", "sparse"),
      ("positional", "rotary"), ("pooling", "min"), ("label_smoothing", 1.0), ("mlm_epochs", -1), ("batch_size", 0),
@@ -663,3 +663,23 @@ def test_checkpoint_parameters_are_validated():
         TransformerClassifier(checkpoint_every=0).fit(["a", "b"], [0, 1])
     with pytest.raises(ValueError, match="checkpoint_path"):
         TransformerClassifier(checkpoint_path=3).fit(["a", "b"], [0, 1])
+
+
+@pytest.mark.parametrize("kind", ["bpe", "unigram"])
+def test_subword_tokenizer_fit_predict_save_load(kind, tmp_path):
+    X = ["a good film", "not a good film", "a great film", "not great at all", "bad", "not bad"] * 4
+    y = [1, 0, 1, 0, 0, 1] * 4
+    clf = TransformerClassifier(tokenizer=kind, max_features=300, d_model=16, n_heads=2, n_layers=1, max_iter=3,
+                                random_state=0).fit(X, y)
+    proba = clf.predict_proba(X)
+    assert proba.shape == (24, 2) and np.all(np.isfinite(proba))
+    assert any(token.startswith(("\u0120", "\u2581")) for token in clf.vocabulary_)  # pieces marking a space
+    clf.save(tmp_path / "clf")
+    np.testing.assert_array_equal(attnkit.load(next(tmp_path.iterdir())).predict_proba(X), proba)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(clf)).predict_proba(X), proba)
+    np.testing.assert_array_equal(clone(clf).fit(X, y).predict_proba(X), proba)
+
+
+def test_bad_tokenizer_names_the_allowed_values_including_subwords():
+    with pytest.raises(InvalidParameterError, match="tokenizer.*(bpe|unigram)"):
+        TransformerClassifier(tokenizer="sentencepiece").fit(["a", "b"], [0, 1])

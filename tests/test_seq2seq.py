@@ -261,7 +261,7 @@ def test_bad_training_input(X, y, error, match, method):
 
 
 @pytest.mark.parametrize("param, value", [
-    ("tokenizer", "bpe"), ("d_model", 0), ("dropout", 1.0), ("attention", "sparse"), ("positional", "rotary"),
+    ("tokenizer", "sentencepiece"), ("d_model", 0), ("dropout", 1.0), ("attention", "sparse"), ("positional", "rotary"),
     ("label_smoothing", -0.1), ("max_source_len", 1), ("validation_fraction", 0.0), ("handle_unknown", "ignore"),
 ])
 def test_bad_parameters(param, value):
@@ -366,3 +366,30 @@ def test_save_and_load_performer_and_relative_models(tmp_path):
         model.save(tmp_path / "m.npz")
         restored = attnkit.load(tmp_path / "m.npz")
         np.testing.assert_array_equal(restored.sequence_log_proba(X[:5], y[:5]), model.sequence_log_proba(X[:5], y[:5]))
+
+
+_EN_FR = [("I am here.", "Je suis ici."), ("It's hot!", "Il fait chaud !"), ("Who is it?", "Qui est-ce ?"),
+          ("I don't know.", "Je ne sais pas."), ("He's a man.", "C'est un homme."), ("Go!", "Va !")]
+
+
+@pytest.mark.parametrize("kind", ["bpe", "unigram"])
+def test_subword_tokenizer_fit_predict_save_load(kind, tmp_path):
+    X, y = [s for s, _ in _EN_FR] * 4, [t for _, t in _EN_FR] * 4
+    model = Seq2SeqTransformer(tokenizer=kind, max_source_features=300, max_target_features=300, d_model=32,
+                               n_heads=2, encoder_layers=1, decoder_layers=1, max_iter=40, learning_rate=1e-2,
+                               early_stopping=False, random_state=0).fit(X, y)
+    predicted = model.predict(X[:6])
+    # Proper French spacing comes back from the pieces ("chaud !", "est-ce ?").
+    assert model.score(X[:6], y[:6]) >= 0.5 and sum(p == t for p, t in zip(predicted, y)) >= 3
+    assert model.tokenizer_.kind == kind and model.tokenizer_.detokenize(model.tokenizer_("Va  !")) == "Va !"
+    model.save(tmp_path / "model")
+    loaded = attnkit.load(next(tmp_path.iterdir()))
+    assert list(loaded.predict(X[:6])) == list(predicted)
+    assert list(pickle.loads(pickle.dumps(model)).predict(X[:6])) == list(predicted)
+    again = clone(model).fit(X, y)
+    assert clone(model).get_params() == model.get_params() and list(again.predict(X[:6])) == list(predicted)
+
+
+def test_bad_tokenizer_names_the_allowed_values():
+    with pytest.raises(ValueError, match="tokenizer.*(bpe|unigram)"):
+        Seq2SeqTransformer(tokenizer="sentencepiece").fit(["a"], ["b"])

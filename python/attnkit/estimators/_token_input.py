@@ -6,6 +6,7 @@ handling apply), with ``padding_id`` entries removed. Which route ``X`` takes is
 type alone, before any conversion.
 """
 
+import functools
 import numbers
 
 import numpy as np
@@ -13,9 +14,9 @@ import scipy.sparse as sp
 from sklearn.utils import check_array
 
 from attnkit._validation import as_array
-from attnkit.text import Tokenizer, check_texts
+from attnkit.text import SubwordTokenizer, Tokenizer, check_texts
 
-__all__ = ["TEXT", "IDS", "input_kind", "id_rows_to_tokens", "read_tokens", "read_target_tokens"]
+__all__ = ["TEXT", "IDS", "input_kind", "id_rows_to_tokens", "read_tokens", "read_target_tokens", "text_tokenizer"]
 
 TEXT, IDS = "text", "ids"
 
@@ -117,8 +118,31 @@ def read_tokens(X, route, *, validate, name="X", owner="estimator", tokenize=Non
     texts = check_texts(X, name=name)
     if tokenize is not None:
         return tokenize(texts)
-    tokenizer = Tokenizer(route["tokenizer"], lowercase=route["lowercase"])
+    tokenizer = text_tokenizer(route, "source", texts)
     return [tokenizer(t) for t in texts]
+
+
+def text_tokenizer(route, side, texts=None):
+    """The tokenizer of one side ("source" or "target") of a text ``route``.
+
+    A subword kind ("bpe", "unigram") is trained on ``texts`` the first time a side is read (in the first
+    fit, with ``route["subword_sizes"][side]`` pieces) and its model kept in ``route["subword_models"]``,
+    so that it is saved, pickled and reused with the route.
+    """
+    kind, lowercase = route["tokenizer"], route["lowercase"]
+    if kind not in SubwordTokenizer.KINDS:
+        return Tokenizer(kind, lowercase=lowercase)
+    models = route.setdefault("subword_models", {})
+    if side not in models:
+        tokenizer = SubwordTokenizer(kind, lowercase=lowercase).fit(texts, route["subword_sizes"][side])
+        models[side] = tokenizer.model
+    return _subword_tokenizer(kind, lowercase, models[side])
+
+
+@functools.lru_cache(maxsize=16)
+def _subword_tokenizer(kind, lowercase, model):
+    # Parsing a model's JSON takes milliseconds: done once per model, not once per predict call.
+    return SubwordTokenizer(kind, lowercase=lowercase, model=model)
 
 
 def read_target_tokens(y, route, *, name="y"):
@@ -129,7 +153,7 @@ def read_target_tokens(y, route, *, name="y"):
     """
     if route["kind"] == TEXT:
         texts = check_texts(y, name=name)
-        tokenizer = Tokenizer(route["tokenizer"], lowercase=route["lowercase"])
+        tokenizer = text_tokenizer(route, "target", texts)
         return [tokenizer(t) for t in texts]
     if sp.issparse(y) or isinstance(y, (str, bytes)):
         raise ValueError(f"{name} must hold token ids (numbers), as the inputs do; got {type(y).__name__}")

@@ -24,7 +24,7 @@ from attnkit.io import from_json, register_estimator, to_json
 from attnkit.nn import CrossEntropyLoss, SequenceClassifier
 from attnkit.pretrained.checkpoint import load_checkpoint
 from attnkit.pretrained.tokenizer import PretrainedTokenizer
-from attnkit.text import Texts, Tokenizer, Vocabulary, pad_sequences
+from attnkit.text import SubwordTokenizer, Texts, Tokenizer, Vocabulary, pad_sequences
 
 __all__ = ["TransformerClassifier"]
 
@@ -78,9 +78,11 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         ``attention``, ``positional``) must keep their defaults: the checkpoint decides them. Token-id
         input is taken as the checkpoint's own ids (special tokens included, as the user wrote them).
 
-    tokenizer : {"word", "char"}, default="word"
+    tokenizer : {"word", "char", "bpe", "unigram"}, default="word"
         ``"word"``: words, numbers and punctuation marks, with contractions split
-        (``"don't"`` -> ``"do"``, ``"n't"``). ``"char"``: characters.
+        (``"don't"`` -> ``"do"``, ``"n't"``). ``"char"``: characters. ``"bpe"``, ``"unigram"``: subword
+        pieces learnt from the training texts (:class:`attnkit.text.SubwordTokenizer`, needs the
+        ``pretrained`` extra), ``max_features`` of them (8000 when None).
 
     lowercase : bool, default=True
         Lowercase the texts before tokenizing.
@@ -303,7 +305,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     # Files written before `features` existed: their transform gave the pooled vectors.
     _params_before_they_existed = {"features": "pooled"}
     _parameter_constraints = {
-        "tokenizer": [Options(str, set(Tokenizer.KINDS))],
+        "tokenizer": [Options(str, set(Tokenizer.KINDS + SubwordTokenizer.KINDS))],
         "lowercase": ["boolean"],
         "max_features": [None, Interval(numbers.Integral, 1, None, closed="left")],
         "min_df": [Interval(numbers.Integral, 1, None, closed="left"), Interval(numbers.Real, 0, 1, closed="right")],
@@ -578,6 +580,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         pretrained = self.pretrained is not None
         return {"tokenizer": "pretrained" if pretrained else self.tokenizer, "lowercase": bool(self.lowercase),
                 "padding_id": int(self.padding_id), "max_len": int(self.max_len),
+                "subword_sizes": {"source": self.max_features},
                 "cls": self.pooling == "cls" and not pretrained, "whole": self._bag_ngrams() > 0}
 
     def _text_tokenizer(self):

@@ -11,11 +11,11 @@ from sklearn.utils.validation import check_is_fitted
 from attnkit import decoding, ops
 from attnkit._validation import Interval, Options
 from attnkit.estimators._base import NetworkEstimator, Samples
-from attnkit.estimators._token_input import IDS
+from attnkit.estimators._token_input import IDS, text_tokenizer
 from attnkit.io import register_estimator, to_json
 from attnkit.nn import CrossEntropyLoss
 from attnkit.nn.encoder_decoder import EncoderDecoder
-from attnkit.text import Texts, Tokenizer, Vocabulary, pad_sequences
+from attnkit.text import SubwordTokenizer, Texts, Tokenizer, Vocabulary, pad_sequences
 
 __all__ = ["Seq2SeqTransformer"]
 
@@ -37,13 +37,17 @@ class Seq2SeqTransformer(NetworkEstimator):
 
     Parameters
     ----------
-    tokenizer : {"char", "word"}, default="char"
+    tokenizer : {"char", "word", "bpe", "unigram"}, default="char"
         Character tokens suit rewriting, transliteration and spelling tasks and small data; word
-        tokens (punctuation and contractions split) suit translation and summaries.
+        tokens (punctuation and contractions split) suit translation and summaries. ``"bpe"`` and
+        ``"unigram"`` learn subword pieces from each side's training texts
+        (:class:`attnkit.text.SubwordTokenizer`, needs the ``pretrained`` extra), which spell any word and
+        detokenize exactly.
     lowercase : bool, default=False
         Lowercase sources and targets (case is often what the task is about, so off by default).
     max_source_features, max_target_features : int, optional
-        Keep only the most frequent tokens of each side (others become ``<unk>``).
+        Keep only the most frequent tokens of each side (others become ``<unk>``); for subword
+        tokenizers, the number of pieces each side learns (8000 when None, fewer on small data).
     min_df : int or float, default=1
         Drop tokens found in fewer training texts (a count, or a fraction of the texts).
     handle_unknown : {"unk", "error"}, default="unk"
@@ -159,7 +163,7 @@ class Seq2SeqTransformer(NetworkEstimator):
     _score_name = "token accuracy"
     _warmup_fraction = 0.05
     _parameter_constraints = {
-        "tokenizer": [Options(str, {"char", "word"})],
+        "tokenizer": [Options(str, set(Tokenizer.KINDS + SubwordTokenizer.KINDS))],
         "lowercase": ["boolean"],
         "max_source_features": [None, Interval(numbers.Integral, 1, None, closed="left")],
         "max_target_features": [None, Interval(numbers.Integral, 1, None, closed="left")],
@@ -428,6 +432,7 @@ class Seq2SeqTransformer(NetworkEstimator):
     # -- training hooks ----------------------------------------------------------------------------------------
     def _input_settings(self):
         return {"tokenizer": self.tokenizer, "lowercase": bool(self.lowercase), "padding_id": int(self.padding_id),
+                "subword_sizes": {"source": self.max_source_features, "target": self.max_target_features},
                 "max_source_len": int(self.max_source_len), "max_target_len": int(self.max_target_len)}
 
     def _read_training_data(self, X, y, sample_weight, *, reset, classes, incremental):
@@ -444,7 +449,7 @@ class Seq2SeqTransformer(NetworkEstimator):
                 self._input["target_ndim"] = int(np.ndim(y))
                 self.tokenizer_ = None
             else:
-                self.tokenizer_ = Tokenizer(self.tokenizer, lowercase=self.lowercase)
+                self.tokenizer_ = text_tokenizer(self._input, "target")
             self.source_vocabulary_ = Vocabulary.build(sources, max_features=self.max_source_features,
                                                        min_df=self.min_df)
             self.target_vocabulary_ = Vocabulary.build(targets, max_features=self.max_target_features,
@@ -577,12 +582,14 @@ class Seq2SeqTransformer(NetworkEstimator):
 
     # -- fitted state ------------------------------------------------------------------------------------------
     def _fitted_extras(self):
-        return {}, {"tokenizer": None if self.tokenizer_ is None else self.tokenizer_.get_config(),
+        # A subword model is saved once, in the input route; tokenizer_ is rebuilt from it.
+        return {}, {"tokenizer": None if self.tokenizer_ is None else {"kind": self.tokenizer_.kind,
+                                                                         "lowercase": self.tokenizer_.lowercase},
                     "source_vocabulary": self.source_vocabulary_.get_config(),
                     "target_vocabulary": self.target_vocabulary_.get_config()}
 
     def _set_fitted_extras(self, groups, config):
-        self.tokenizer_ = None if config["tokenizer"] is None else Tokenizer.from_config(config["tokenizer"])
+        self.tokenizer_ = None if config["tokenizer"] is None else text_tokenizer(self._input, "target")
         self.source_vocabulary_ = Vocabulary.from_config(config["source_vocabulary"])
         self.target_vocabulary_ = Vocabulary.from_config(config["target_vocabulary"])
 
