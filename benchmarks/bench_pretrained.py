@@ -557,8 +557,8 @@ def summarise(report, train_ratio, memory_ratio):
         lines.append(f"- fine-tuning: {train_ratio:.2f}x torch's examples/s (target >= {TARGET_TRAIN}x) -- "
                      + ("met" if train_ratio >= TARGET_TRAIN else "**not met**"))
     if memory_ratio is not None:
-        lines.append(f"- peak memory of embedding: {memory_ratio:.2f}x sentence-transformers' (the larger of first call "
-                     f"and after a warm-up; target < {TARGET_MEMORY:g}x) -- "
+        lines.append(f"- peak memory of embedding: {memory_ratio:.2f}x sentence-transformers' "
+                     f"(the larger of first call and after a warm-up; target < {TARGET_MEMORY:g}x) -- "
                      + ("met" if memory_ratio < TARGET_MEMORY else "**not met**"))
     report.text("Targets", lines or ["- no baseline: nothing to compare"])
 

@@ -315,7 +315,8 @@ def test_predict_with_bad_items_names_them(fitted):
 
 @pytest.mark.parametrize(
     ("param", "value"),
-    [("tokenizer", "sentencepiece"), ("lowercase", 1), ("max_features", 0), ("min_df", 0), ("min_df", 1.5), ("max_len", 0),
+    [("tokenizer", "sentencepiece"), ("lowercase", 1), ("max_features", 0), ("min_df", 0), ("min_df", 1.5),
+     ("max_len", 0),
      ("padding_id", 1.0), ("d_model", 0), ("n_heads", 0), ("dropout", 1.0), ("word_dropout", -0.1),
      ("attention", "sparse"),
      ("positional", "rotary"), ("pooling", "min"), ("label_smoothing", 1.0), ("mlm_epochs", -1), ("batch_size", 0),

@@ -7,6 +7,8 @@ A call returns what its docstring promises (checked below) or raises a ValueErro
 naming the argument (hostile.outcome). Models are tiny and fitted once per module.
 """
 
+import copy
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -73,7 +75,8 @@ def test_classifier_predicts_any_text(classifier, X):
     proba = classifier.predict_proba(X)
     assert proba.shape == (n, 2) and np.all(np.isfinite(proba)) and np.allclose(proba.sum(axis=1), 1)
     assert set(classifier.predict(X)) <= set(classifier.classes_)
-    assert classifier.transform(X).shape == (n, 8) and np.all(np.isfinite(classifier.transform(X)))
+    features = copy.deepcopy(classifier).set_params(features="pooled+scores").transform(X)
+    assert features.shape == (n, 8 + 2) and np.all(np.isfinite(features))
     assert [m["weights"].shape[-1] for m in classifier.attention_maps(X)] == \
         [len(m["tokens"]) for m in classifier.attention_maps(X)]
     if n:  # batching never changes an answer: the first text alone gives the same probabilities

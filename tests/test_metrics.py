@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-
 from sklearn.base import BaseEstimator
 from sklearn.model_selection import GridSearchCV, cross_val_score
 

@@ -65,7 +65,8 @@ def test_each_python_block_runs_on_its_own(line, code, tmp_path):
     missing = re.search(r"ModuleNotFoundError: No module named '(\w+)", result.stderr)
     if result.returncode and missing and missing.group(1) in OPTIONAL:
         pytest.skip(f"README line {line} needs {missing.group(1)}: pip install 'attnkit[{OPTIONAL[missing.group(1)]}]'")
-    assert result.returncode == 0, f"README block at line {line} failed:\n{code}\n--- stderr ---\n{result.stderr[-4000:]}"
+    assert result.returncode == 0, \
+        f"README block at line {line} failed:\n{code}\n--- stderr ---\n{result.stderr[-4000:]}"
 
 
 def test_the_first_two_commands_are_install_and_demo_then_install_and_test():

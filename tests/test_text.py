@@ -2,7 +2,6 @@
 
 import doctest
 import json
-
 import pickle
 
 import numpy as np
@@ -11,7 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnkit import text
-from attnkit.text import SPECIAL_TOKENS, SubwordTokenizer, Tokenizer, Vocabulary, check_texts, length_sorted_batches, pad_sequences
+from attnkit.text import (
+    SPECIAL_TOKENS,
+    SubwordTokenizer,
+    Tokenizer,
+    Vocabulary,
+    check_texts,
+    length_sorted_batches,
+    pad_sequences,
+)
 
 
 def test_docstring_examples_run():

@@ -226,9 +226,9 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         reproducible fits.
 
     n_jobs : int or None, default=None
-        Threads of attnkit's kernels during this estimator's calls (fit, partial_fit, predict, transform, ...): None leaves the
-        current count (:func:`attnkit.set_num_threads`, ``OMP_NUM_THREADS``), -1 takes every CPU, -2 all
-        but one; the count of before is restored when the call returns. The count is the process's, as
+        Threads of attnkit's kernels during this estimator's calls (fit, partial_fit, predict, transform, ...):
+        None leaves the current count (:func:`attnkit.set_num_threads`, ``OMP_NUM_THREADS``), -1 takes
+        every CPU, -2 all but one; the count of before is restored when the call returns. The count is the process's, as
         with :func:`attnkit.set_num_threads`; other libraries' threads (NumPy's BLAS) are left alone.
 
     verbose : int, default=0
@@ -344,9 +344,9 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     def __init__(self, *, pretrained=None, tokenizer="word", lowercase=True, max_features=None, min_df=1, max_len=128,
                  padding_id=0, d_model=128, n_heads=4, n_layers=2, d_ff=256, dropout=0.1, word_dropout=0.0,
-                 attention="softmax", positional="sinusoidal", pooling="cls", bag_ngrams="auto", features="scores", batch_size=32,
-                 learning_rate="auto", weight_decay=0.01, label_smoothing=0.0, mlm_epochs=0, max_iter="auto",
-                 early_stopping=True, early_stopping_metric="score",
+                 attention="softmax", positional="sinusoidal", pooling="cls", bag_ngrams="auto", features="scores",
+                 batch_size=32, learning_rate="auto", weight_decay=0.01, label_smoothing=0.0, mlm_epochs=0,
+                 max_iter="auto", early_stopping=True, early_stopping_metric="score",
                  validation_fraction=0.1, n_iter_no_change=3, tol=1e-4, class_weight=None, warm_start=False,
                  checkpoint_path=None, checkpoint_every=1, random_state=None, n_jobs=None, verbose=0):
         self.pretrained = pretrained

@@ -101,9 +101,9 @@ class Seq2SeqTransformer(NetworkEstimator):
     random_state : int, RandomState instance, Generator or None, default=None
         Weights, dropout, shuffling and the validation split.
     n_jobs : int or None, default=None
-        Threads of attnkit's kernels during this estimator's calls (fit, partial_fit, predict, score, ...): None leaves the
-        current count (:func:`attnkit.set_num_threads`, ``OMP_NUM_THREADS``), -1 takes every CPU, -2 all
-        but one; the count of before is restored when the call returns. The count is the process's, as
+        Threads of attnkit's kernels during this estimator's calls (fit, partial_fit, predict, score, ...):
+        None leaves the current count (:func:`attnkit.set_num_threads`, ``OMP_NUM_THREADS``), -1 takes
+        every CPU, -2 all but one; the count of before is restored when the call returns. The count is the process's, as
         with :func:`attnkit.set_num_threads`; other libraries' threads (NumPy's BLAS) are left alone.
     verbose : int, default=0
         1: one line per epoch (loss, validation loss and token accuracy, tokens/s, time).
