@@ -2,6 +2,9 @@
 
 Sections (each a fresh model, ``random_state=0``; sizes in the result file):
 
+0. ``defaults``: the case task with every parameter at its default, over 3 seeds (the course's own check:
+   >= 99.5% exact match on new pairs for every seed); alone: ``--tasks defaults --out
+   results/seq2seq_defaults.md``.
 1. The case task: ``"<U> i am a Student" -> "I AM A STUDENT"``, ``"<L> ..." -> lower case``, generated
    from a word list; exact match on held-out sentences with the default softmax attention, with
    ``attention="linear"`` and with ``positional=None``.
@@ -36,9 +39,11 @@ TEST_FRACTION = 0.1
 
 # Training sizes (pairs, epochs) and evaluation sizes of the default run and of --quick.
 SIZES = {
-    "default": dict(case_train=3000, case_test=500, case_epochs=20, tatoeba_epochs=20, speed_sentences=200,
+    "default": dict(defaults_train=2000, defaults_test=500, defaults_seeds=3,
+                    case_train=3000, case_test=500, case_epochs=20, tatoeba_epochs=20, speed_sentences=200,
                     g2p_train=36000, g2p_test=2000, g2p_epochs=8, bbc_train=None, bbc_epochs=30),
-    "quick": dict(case_train=600, case_test=100, case_epochs=3, tatoeba_epochs=2, speed_sentences=30,
+    "quick": dict(defaults_train=300, defaults_test=100, defaults_seeds=1,
+                  case_train=600, case_test=100, case_epochs=3, tatoeba_epochs=2, speed_sentences=30,
                   g2p_train=1500, g2p_test=200, g2p_epochs=2, bbc_train=200, bbc_epochs=2),
 }
 
@@ -46,13 +51,13 @@ SIZES = {
 CASE_MODEL = dict(d_model=64, d_ff=256, n_heads=4, encoder_layers=2, decoder_layers=2, learning_rate=3e-3,
                   early_stopping=False)
 TATOEBA_MODEL = dict(tokenizer="word", d_model=128, d_ff=256, n_heads=4, encoder_layers=2, decoder_layers=2,
-                     max_source_len=24, max_target_len=24, n_iter_no_change=3)
+                     max_source_len=24, max_target_len=24, early_stopping=True, n_iter_no_change=3)
 G2P_MODEL = dict(tokenizer="word", d_model=128, d_ff=256, n_heads=4, encoder_layers=2, decoder_layers=2,
-                 max_source_len=32, max_target_len=32, learning_rate=3e-3, n_iter_no_change=3)
+                 max_source_len=32, max_target_len=32, learning_rate=3e-3, early_stopping=True, n_iter_no_change=3)
 BBC_SOURCE_TOKENS = 64
 BBC_MODEL = dict(tokenizer="word", lowercase=True, d_model=128, d_ff=256, n_heads=4, encoder_layers=2, decoder_layers=2,
                  max_source_len=BBC_SOURCE_TOKENS, max_target_len=20, max_source_features=8000,
-                 n_iter_no_change=3)
+                 early_stopping=True, n_iter_no_change=3)
 BEAMS = 4
 SAMPLES, TOP_P = 5, 0.9
 ATTENTIONS = ("softmax", "performer", "linear")
@@ -160,6 +165,35 @@ def case_section(report, args, sizes):
             lines.append(f"- {name}: `{source}` -> `{got}`")
     report.text("Case task: held-out errors (first two per model)", lines or ["- none"])
     return results, (X_test, y_test)
+
+
+def defaults_section(report, args, sizes):
+    """The case task with every parameter at its default, over several seeds: the course's own check."""
+    X_test, y_test = make_case_pairs(sizes["defaults_test"], random_state=999)
+    rows = []
+    for seed in range(sizes["defaults_seeds"]):
+        X, y = make_case_pairs(sizes["defaults_train"], random_state=100 + seed)
+        unseen = [i for i, x in enumerate(X_test) if x not in set(X)]
+        print(f"\n[{time.strftime('%H:%M:%S')}] fitting the defaults, seed {seed} ...", flush=True)
+        start = time.perf_counter()
+        model = Seq2SeqTransformer(random_state=seed).fit(X, y)
+        seconds = time.perf_counter() - start
+        predicted = model.predict([X_test[i] for i in unseen])
+        exact = float(np.mean([p == y_test[i] for p, i in zip(predicted, unseen)]))
+        rows.append(dict(seed=seed, exact=exact, n_test=len(unseen), seconds=seconds, epochs=model.n_iter_))
+    table = report.table(
+        "Case task with the defaults: `Seq2SeqTransformer(random_state=seed).fit(X, y)`",
+        ["seed", "held-out exact match", "test pairs", "fit time", "epochs"],
+        f"`make_case_pairs({sizes['defaults_train']}, random_state=100 + seed)` to train; "
+        f"`make_case_pairs({sizes['defaults_test']}, random_state=999)` to test, less any source seen in "
+        "training; greedy decoding. Target: >= 99.5% on every seed.")
+    for r in rows:
+        table.add_row(r["seed"], f"{100 * r['exact']:.1f}%", r["n_test"], f"{r['seconds']:.0f} s", r["epochs"])
+    worst = min(r["exact"] for r in rows)
+    report.text("Case task with the defaults: verdict",
+                [f"- mean {100 * np.mean([r['exact'] for r in rows]):.2f}%, worst seed {100 * worst:.1f}%: target "
+                 + ("met" if worst >= 0.995 else "**not met**")])
+    return rows
 
 
 def attention_section(report, args, sizes, case_results, case_test):
@@ -425,7 +459,7 @@ def main(argv=None):
     parser = harness.make_parser(__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data",
                         help="folder of the data sets (default: ../shared/data beside the repository)")
-    parser.add_argument("--tasks", default="case,tatoeba,cmudict,bbc",
+    parser.add_argument("--tasks", default="defaults,case,tatoeba,cmudict,bbc",
                         help="comma-separated sections to run (the attention comparison comes with case)")
     for name, value in SIZES["default"].items():
         parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=None,
@@ -434,14 +468,15 @@ def main(argv=None):
     sizes = {k: v if getattr(args, k) is None else getattr(args, k)
              for k, v in SIZES["quick" if args.quick else "default"].items()}
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    unknown = set(tasks) - {"case", "tatoeba", "cmudict", "bbc"}
+    unknown = set(tasks) - {"defaults", "case", "tatoeba", "cmudict", "bbc"}
     if unknown:
-        parser.error(f"--tasks: unknown {sorted(unknown)}; choose among case, tatoeba, cmudict, bbc")
+        parser.error(f"--tasks: unknown {sorted(unknown)}; choose among defaults, case, tatoeba, cmudict, bbc")
 
     harness.set_threads(args.threads)
     report = harness.Report(args, "Seq2SeqTransformer: case task, translation, grapheme-to-phoneme, headlines")
     start = time.perf_counter()
     sections = {
+        "defaults": lambda: defaults_section(report, args, sizes),
         "case": lambda: _case_and_attention(report, args, sizes),
         "tatoeba": lambda: tatoeba_section(report, args, sizes),
         "cmudict": lambda: cmudict_section(report, args, sizes),

@@ -58,7 +58,7 @@ def case(request):
 @pytest.fixture(scope="module")
 def fitted(case):
     cls, params, X, y, _ = case
-    return cls(**params).fit(X, y)
+    return cls(**{**params, "early_stopping": True}).fit(X, y)  # the classifier's default, not Seq2Seq's
 
 
 def test_both_estimators_use_the_base(case):
@@ -158,7 +158,8 @@ def test_ctrl_c_keeps_the_best_weights_and_leaves_a_usable_estimator(case, monke
             raise KeyboardInterrupt
         return original(self, grad, cache)
 
-    model = cls(**{**params, "max_iter": 5, "batch_size": 16, "validation_fraction": 0.25, "n_iter_no_change": 5})
+    model = cls(**{**params, "max_iter": 5, "batch_size": 16, "validation_fraction": 0.25, "n_iter_no_change": 5,
+                  "early_stopping": True})
     updates_per_epoch = int(np.ceil(round(0.75 * len(X)) / 16))
     monkeypatch.setattr(network_class, "backward", interrupt_in_epoch_3)
     with pytest.warns(UserWarning, match=r"training interrupted \(KeyboardInterrupt\) during epoch 3"):

@@ -81,11 +81,15 @@ class Seq2SeqTransformer(NetworkEstimator):
         Peak AdamW learning rate (linear warm-up over the first 5% of the updates, then linear decay).
     weight_decay : float, default=0.01
     max_iter : int, default=50
-        Epochs (early stopping usually ends sooner).
-    early_stopping : bool, default=True
+        Epochs: the learning rate decays to 0 at the last, which is what makes exact outputs (a model
+        keeps its last weights unless ``early_stopping``).
+    early_stopping : bool, default=False
         Hold out ``validation_fraction`` of the pairs (or use ``validation_data`` given to :meth:`fit`),
         stop when their loss has not improved for ``n_iter_no_change`` epochs and keep the best
-        weights.
+        weights. Off by default: the validation loss bottoms out while the learning rate is still high
+        and exact match still improving (the case task stopped after 21-28 of 50 epochs at 92.6-98.6%
+        exact match on new pairs; the whole schedule reached 99.6-100%, 3 seeds each), so it fits
+        ``max_iter`` epochs unless told to stop. ``validation_data`` is still scored after each epoch.
     validation_fraction : float, default=0.1
     n_iter_no_change : int, default=5
     tol : float, default=1e-4
@@ -203,7 +207,7 @@ class Seq2SeqTransformer(NetworkEstimator):
                  min_df=1, handle_unknown="unk", max_source_len=128, max_target_len=128, padding_id=0, d_model=64,
                  encoder_d_model=None, decoder_d_model=None, n_heads=4, encoder_layers=2, decoder_layers=2,
                  d_ff=None, dropout=0.1, attention="softmax", positional="sinusoidal", label_smoothing=0.1,
-                 batch_size=32, learning_rate=3e-3, weight_decay=0.01, max_iter=50, early_stopping=True,
+                 batch_size=32, learning_rate=3e-3, weight_decay=0.01, max_iter=50, early_stopping=False,
                  validation_fraction=0.1, n_iter_no_change=5, tol=1e-4, warm_start=False,
                  checkpoint_path=None, checkpoint_every=1, random_state=None, n_jobs=None, verbose=0):
         self.tokenizer = tokenizer
