@@ -173,6 +173,13 @@ def test_vocabulary_unknown_words_and_cutoffs():
     assert sorted(clf.vocabulary_, key=clf.vocabulary_.get)[5:] == ["good"]
 
 
+def test_punctuation_reads_alike_however_it_is_spaced(fitted):
+    # SST-2 is written "great !", users write "great!": the same tokens either way.
+    assert fitted.attention_maps(["not good !"])[0]["tokens"] == fitted.attention_maps(["not good!"])[0]["tokens"]
+    np.testing.assert_array_equal(fitted.predict_proba(["it is bad ; not good ?"]),
+                                  fitted.predict_proba(["it is bad; not good?"]))
+
+
 def test_texts_are_truncated_to_max_len():
     clf = TransformerClassifier(**SMALL, max_len=3, bag_ngrams=0).fit(["a b c d", "d c b a"], [0, 1])
     assert np.array_equal(clf.predict_proba(["a b c x y z"]), clf.predict_proba(["a b c"]))

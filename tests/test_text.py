@@ -174,6 +174,19 @@ def test_tokenizer_config_round_trip_and_errors():
         Tokenizer("bpe")
     with pytest.raises(TypeError, match="lowercase must be a bool"):
         Tokenizer("word", lowercase="yes")
+    with pytest.raises(TypeError, match="spacing must be a bool"):
+        Tokenizer("word", spacing=None)
+    plain = Tokenizer(spacing=False)
+    assert Tokenizer.from_config(json.loads(json.dumps(plain.get_config()))) == plain != Tokenizer()
+    assert Tokenizer.from_config({"kind": "word", "lowercase": True}) == Tokenizer()  # a config of before
+
+
+@pytest.mark.parametrize(("english", "french"), [("Great!", "Great !"), ("Quoi?", "Quoi ?"), ("a; b", "a ; b"),
+                                                  ("a: b", "a : b"), ("10%", "10 %")])
+def test_without_spacing_a_mark_is_one_token_however_it_is_spaced(english, french):
+    assert Tokenizer()(english) != Tokenizer()(french)  # spaced tokens: each comes back as written
+    plain = Tokenizer(spacing=False)
+    assert plain(english) == plain(french) == [token.strip() for token in Tokenizer()(french)]
 
 
 # --------------------------------------------------------------------------------- vocabulary

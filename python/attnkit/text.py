@@ -98,6 +98,11 @@ class Tokenizer:
         ``"char"``: every character is a token, spaces included.
     lowercase : bool, default=True
         Lowercase the text first.
+    spacing : bool, default=True
+        Word tokens: a mark that French spacing puts after a space (``! ? ; : %``) keeps that space
+        in its token (``"Quoi ?"`` -> ``"Quoi"``, ``" ?"``), so :meth:`detokenize` restores it. False
+        makes it the same token however it is spaced (``"great!"`` and ``"great !"`` read alike):
+        what a model that reads text but never writes it wants (the classifier, a source side).
 
     Examples
     --------
@@ -109,13 +114,15 @@ class Tokenizer:
 
     KINDS = ("word", "char")
 
-    def __init__(self, kind="word", *, lowercase=True):
+    def __init__(self, kind="word", *, lowercase=True, spacing=True):
         if kind not in self.KINDS:
             raise ValueError(f"kind must be one of {self.KINDS}, got {kind!r}")
-        if not isinstance(lowercase, (bool, np.bool_)):
-            raise TypeError(f"lowercase must be a bool, got {type(lowercase).__name__} {lowercase!r}")
+        for name, value in (("lowercase", lowercase), ("spacing", spacing)):
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
         self.kind = kind
         self.lowercase = bool(lowercase)
+        self.spacing = bool(spacing)
 
     def __call__(self, text):
         """The tokens of one string, a list of str (empty for an empty string)."""
@@ -124,6 +131,8 @@ class Tokenizer:
         if self.kind == "char":
             return list(text)
         tokens = _WORD_PATTERN.findall(text.translate(_APOSTROPHES))
+        if not self.spacing:
+            return [token.lstrip() for token in tokens]
         return [" " + token.lstrip() if token[0].isspace() else token for token in tokens]
 
     def detokenize(self, tokens):
@@ -161,7 +170,7 @@ class Tokenizer:
 
     def get_config(self):
         """JSON-able constructor arguments: ``Tokenizer(**tokenizer.get_config())`` is equal."""
-        return {"kind": self.kind, "lowercase": self.lowercase}
+        return {"kind": self.kind, "lowercase": self.lowercase, "spacing": self.spacing}
 
     @classmethod
     def from_config(cls, config):
@@ -171,10 +180,11 @@ class Tokenizer:
         return isinstance(other, Tokenizer) and self.get_config() == other.get_config()
 
     def __hash__(self):
-        return hash((self.kind, self.lowercase))
+        return hash((self.kind, self.lowercase, self.spacing))
 
     def __repr__(self):
-        return f"Tokenizer({self.kind!r}, lowercase={self.lowercase})"
+        spacing = "" if self.spacing else ", spacing=False"
+        return f"Tokenizer({self.kind!r}, lowercase={self.lowercase}{spacing})"
 
 
 class SubwordTokenizer:

@@ -131,7 +131,8 @@ def text_tokenizer(route, side, texts=None):
     """
     kind, lowercase = route["tokenizer"], route["lowercase"]
     if kind not in SubwordTokenizer.KINDS:
-        return Tokenizer(kind, lowercase=lowercase)
+        # Only a target is written back as text: a source reads "great!" and "great !" alike.
+        return Tokenizer(kind, lowercase=lowercase, spacing=side == "target")
     models = route.setdefault("subword_models", {})
     if side not in models:
         tokenizer = SubwordTokenizer(kind, lowercase=lowercase).fit(texts, route["subword_sizes"][side])
