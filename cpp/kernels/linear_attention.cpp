@@ -89,12 +89,9 @@ void causal_linear_attention(const CausalLinearArgs<T>& a) {
   const std::int64_t per_thread = 2 * D * dv + 3 * D + kChunk + 64;
   auto states = allocate<double>(std::size_t(tasks * state));
   auto scratch = allocate<T>(std::size_t(threads * per_thread));
-  // A raw pointer: a lambda holding the unique_ptr (its deleter has internal linkage) draws
-  // -Wsubobject-linkage once the kernels of an ISA share a unity translation unit.
-  T* const scratch_base = scratch.get();
   auto seg_begin = [&](std::int64_t s) { return min_scalar(n, (s * nchunks / nseg) * kChunk); };
   auto workspace = [&](int t) {
-    T* base = scratch_base + std::int64_t(t) * per_thread;
+    T* base = scratch.get() + std::int64_t(t) * per_thread;
     T* zf = base + D * dv;
     return Workspace<T>{base, zf, zf + D, zf + 2 * D, zf + 2 * D + D * dv, zf + 2 * D + D * dv + D};
   };
