@@ -1,5 +1,5 @@
-// 64-byte aligned scratch buffers, one definition for every kernel file (internal linkage inside the
-// ISA's namespace), so that the files of one ISA can share a unity translation unit.
+// 64-byte aligned scratch buffers for the kernel files (internal linkage inside the ISA's namespace):
+// one definition where attention_tiles.h and linear_tiles.h each had their own.
 #pragma once
 #include <cstdint>
 #include <cstdlib>
