@@ -6,11 +6,9 @@
 // backward, dP = dO V^T.
 #pragma once
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
-#include <memory>
-#include <new>
 
+#include "aligned_buffer.h"
 #include "attnkit/attention.h"
 #include "attnkit/simd.h"
 
@@ -35,19 +33,6 @@ struct Tiles {
 };
 
 inline std::int64_t round_up(std::int64_t x, std::int64_t q) { return (x + q - 1) / q * q; }
-
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-
-// A 64-byte aligned buffer of n elements (thrown bad_alloc on failure: call outside parallel loops).
-template <class T>
-std::unique_ptr<T, FreeDeleter> aligned_buffer(std::int64_t n) {
-  const std::size_t bytes = (std::size_t(n > 0 ? n : 1) * sizeof(T) + 63) / 64 * 64;
-  T* p = static_cast<T*>(std::aligned_alloc(64, bytes));
-  if (!p) throw std::bad_alloc();
-  return std::unique_ptr<T, FreeDeleter>(p);
-}
 
 // Xt[c][i] = s * x_row(i0 + i)[c] for i < bq, 0 for bq <= i < bqp: rows of width w, transposed.
 template <class T, class Row>

@@ -7,6 +7,7 @@
 #include <memory>
 #include <new>
 
+#include "aligned_buffer.h"
 #include "attnkit/simd.h"
 
 namespace attnkit {
@@ -81,10 +82,6 @@ template <class T, class S>
 void add_into(T* dst, const S* src, std::int64_t n) {
   for (std::int64_t x = 0; x < n; ++x) dst[x] += T(src[x]);
 }
-
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
 
 template <class T>
 std::unique_ptr<T, FreeDeleter> allocate(std::size_t count) {
