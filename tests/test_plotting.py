@@ -286,7 +286,8 @@ def test_learning_curve_of_a_seq2seq_names_its_score_and_draws_into_a_given_axes
 
     X = ["ab", "ba", "abc", "cab"] * 3
     model = Seq2SeqTransformer(d_model=8, n_heads=2, encoder_layers=1, decoder_layers=1, max_iter=2,
-                               early_stopping=True, validation_fraction=0.25, random_state=0).fit(X, [x.upper() for x in X])
+                               early_stopping=True, validation_fraction=0.25, random_state=0)
+    model.fit(X, [x.upper() for x in X])
     fig, ax = plt.subplots()
     assert plot_learning_curve(model, ax=ax) is fig
     assert fig.axes[1].get_ylabel() == "validation token accuracy"

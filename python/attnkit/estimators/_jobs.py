@@ -27,6 +27,8 @@ class NJobsMixin:
     threaded method, restoring the count of before afterwards, also on an exception; ``n_jobs=None`` leaves
     the count alone. The subclass has an ``n_jobs`` parameter."""
 
+    n_jobs: int | None
+
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         for name in THREADED_METHODS:
