@@ -71,7 +71,7 @@ def test_each_python_block_runs_on_its_own(line, code, tmp_path):
 
 def test_the_first_two_commands_are_install_and_demo_then_install_and_test():
     commands = _blocks("bash")[0][1].splitlines()
-    assert commands[0] == "python3 -m pip install . && attnkit demo"
+    assert commands[0] == "python3 -m pip install -v . && attnkit demo"  # -v: the build's progress shows
     assert commands[1].startswith('python3 -m pip install ".[test]"') and commands[1].endswith("python3 -m pytest")
 
 
