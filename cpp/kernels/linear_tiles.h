@@ -1,5 +1,5 @@
-// Building blocks shared by causal linear attention's forward and backward (included only by
-// cpp/kernels/linear_attention*.cpp, inside the ISA's namespace).
+// Building blocks shared by linear attention's kernels, causal and not, forward and backward
+// (included only by cpp/kernels/linear_attention*.cpp, inside the ISA's namespace).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -8,6 +8,7 @@
 #include <new>
 
 #include "aligned_buffer.h"
+#include "attnkit/linear_attention.h"
 #include "attnkit/simd.h"
 
 namespace attnkit {
@@ -81,6 +82,78 @@ bool zeroed_row(T den, T mag, T eps) {
 template <class T, class S>
 void add_into(T* dst, const S* src, std::int64_t n) {
   for (std::int64_t x = 0; x < n; ++x) dst[x] += T(src[x]);
+}
+
+// out[x] = phi(in[x]) for x < n (see LinearFeatures). elu + 1 as exp(min(x, 0)) + max(x, 0): NaN stays
+// NaN (min and max return their second operand for a NaN), -inf gives 0, +inf gives inf.
+template <class T>
+void apply_phi(LinearFeatures phi, const T* in, T* out, std::int64_t n) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  std::int64_t x = 0;
+  switch (phi) {
+    case LinearFeatures::elu:
+      for (; x + W <= n; x += W) {
+        const V v = V::load(in + x);
+        (exp(V::min(V::zero(), v)) + V::max(V::zero(), v)).store(out + x);
+      }
+      for (; x < n; ++x) out[x] = exp_scalar(min_scalar(T(0), in[x])) + max_scalar(T(0), in[x]);
+      return;
+    case LinearFeatures::relu:
+      for (; x + W <= n; x += W) V::max(V::zero(), V::load(in + x)).store(out + x);
+      for (; x < n; ++x) out[x] = max_scalar(T(0), in[x]);
+      return;
+    case LinearFeatures::features:
+      for (; x < n; ++x) out[x] = in[x];
+      return;
+  }
+}
+
+// grad[x] *= phi'(in[x]) for x < n: exp(min(x, 0)) for elu + 1 (1 for x > 0), [x > 0] for relu (so a
+// non-finite grad at x <= 0 gives NaN, as grad * (x > 0) in NumPy), 1 for precomputed features.
+template <class T>
+void times_phi_derivative(LinearFeatures phi, const T* in, T* grad, std::int64_t n) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  std::int64_t x = 0;
+  switch (phi) {
+    case LinearFeatures::elu:
+      for (; x + W <= n; x += W)
+        (V::load(grad + x) * exp(V::min(V::zero(), V::load(in + x)))).store(grad + x);
+      for (; x < n; ++x) grad[x] *= exp_scalar(min_scalar(T(0), in[x]));
+      return;
+    case LinearFeatures::relu:
+      for (; x < n; ++x) grad[x] *= T(in[x] > T(0));
+      return;
+    case LinearFeatures::features:
+      return;
+  }
+}
+
+// acc[d * dv + c] += sum_r rows_a[r * D + d] rows_b[r * dv + c] in double, via a T product of the
+// nrows (<= kChunk) rows: acc += A^T B for A (nrows x D), B (nrows x dv). Also zacc[d] += sum_r
+// rows_a[r * D + d] w[r] (w null: 1). coef and prod are scratch of kChunk and D * dv.
+template <class T>
+void add_outer_sums(double* acc, double* zacc, const T* rows_a, const T* rows_b, const T* w,
+                    std::int64_t nrows, std::int64_t D, std::int64_t dv, T* coef, T* prod) {
+  for (std::int64_t x = 0; x < D * dv; ++x) prod[x] = T(0);
+  for (std::int64_t d = 0; d < D; ++d) {
+    T z = T(0);
+    for (std::int64_t r = 0; r < nrows; ++r) {
+      coef[r] = rows_a[r * D + d];
+      z += w ? coef[r] * w[r] : coef[r];
+    }
+    zacc[d] += double(z);
+    axpy_rows(prod + d * dv, coef, rows_b, dv, nrows, dv);
+  }
+  add_into(acc, prod, D * dv);
+}
+
+// out (cols x rows) = in^T for in (rows x cols), both T.
+template <class T>
+void transpose(T* out, const T* in, std::int64_t rows, std::int64_t cols) {
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t c = 0; c < cols; ++c) out[c * rows + r] = in[r * cols + c];
 }
 
 template <class T>

@@ -1,0 +1,108 @@
+// Non-causal linear attention (see LinearArgs in attnkit/linear_attention.h). Per batch item, the
+// keys' sums S, Z by chunks: phi of the real keys only (padded keys are never read), each chunk's
+// product summed in T and added into double. Then every query from S, Z rounded to T, in one flat
+// parallel loop over batch items x query chunks.
+#include <omp.h>
+
+#include "attnkit/isa.h"
+#include "kernels.h"
+#include "linear_tiles.h"
+
+namespace attnkit {
+namespace ATTNKIT_KERNEL_NS {
+
+namespace {
+
+template <class T>
+struct ForwardWork {
+  T *phi, *vrows, *coef, *prod;  // phi: a chunk's features (kChunk x D), vrows: its real keys' values
+  double *S, *Z;
+};
+
+// S and Z of batch item b, rounded into a.s and a.z.
+template <class T>
+void key_sums(const LinearArgs<T>& a, std::int64_t b, const ForwardWork<T>& w) {
+  const std::int64_t nk = a.nk, D = a.D, dv = a.dv;
+  const T* k = a.k + b * nk * D;
+  const T* v = a.v + b * nk * dv;
+  const std::uint8_t* keep = a.keep ? a.keep + b * nk : nullptr;
+  for (std::int64_t x = 0; x < D * dv; ++x) w.S[x] = 0.0;
+  for (std::int64_t x = 0; x < D; ++x) w.Z[x] = 0.0;
+  for (std::int64_t js = 0; js < nk; js += kChunk) {
+    const std::int64_t je = min_scalar(js + kChunk, nk);
+    std::int64_t rows = je - js;
+    const T* vrows = v + js * dv;
+    if (!keep) {
+      apply_phi(a.phi, k + js * D, w.phi, rows * D);
+    } else {  // gather the real keys (values copied so the product reads contiguous rows)
+      rows = 0;
+      for (std::int64_t j = js; j < je; ++j) {
+        if (!keep[j]) continue;
+        apply_phi(a.phi, k + j * D, w.phi + rows * D, D);
+        for (std::int64_t c = 0; c < dv; ++c) w.vrows[rows * dv + c] = v[j * dv + c];
+        ++rows;
+      }
+      vrows = w.vrows;
+    }
+    if (rows > 0) add_outer_sums<T>(w.S, w.Z, w.phi, vrows, nullptr, rows, D, dv, w.coef, w.prod);
+  }
+  for (std::int64_t x = 0; x < D * dv; ++x) a.s[b * D * dv + x] = T(w.S[x]);
+  for (std::int64_t x = 0; x < D; ++x) a.z[b * D + x] = T(w.Z[x]);
+}
+
+// Rows [i0, i1) of batch item b's output.
+template <class T>
+void query_rows(const LinearArgs<T>& a, std::int64_t b, std::int64_t i0, std::int64_t i1, T* phi) {
+  const std::int64_t D = a.D, dv = a.dv;
+  const T* S = a.s + b * D * dv;
+  const T* Z = a.z + b * D;
+  apply_phi(a.phi, a.q + (b * a.nq + i0) * D, phi, (i1 - i0) * D);
+  for (std::int64_t i = i0; i < i1; ++i) {
+    const T* pq = phi + (i - i0) * D;
+    T* o = a.out + (b * a.nq + i) * dv;
+    for (std::int64_t c = 0; c < dv; ++c) o[c] = T(0);
+    axpy_rows(o, pq, S, dv, D, dv);
+    const T den = dot(pq, Z, D);
+    const bool zeroed = zeroed_row(den, dot<true>(pq, Z, D), a.eps);
+    const T inv = T(1) / den;
+    for (std::int64_t c = 0; c < dv; ++c) o[c] = zeroed ? T(0) : o[c] * inv;
+  }
+}
+
+}  // namespace
+
+template <class T>
+void linear_attention(const LinearArgs<T>& a) {
+  const std::int64_t batch = a.batch, D = a.D, dv = a.dv;
+  if (batch == 0) return;
+  const int max_threads = kernel_threads();
+  const std::int64_t per_thread = kChunk * D + kChunk * dv + kChunk + D * dv + 64;
+  auto scratch = allocate<T>(std::size_t(max_threads * per_thread));
+  auto sums = allocate<double>(std::size_t(max_threads * (D * dv + D)));
+  auto work = [&](int t) {
+    T* base = scratch.get() + std::int64_t(t) * per_thread;
+    double* s = sums.get() + std::int64_t(t) * (D * dv + D);
+    T* vrows = base + kChunk * D;
+    T* coef = vrows + kChunk * dv;
+    return ForwardWork<T>{base, vrows, coef, coef + kChunk, s, s + D * dv};
+  };
+
+  const int key_threads = int(min_scalar<std::int64_t>(max_threads, batch));
+#pragma omp parallel for num_threads(key_threads) schedule(static)
+  for (std::int64_t b = 0; b < batch; ++b) key_sums(a, b, work(omp_get_thread_num()));
+
+  const std::int64_t chunks = (a.nq + kChunk - 1) / kChunk, tasks = batch * chunks;
+  if (tasks == 0) return;
+  const int query_threads = int(min_scalar<std::int64_t>(max_threads, tasks));
+#pragma omp parallel for num_threads(query_threads) schedule(static)
+  for (std::int64_t task = 0; task < tasks; ++task) {
+    const std::int64_t b = task / chunks, i0 = task % chunks * kChunk;
+    query_rows(a, b, i0, min_scalar(i0 + kChunk, a.nq), work(omp_get_thread_num()).phi);
+  }
+}
+
+template void linear_attention<float>(const LinearArgs<float>&);
+template void linear_attention<double>(const LinearArgs<double>&);
+
+}  // namespace ATTNKIT_KERNEL_NS
+}  // namespace attnkit

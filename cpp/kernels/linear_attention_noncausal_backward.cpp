@@ -1,0 +1,128 @@
+// Backward of non-causal linear attention (see LinearBackwardArgs in attnkit/linear_attention.h).
+// Per batch item, a pass over the queries gives dq and the sums dS, dZ (by chunks, added into
+// double); then a pass over the keys, one flat parallel loop over batch items x key chunks, gives dk
+// and dv from dS, dZ rounded to T. Features are recomputed from q and k, as the forward computed them.
+#include <omp.h>
+
+#include "attnkit/isa.h"
+#include "kernels.h"
+#include "linear_tiles.h"
+
+namespace attnkit {
+namespace ATTNKIT_KERNEL_NS {
+
+namespace {
+
+template <class T>
+struct BackwardWork {
+  T *phi, *dnum, *dden, *coef, *prod, *ST;  // ST: S^T (dv x D)
+  double *dS, *dZ;
+};
+
+// dq of batch item b; its dS, dZ rounded into ds (D x dv) and dz (D).
+template <class T>
+void query_pass(const LinearBackwardArgs<T>& g, std::int64_t b, const BackwardWork<T>& w, T* ds, T* dz) {
+  const LinearArgs<T>& a = g.fwd;
+  const std::int64_t nq = a.nq, D = a.D, dv = a.dv;
+  const T* S = a.s + b * D * dv;
+  const T* Z = a.z + b * D;
+  transpose(w.ST, S, D, dv);
+  for (std::int64_t x = 0; x < D * dv; ++x) w.dS[x] = 0.0;
+  for (std::int64_t x = 0; x < D; ++x) w.dZ[x] = 0.0;
+  for (std::int64_t is = 0; is < nq; is += kChunk) {
+    const std::int64_t ie = min_scalar(is + kChunk, nq), rows = ie - is;
+    const T* q = a.q + (b * nq + is) * D;
+    apply_phi(a.phi, q, w.phi, rows * D);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const std::int64_t i = b * nq + is + r;
+      const T* pq = w.phi + r * D;
+      const T den = dot(pq, Z, D);
+      // Rows the forward zeroed pass no gradient; a NaN den stays NaN.
+      const bool zeroed = zeroed_row(den, dot<true>(pq, Z, D), a.eps);
+      const T inv = zeroed ? T(0) : T(1) / den;
+      T* dn = w.dnum + r * dv;
+      for (std::int64_t c = 0; c < dv; ++c) dn[c] = g.dout[i * dv + c] * inv;
+      w.dden[r] = zeroed ? T(0) : -dot(g.dout + i * dv, a.out + i * dv, dv) * inv;
+      T* dq = g.dq + i * D;
+      for (std::int64_t x = 0; x < D; ++x) dq[x] = Z[x] * w.dden[r];
+      axpy_rows(dq, dn, w.ST, D, dv, D);  // S dnum_i
+    }
+    times_phi_derivative(a.phi, q, g.dq + (b * nq + is) * D, rows * D);
+    add_outer_sums(w.dS, w.dZ, w.phi, w.dnum, w.dden, rows, D, dv, w.coef, w.prod);
+  }
+  for (std::int64_t x = 0; x < D * dv; ++x) ds[x] = T(w.dS[x]);
+  for (std::int64_t x = 0; x < D; ++x) dz[x] = T(w.dZ[x]);
+}
+
+// dk and dv of keys [j0, j1) of batch item b from ds, dz and dsT = ds^T.
+template <class T>
+void key_rows(const LinearBackwardArgs<T>& g, std::int64_t b, std::int64_t j0, std::int64_t j1, const T* ds,
+              const T* dsT, const T* dz, T* phi) {
+  const LinearArgs<T>& a = g.fwd;
+  const std::int64_t nk = a.nk, D = a.D, dv = a.dv;
+  const std::uint8_t* keep = a.keep ? a.keep + b * nk : nullptr;
+  for (std::int64_t j = j0; j < j1; ++j) {
+    const std::int64_t row = b * nk + j;
+    T* dk = g.dk + row * D;
+    T* dvj = g.dv + row * dv;
+    if (keep && !keep[j]) {
+      for (std::int64_t x = 0; x < D; ++x) dk[x] = T(0);
+      for (std::int64_t c = 0; c < dv; ++c) dvj[c] = T(0);
+      continue;
+    }
+    const T* k = a.k + row * D;
+    apply_phi(a.phi, k, phi, D);
+    for (std::int64_t x = 0; x < D; ++x) dk[x] = dz[x];
+    axpy_rows(dk, a.v + row * dv, dsT, D, dv, D);  // dS v_j
+    times_phi_derivative(a.phi, k, dk, D);
+    for (std::int64_t c = 0; c < dv; ++c) dvj[c] = T(0);
+    axpy_rows(dvj, phi, ds, dv, D, dv);  // dS^T phi(k_j)
+  }
+}
+
+}  // namespace
+
+template <class T>
+void linear_attention_backward(const LinearBackwardArgs<T>& g) {
+  const LinearArgs<T>& a = g.fwd;
+  const std::int64_t batch = a.batch, D = a.D, dv = a.dv;
+  if (batch == 0) return;
+  const int max_threads = kernel_threads();
+  const std::int64_t per_thread = kChunk * D + kChunk * dv + 2 * kChunk + 2 * D * dv + 64;
+  const std::int64_t per_item = 2 * D * dv + D;  // dS, dS^T, dZ
+  auto scratch = allocate<T>(std::size_t(max_threads * per_thread));
+  auto sums = allocate<double>(std::size_t(max_threads * (D * dv + D)));
+  auto grads = allocate<T>(std::size_t(batch * per_item));
+
+  const int query_threads = int(min_scalar<std::int64_t>(max_threads, batch));
+#pragma omp parallel for num_threads(query_threads) schedule(static)
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const int t = omp_get_thread_num();
+    T* base = scratch.get() + std::int64_t(t) * per_thread;
+    double* s = sums.get() + std::int64_t(t) * (D * dv + D);
+    BackwardWork<T> w;
+    w.phi = base, w.dnum = base + kChunk * D, w.dden = w.dnum + kChunk * dv, w.coef = w.dden + kChunk;
+    w.prod = w.coef + kChunk, w.ST = w.prod + D * dv;
+    w.dS = s, w.dZ = s + D * dv;
+    T* item = grads.get() + b * per_item;
+    query_pass(g, b, w, item, item + 2 * D * dv);
+    transpose(item + D * dv, item, D, dv);
+  }
+
+  const std::int64_t chunks = (a.nk + kChunk - 1) / kChunk, tasks = batch * chunks;
+  if (tasks == 0) return;
+  const int key_threads = int(min_scalar<std::int64_t>(max_threads, tasks));
+#pragma omp parallel for num_threads(key_threads) schedule(static)
+  for (std::int64_t task = 0; task < tasks; ++task) {
+    const std::int64_t b = task / chunks, j0 = task % chunks * kChunk;
+    const T* item = grads.get() + b * per_item;
+    T* phi = scratch.get() + std::int64_t(omp_get_thread_num()) * per_thread;
+    key_rows(g, b, j0, min_scalar(j0 + kChunk, a.nk), item, item + D * dv, item + 2 * D * dv, phi);
+  }
+}
+
+template void linear_attention_backward<float>(const LinearBackwardArgs<float>&);
+template void linear_attention_backward<double>(const LinearBackwardArgs<double>&);
+
+}  // namespace ATTNKIT_KERNEL_NS
+}  // namespace attnkit
