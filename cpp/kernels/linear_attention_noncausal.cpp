@@ -15,7 +15,7 @@ namespace {
 
 template <class T>
 struct ForwardWork {
-  T *phi, *vrows, *coef, *prod;  // phi: a chunk's features (kChunk x D), vrows: its real keys' values
+  T *phi, *prod, *zsum;  // phi: a chunk's features (kChunk x D); prod, zsum: its sums in T
   double *S, *Z;
 };
 
@@ -30,21 +30,22 @@ void key_sums(const LinearArgs<T>& a, std::int64_t b, const ForwardWork<T>& w) {
   for (std::int64_t x = 0; x < D; ++x) w.Z[x] = 0.0;
   for (std::int64_t js = 0; js < nk; js += kChunk) {
     const std::int64_t je = min_scalar(js + kChunk, nk);
-    std::int64_t rows = je - js;
-    const T* vrows = v + js * dv;
-    if (!keep) {
-      apply_phi(a.phi, k + js * D, w.phi, rows * D);
-    } else {  // gather the real keys (values copied so the product reads contiguous rows)
-      rows = 0;
-      for (std::int64_t j = js; j < je; ++j) {
-        if (!keep[j]) continue;
-        apply_phi(a.phi, k + j * D, w.phi + rows * D, D);
-        for (std::int64_t c = 0; c < dv; ++c) w.vrows[rows * dv + c] = v[j * dv + c];
-        ++rows;
+    bool any = false;
+    for (std::int64_t j = first_kept(keep, js, je); j < je;) {
+      const std::int64_t end = run_end(keep, j, je);
+      if (!any) {
+        for (std::int64_t x = 0; x < D * dv; ++x) w.prod[x] = T(0);
+        for (std::int64_t x = 0; x < D; ++x) w.zsum[x] = T(0);
+        any = true;
       }
-      vrows = w.vrows;
+      apply_phi(a.phi, k + j * D, w.phi, (end - j) * D);
+      add_outer_products<T>(w.prod, w.zsum, w.phi, v + j * dv, nullptr, end - j, D, dv);
+      j = first_kept(keep, end, je);
     }
-    if (rows > 0) add_outer_sums<T>(w.S, w.Z, w.phi, vrows, nullptr, rows, D, dv, w.coef, w.prod);
+    if (any) {
+      add_into(w.S, w.prod, D * dv);
+      add_into(w.Z, w.zsum, D);
+    }
   }
   for (std::int64_t x = 0; x < D * dv; ++x) a.s[b * D * dv + x] = T(w.S[x]);
   for (std::int64_t x = 0; x < D; ++x) a.z[b * D + x] = T(w.Z[x]);
@@ -53,15 +54,16 @@ void key_sums(const LinearArgs<T>& a, std::int64_t b, const ForwardWork<T>& w) {
 // Rows [i0, i1) of batch item b's output.
 template <class T>
 void query_rows(const LinearArgs<T>& a, std::int64_t b, std::int64_t i0, std::int64_t i1, T* phi) {
-  const std::int64_t D = a.D, dv = a.dv;
+  const std::int64_t D = a.D, dv = a.dv, rows = i1 - i0;
   const T* S = a.s + b * D * dv;
   const T* Z = a.z + b * D;
-  apply_phi(a.phi, a.q + (b * a.nq + i0) * D, phi, (i1 - i0) * D);
-  for (std::int64_t i = i0; i < i1; ++i) {
-    const T* pq = phi + (i - i0) * D;
-    T* o = a.out + (b * a.nq + i) * dv;
-    for (std::int64_t c = 0; c < dv; ++c) o[c] = T(0);
-    axpy_rows(o, pq, S, dv, D, dv);
+  T* out = a.out + (b * a.nq + i0) * dv;
+  apply_phi(a.phi, a.q + (b * a.nq + i0) * D, phi, rows * D);
+  for (std::int64_t x = 0; x < rows * dv; ++x) out[x] = T(0);
+  tile_product(out, dv, phi, D, 1, S, dv, rows, D, dv);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* pq = phi + r * D;
+    T* o = out + r * dv;
     const T den = dot(pq, Z, D);
     const bool zeroed = zeroed_row(den, dot<true>(pq, Z, D), a.eps);
     const T inv = T(1) / den;
@@ -76,15 +78,13 @@ void linear_attention(const LinearArgs<T>& a) {
   const std::int64_t batch = a.batch, D = a.D, dv = a.dv;
   if (batch == 0) return;
   const int max_threads = kernel_threads();
-  const std::int64_t per_thread = kChunk * D + kChunk * dv + kChunk + D * dv + 64;
+  const std::int64_t per_thread = kChunk * D + D * dv + D + 64;
   auto scratch = allocate<T>(std::size_t(max_threads * per_thread));
   auto sums = allocate<double>(std::size_t(max_threads * (D * dv + D)));
   auto work = [&](int t) {
     T* base = scratch.get() + std::int64_t(t) * per_thread;
     double* s = sums.get() + std::int64_t(t) * (D * dv + D);
-    T* vrows = base + kChunk * D;
-    T* coef = vrows + kChunk * dv;
-    return ForwardWork<T>{base, vrows, coef, coef + kChunk, s, s + D * dv};
+    return ForwardWork<T>{base, base + kChunk * D, base + kChunk * D + D * dv, s, s + D * dv};
   };
 
   const int key_threads = int(min_scalar<std::int64_t>(max_threads, batch));

@@ -15,7 +15,7 @@ namespace {
 
 template <class T>
 struct BackwardWork {
-  T *phi, *dnum, *dden, *coef, *prod, *ST;  // ST: S^T (dv x D)
+  T *phi, *dnum, *dden, *prod, *zsum, *ST;  // prod, zsum: a chunk's dS, dZ in T; ST: S^T (dv x D)
   double *dS, *dZ;
 };
 
@@ -32,6 +32,7 @@ void query_pass(const LinearBackwardArgs<T>& g, std::int64_t b, const BackwardWo
   for (std::int64_t is = 0; is < nq; is += kChunk) {
     const std::int64_t ie = min_scalar(is + kChunk, nq), rows = ie - is;
     const T* q = a.q + (b * nq + is) * D;
+    T* dq = g.dq + (b * nq + is) * D;
     apply_phi(a.phi, q, w.phi, rows * D);
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t i = b * nq + is + r;
@@ -43,40 +44,41 @@ void query_pass(const LinearBackwardArgs<T>& g, std::int64_t b, const BackwardWo
       T* dn = w.dnum + r * dv;
       for (std::int64_t c = 0; c < dv; ++c) dn[c] = g.dout[i * dv + c] * inv;
       w.dden[r] = zeroed ? T(0) : -dot(g.dout + i * dv, a.out + i * dv, dv) * inv;
-      T* dq = g.dq + i * D;
-      for (std::int64_t x = 0; x < D; ++x) dq[x] = Z[x] * w.dden[r];
-      axpy_rows(dq, dn, w.ST, D, dv, D);  // S dnum_i
+      for (std::int64_t x = 0; x < D; ++x) dq[r * D + x] = Z[x] * w.dden[r];
     }
-    times_phi_derivative(a.phi, q, g.dq + (b * nq + is) * D, rows * D);
-    add_outer_sums(w.dS, w.dZ, w.phi, w.dnum, w.dden, rows, D, dv, w.coef, w.prod);
+    tile_product(dq, D, w.dnum, dv, 1, w.ST, D, rows, dv, D);  // + S dnum_i
+    times_phi_derivative(a.phi, q, dq, rows * D);
+    for (std::int64_t x = 0; x < D * dv; ++x) w.prod[x] = T(0);
+    for (std::int64_t x = 0; x < D; ++x) w.zsum[x] = T(0);
+    add_outer_products(w.prod, w.zsum, w.phi, w.dnum, w.dden, rows, D, dv);
+    add_into(w.dS, w.prod, D * dv);
+    add_into(w.dZ, w.zsum, D);
   }
   for (std::int64_t x = 0; x < D * dv; ++x) ds[x] = T(w.dS[x]);
   for (std::int64_t x = 0; x < D; ++x) dz[x] = T(w.dZ[x]);
 }
 
-// dk and dv of keys [j0, j1) of batch item b from ds, dz and dsT = ds^T.
+// dk and dv of keys [j0, j1) of batch item b from ds, dz and dsT = ds^T; zeros at padded keys.
 template <class T>
 void key_rows(const LinearBackwardArgs<T>& g, std::int64_t b, std::int64_t j0, std::int64_t j1, const T* ds,
               const T* dsT, const T* dz, T* phi) {
   const LinearArgs<T>& a = g.fwd;
   const std::int64_t nk = a.nk, D = a.D, dv = a.dv;
   const std::uint8_t* keep = a.keep ? a.keep + b * nk : nullptr;
-  for (std::int64_t j = j0; j < j1; ++j) {
-    const std::int64_t row = b * nk + j;
-    T* dk = g.dk + row * D;
-    T* dvj = g.dv + row * dv;
-    if (keep && !keep[j]) {
-      for (std::int64_t x = 0; x < D; ++x) dk[x] = T(0);
-      for (std::int64_t c = 0; c < dv; ++c) dvj[c] = T(0);
-      continue;
-    }
-    const T* k = a.k + row * D;
-    apply_phi(a.phi, k, phi, D);
-    for (std::int64_t x = 0; x < D; ++x) dk[x] = dz[x];
-    axpy_rows(dk, a.v + row * dv, dsT, D, dv, D);  // dS v_j
-    times_phi_derivative(a.phi, k, dk, D);
-    for (std::int64_t c = 0; c < dv; ++c) dvj[c] = T(0);
-    axpy_rows(dvj, phi, ds, dv, D, dv);  // dS^T phi(k_j)
+  T* dk = g.dk + b * nk * D;
+  T* dvo = g.dv + b * nk * dv;
+  for (std::int64_t x = j0 * D; x < j1 * D; ++x) dk[x] = T(0);
+  for (std::int64_t x = j0 * dv; x < j1 * dv; ++x) dvo[x] = T(0);
+  for (std::int64_t j = first_kept(keep, j0, j1); j < j1;) {
+    const std::int64_t end = run_end(keep, j, j1), rows = end - j;
+    const T* k = a.k + (b * nk + j) * D;
+    apply_phi(a.phi, k, phi, rows * D);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t x = 0; x < D; ++x) dk[(j + r) * D + x] = dz[x];
+    tile_product(dk + j * D, D, a.v + (b * nk + j) * dv, dv, 1, dsT, D, rows, dv, D);  // + dS v_j
+    times_phi_derivative(a.phi, k, dk + j * D, rows * D);
+    tile_product(dvo + j * dv, dv, phi, D, 1, ds, dv, rows, D, dv);  // dS^T phi(k_j)
+    j = first_kept(keep, end, j1);
   }
 }
 
@@ -88,7 +90,7 @@ void linear_attention_backward(const LinearBackwardArgs<T>& g) {
   const std::int64_t batch = a.batch, D = a.D, dv = a.dv;
   if (batch == 0) return;
   const int max_threads = kernel_threads();
-  const std::int64_t per_thread = kChunk * D + kChunk * dv + 2 * kChunk + 2 * D * dv + 64;
+  const std::int64_t per_thread = kChunk * D + kChunk * dv + kChunk + 2 * D * dv + D + 64;
   const std::int64_t per_item = 2 * D * dv + D;  // dS, dS^T, dZ
   auto scratch = allocate<T>(std::size_t(max_threads * per_thread));
   auto sums = allocate<double>(std::size_t(max_threads * (D * dv + D)));
@@ -101,8 +103,8 @@ void linear_attention_backward(const LinearBackwardArgs<T>& g) {
     T* base = scratch.get() + std::int64_t(t) * per_thread;
     double* s = sums.get() + std::int64_t(t) * (D * dv + D);
     BackwardWork<T> w;
-    w.phi = base, w.dnum = base + kChunk * D, w.dden = w.dnum + kChunk * dv, w.coef = w.dden + kChunk;
-    w.prod = w.coef + kChunk, w.ST = w.prod + D * dv;
+    w.phi = base, w.dnum = base + kChunk * D, w.dden = w.dnum + kChunk * dv, w.prod = w.dden + kChunk;
+    w.zsum = w.prod + D * dv, w.ST = w.zsum + D;
     w.dS = s, w.dZ = s + D * dv;
     T* item = grads.get() + b * per_item;
     query_pass(g, b, w, item, item + 2 * D * dv);

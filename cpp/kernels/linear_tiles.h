@@ -130,23 +130,82 @@ void times_phi_derivative(LinearFeatures phi, const T* in, T* grad, std::int64_t
   }
 }
 
-// acc[d * dv + c] += sum_r rows_a[r * D + d] rows_b[r * dv + c] in double, via a T product of the
-// nrows (<= kChunk) rows: acc += A^T B for A (nrows x D), B (nrows x dv). Also zacc[d] += sum_r
-// rows_a[r * D + d] w[r] (w null: 1). coef and prod are scratch of kChunk and D * dv.
-template <class T>
-void add_outer_sums(double* acc, double* zacc, const T* rows_a, const T* rows_b, const T* w,
-                    std::int64_t nrows, std::int64_t D, std::int64_t dv, T* coef, T* prod) {
-  for (std::int64_t x = 0; x < D * dv; ++x) prod[x] = T(0);
-  for (std::int64_t d = 0; d < D; ++d) {
-    T z = T(0);
-    for (std::int64_t r = 0; r < nrows; ++r) {
-      coef[r] = rows_a[r * D + d];
-      z += w ? coef[r] * w[r] : coef[r];
+// Rows [i0, i0 + MR) of c += a b over every column: MR x NB vectors of c in registers, each b vector
+// loaded once per r for MR rows (axpy_rows loads one per FMA). See tile_product.
+template <int MR, class T>
+void product_rows(T* c, std::int64_t ldc, const T* a, std::int64_t sa_i, std::int64_t sa_r, const T* b,
+                  std::int64_t ldb, std::int64_t k, std::int64_t n) {
+  using V = Vec<T>;
+  constexpr int W = V::W, NB = 2;
+  std::int64_t col = 0;
+  for (; col + NB * W <= n; col += NB * W) {
+    V acc[MR][NB];
+#pragma GCC unroll 8
+    for (int u = 0; u < MR; ++u)
+      for (int v = 0; v < NB; ++v) acc[u][v] = V::load(c + u * ldc + col + v * W);
+    for (std::int64_t r = 0; r < k; ++r) {
+      const V b0 = V::load(b + r * ldb + col), b1 = V::load(b + r * ldb + col + W);
+#pragma GCC unroll 8
+      for (int u = 0; u < MR; ++u) {
+        const V x = V::set1(a[u * sa_i + r * sa_r]);
+        acc[u][0] = V::fma(x, b0, acc[u][0]);
+        acc[u][1] = V::fma(x, b1, acc[u][1]);
+      }
     }
-    zacc[d] += double(z);
-    axpy_rows(prod + d * dv, coef, rows_b, dv, nrows, dv);
+#pragma GCC unroll 8
+    for (int u = 0; u < MR; ++u)
+      for (int v = 0; v < NB; ++v) acc[u][v].store(c + u * ldc + col + v * W);
   }
-  add_into(acc, prod, D * dv);
+  for (; col + W <= n; col += W) {
+    V acc[MR];
+    for (int u = 0; u < MR; ++u) acc[u] = V::load(c + u * ldc + col);
+    for (std::int64_t r = 0; r < k; ++r) {
+      const V bv = V::load(b + r * ldb + col);
+      for (int u = 0; u < MR; ++u) acc[u] = V::fma(V::set1(a[u * sa_i + r * sa_r]), bv, acc[u]);
+    }
+    for (int u = 0; u < MR; ++u) acc[u].store(c + u * ldc + col);
+  }
+  for (; col < n; ++col)
+    for (int u = 0; u < MR; ++u) {
+      T acc = c[u * ldc + col];
+      for (std::int64_t r = 0; r < k; ++r) acc += a[u * sa_i + r * sa_r] * b[r * ldb + col];
+      c[u * ldc + col] = acc;
+    }
+}
+
+// c[i * ldc + j] += sum_{r < k} a[i * sa_i + r * sa_r] b[r * ldb + j] for i < m, j < n: a (m x k) or,
+// with sa_i = 1, its transpose as stored. Register tiles of MR rows (8 with 32 vector registers).
+template <class T>
+void tile_product(T* c, std::int64_t ldc, const T* a, std::int64_t sa_i, std::int64_t sa_r, const T* b,
+                  std::int64_t ldb, std::int64_t m, std::int64_t k, std::int64_t n) {
+  constexpr int MR = Vec<T>::W * sizeof(T) >= 64 ? 8 : 4;
+  std::int64_t i = 0;
+  for (; i + MR <= m; i += MR) product_rows<MR>(c + i * ldc, ldc, a + i * sa_i, sa_i, sa_r, b, ldb, k, n);
+  for (; i < m; ++i) product_rows<1>(c + i * ldc, ldc, a + i * sa_i, sa_i, sa_r, b, ldb, k, n);
+}
+
+// prod += A^T B and zsum += A^T w (w null: ones) for A (nrows x D), B (nrows x dv), row-major.
+template <class T>
+void add_outer_products(T* prod, T* zsum, const T* rows_a, const T* rows_b, const T* w, std::int64_t nrows,
+                        std::int64_t D, std::int64_t dv) {
+  tile_product(prod, dv, rows_a, 1, D, rows_b, dv, D, nrows, dv);
+  for (std::int64_t r = 0; r < nrows; ++r) {
+    const T wr = w ? w[r] : T(1);
+    for (std::int64_t d = 0; d < D; ++d) zsum[d] += rows_a[r * D + d] * wr;
+  }
+}
+
+// The first real key in [j, end) (end if none) and the end of the run of real keys from j, for keep
+// bytes (nonzero = real key; null: all are).
+inline std::int64_t first_kept(const std::uint8_t* keep, std::int64_t j, std::int64_t end) {
+  if (keep)
+    while (j < end && !keep[j]) ++j;
+  return j;
+}
+inline std::int64_t run_end(const std::uint8_t* keep, std::int64_t j, std::int64_t end) {
+  if (!keep) return end;
+  while (j < end && keep[j]) ++j;
+  return j;
 }
 
 // out (cols x rows) = in^T for in (rows x cols), both T.
