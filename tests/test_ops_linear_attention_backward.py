@@ -133,6 +133,21 @@ def test_broadcast_and_padding_gradients():
     np.testing.assert_allclose(dk, full[1].sum(axis=1, keepdims=True), rtol=1e-10)
 
 
+@pytest.mark.parametrize("fm", ["elu", "relu"])
+def test_non_causal_kernel_never_reads_padded_keys(isa, fm):
+    # The non-causal kernel applies these maps itself and skips padded keys: non-finite values there
+    # change nothing, and their gradients are exactly 0.
+    q, k, v, w, _ = _problem(3, 70, 5, 3, (2, 2), "none")
+    lengths = np.array([3, 70])
+    dirty_k, dirty_v = k.copy(), v.copy()
+    dirty_k[0, :, 3:], dirty_v[0, :, 3:] = np.nan, np.inf
+    clean = linear_attention_backward(w, q, k, v, feature_map=fm, key_lengths=lengths)
+    dirty = linear_attention_backward(w, q, dirty_k, dirty_v, feature_map=fm, key_lengths=lengths)
+    for a, b in zip(dirty, clean):
+        np.testing.assert_array_equal(a, b)
+    assert np.all(dirty[1][0, :, 3:] == 0) and np.all(dirty[2][0, :, 3:] == 0)
+
+
 def test_errors():
     q, k, v, w, _ = _problem(3, 5, 3, 2, (2,), "none")
     with pytest.raises(ValueError, match="dout must have shape"):

@@ -56,8 +56,9 @@ void causal_linear_attention_backward(CArray<T> phi_q, CArray<T> phi_k, CArray<T
   active_kernels().get<T>().causal_linear_attention_backward(g);
 }
 
-// Views of the non-causal problem: q, k (batch, n*, D), v (batch, nk, dv), keep (batch, nk) uint8 or
-// None, out (batch, nq, dv), s (batch, D, dv), z (batch, D); features: a LinearFeatures value.
+// Views of the non-causal problem: q (batch, nq, D), k (batch, nk, D), v (batch, nk, dv), keep
+// (batch, nk) uint8 or None, out (batch, nq, dv), s (batch, D, dv), z (batch, D); features: a
+// LinearFeatures value.
 template <class T>
 LinearArgs<T> linear_args(const CArray<T>& q, const CArray<T>& k, const CArray<T>& v, const py::object& keep,
                           const CArray<T>& out, const CArray<T>& s, const CArray<T>& z, int features, double eps) {

@@ -120,10 +120,11 @@ class LinearAttentionContext:
     """What :func:`linear_attention` checked and computed, kept for the backward.
 
     Returned by ``linear_attention(..., return_context=True)``. It holds the validated problem (the
-    broadcast inputs, the padding keep-mask, the feature map and eps), the features ``phi(q)`` and
-    ``phi(k)``, and what the forward computed from them: with ``causal=True`` the output; otherwise
-    the sums ``S``, ``Z`` and each query's numerator and normaliser. :meth:`backward` starts from
-    those, so a training step neither checks its inputs nor computes the features twice.
+    broadcast inputs, the padding keep-mask, the feature map and eps) and what the forward computed:
+    the output, and with ``causal=True`` the features ``phi(q)`` and ``phi(k)``; otherwise the sums
+    ``S`` and ``Z`` (the features of elu and relu are recomputed by the kernel, those of other maps
+    kept). :meth:`backward` starts from those, so a training step neither checks its inputs nor
+    computes the sums twice.
 
     It refers to the forward's arrays, the output included: do not use it after any of them was
     modified in place, or after a random feature map was redrawn.
