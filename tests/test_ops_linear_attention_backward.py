@@ -6,6 +6,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from attnkit import reference
 from attnkit.feature_maps import (
     PolynomialFeatureMap,
     PositiveRandomFeatureMap,
@@ -146,6 +147,23 @@ def test_non_causal_kernel_never_reads_padded_keys(isa, fm):
     for a, b in zip(dirty, clean):
         np.testing.assert_array_equal(a, b)
     assert np.all(dirty[1][0, :, 3:] == 0) and np.all(dirty[2][0, :, 3:] == 0)
+
+
+@pytest.mark.parametrize("fm", ["elu", "favor"])
+def test_one_batch_item_is_split_across_threads(isa, kernel_threads, fm):
+    # With fewer batch items than threads, the non-causal kernels sum an item's keys (forward) and
+    # queries (backward) by segments on every thread and add them in order.
+    q, k, v, w, _ = _problem(4, 300, 6, 5, (1,), "none")
+    feature_map, lengths = MAPS[fm](4), np.array([250])
+    out = linear_attention(q, k, v, feature_map=feature_map, key_lengths=lengths)
+    np.testing.assert_allclose(out, reference.linear_attention(q, k, v, feature_map=feature_map, key_lengths=lengths),
+                               rtol=1e-9, atol=1e-12)
+
+    def loss(q, k, v):
+        return float(np.sum(linear_attention(q, k, v, feature_map=feature_map, key_lengths=lengths) * w))
+
+    grads = linear_attention_backward(w, q, k, v, feature_map=feature_map, key_lengths=lengths)
+    check_grad(loss, {"q": q, "k": k, "v": v}, dict(zip("qkv", grads)), rtol=1e-4, atol=1e-7, max_entries=12, rng=4)
 
 
 def test_errors():

@@ -1,7 +1,8 @@
 // Non-causal linear attention (see LinearArgs in attnkit/linear_attention.h). Per batch item, the
 // keys' sums S, Z by chunks: phi of the real keys only (padded keys are never read), each chunk's
-// product summed in T and added into double. Then every query from S, Z rounded to T, in one flat
-// parallel loop over batch items x query chunks.
+// product summed in T and added into double. With fewer batch items than threads, each item's keys
+// are cut into segments summed separately, then added in segment order. Then every query from S, Z
+// rounded to T, in one flat parallel loop over batch items x query chunks.
 #include <omp.h>
 
 #include "attnkit/isa.h"
@@ -16,20 +17,18 @@ namespace {
 template <class T>
 struct ForwardWork {
   T *phi, *prod, *zsum;  // phi: a chunk's features (kChunk x D); prod, zsum: its sums in T
-  double *S, *Z;
 };
 
-// S and Z of batch item b, rounded into a.s and a.z.
+// S (D x dv) += and Z (D) += the sums over batch item b's keys [j0, j1) (j0 a multiple of kChunk).
 template <class T>
-void key_sums(const LinearArgs<T>& a, std::int64_t b, const ForwardWork<T>& w) {
+void key_sums(const LinearArgs<T>& a, std::int64_t b, std::int64_t j0, std::int64_t j1, double* S, double* Z,
+              const ForwardWork<T>& w) {
   const std::int64_t nk = a.nk, D = a.D, dv = a.dv;
   const T* k = a.k + b * nk * D;
   const T* v = a.v + b * nk * dv;
   const std::uint8_t* keep = a.keep ? a.keep + b * nk : nullptr;
-  for (std::int64_t x = 0; x < D * dv; ++x) w.S[x] = 0.0;
-  for (std::int64_t x = 0; x < D; ++x) w.Z[x] = 0.0;
-  for (std::int64_t js = 0; js < nk; js += kChunk) {
-    const std::int64_t je = min_scalar(js + kChunk, nk);
+  for (std::int64_t js = j0; js < j1; js += kChunk) {
+    const std::int64_t je = min_scalar(js + kChunk, j1);
     bool any = false;
     for (std::int64_t j = first_kept(keep, js, je); j < je;) {
       const std::int64_t end = run_end(keep, j, je);
@@ -43,12 +42,10 @@ void key_sums(const LinearArgs<T>& a, std::int64_t b, const ForwardWork<T>& w) {
       j = first_kept(keep, end, je);
     }
     if (any) {
-      add_into(w.S, w.prod, D * dv);
-      add_into(w.Z, w.zsum, D);
+      add_into(S, w.prod, D * dv);
+      add_into(Z, w.zsum, D);
     }
   }
-  for (std::int64_t x = 0; x < D * dv; ++x) a.s[b * D * dv + x] = T(w.S[x]);
-  for (std::int64_t x = 0; x < D; ++x) a.z[b * D + x] = T(w.Z[x]);
 }
 
 // Rows [i0, i1) of batch item b's output.
@@ -78,18 +75,23 @@ void linear_attention(const LinearArgs<T>& a) {
   const std::int64_t batch = a.batch, D = a.D, dv = a.dv;
   if (batch == 0) return;
   const int max_threads = kernel_threads();
-  const std::int64_t per_thread = kChunk * D + D * dv + D + 64;
+  const std::int64_t per_thread = kChunk * D + D * dv + D + 64, state = D * dv + D;
   auto scratch = allocate<T>(std::size_t(max_threads * per_thread));
-  auto sums = allocate<double>(std::size_t(max_threads * (D * dv + D)));
   auto work = [&](int t) {
     T* base = scratch.get() + std::int64_t(t) * per_thread;
-    double* s = sums.get() + std::int64_t(t) * (D * dv + D);
-    return ForwardWork<T>{base, base + kChunk * D, base + kChunk * D + D * dv, s, s + D * dv};
+    return ForwardWork<T>{base, base + kChunk * D, base + kChunk * D + D * dv};
+  };
+  auto round_sums = [&](std::int64_t b, const double* S) {
+    for (std::int64_t x = 0; x < D * dv; ++x) a.s[b * D * dv + x] = T(S[x]);
+    for (std::int64_t x = 0; x < D; ++x) a.z[b * D + x] = T(S[D * dv + x]);
   };
 
-  const int key_threads = int(min_scalar<std::int64_t>(max_threads, batch));
-#pragma omp parallel for num_threads(key_threads) schedule(static)
-  for (std::int64_t b = 0; b < batch; ++b) key_sums(a, b, work(omp_get_thread_num()));
+  segmented_sums(
+      batch, a.nk, state, max_threads,
+      [&](std::int64_t b, std::int64_t j0, std::int64_t j1, double* S, int t) {
+        key_sums(a, b, j0, j1, S, S + D * dv, work(t));
+      },
+      round_sums);
 
   const std::int64_t chunks = (a.nq + kChunk - 1) / kChunk, tasks = batch * chunks;
   if (tasks == 0) return;

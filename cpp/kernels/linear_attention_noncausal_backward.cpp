@@ -1,6 +1,6 @@
 // Backward of non-causal linear attention (see LinearBackwardArgs in attnkit/linear_attention.h).
 // Per batch item, a pass over the queries gives dq and the sums dS, dZ (by chunks, added into
-// double); then a pass over the keys, one flat parallel loop over batch items x key chunks, gives dk
+// double; with fewer batch items than threads, by segments of queries added in order); then a pass over the keys, one flat parallel loop over batch items x key chunks, gives dk
 // and dv from dS, dZ rounded to T. Features are recomputed from q and k, as the forward computed them.
 #include <omp.h>
 
@@ -16,21 +16,20 @@ namespace {
 template <class T>
 struct BackwardWork {
   T *phi, *dnum, *dden, *prod, *zsum, *ST;  // prod, zsum: a chunk's dS, dZ in T; ST: S^T (dv x D)
-  double *dS, *dZ;
 };
 
-// dq of batch item b; its dS, dZ rounded into ds (D x dv) and dz (D).
+// dq of batch item b's queries [i0, i1) (i0 a multiple of kChunk); their sums added into dS (D x dv)
+// and dZ (D).
 template <class T>
-void query_pass(const LinearBackwardArgs<T>& g, std::int64_t b, const BackwardWork<T>& w, T* ds, T* dz) {
+void query_pass(const LinearBackwardArgs<T>& g, std::int64_t b, std::int64_t i0, std::int64_t i1,
+                const BackwardWork<T>& w, double* dS, double* dZ) {
   const LinearArgs<T>& a = g.fwd;
   const std::int64_t nq = a.nq, D = a.D, dv = a.dv;
   const T* S = a.s + b * D * dv;
   const T* Z = a.z + b * D;
   transpose(w.ST, S, D, dv);
-  for (std::int64_t x = 0; x < D * dv; ++x) w.dS[x] = 0.0;
-  for (std::int64_t x = 0; x < D; ++x) w.dZ[x] = 0.0;
-  for (std::int64_t is = 0; is < nq; is += kChunk) {
-    const std::int64_t ie = min_scalar(is + kChunk, nq), rows = ie - is;
+  for (std::int64_t is = i0; is < i1; is += kChunk) {
+    const std::int64_t ie = min_scalar(is + kChunk, i1), rows = ie - is;
     const T* q = a.q + (b * nq + is) * D;
     T* dq = g.dq + (b * nq + is) * D;
     apply_phi(a.phi, q, w.phi, rows * D);
@@ -51,11 +50,9 @@ void query_pass(const LinearBackwardArgs<T>& g, std::int64_t b, const BackwardWo
     for (std::int64_t x = 0; x < D * dv; ++x) w.prod[x] = T(0);
     for (std::int64_t x = 0; x < D; ++x) w.zsum[x] = T(0);
     add_outer_products(w.prod, w.zsum, w.phi, w.dnum, w.dden, rows, D, dv);
-    add_into(w.dS, w.prod, D * dv);
-    add_into(w.dZ, w.zsum, D);
+    add_into(dS, w.prod, D * dv);
+    add_into(dZ, w.zsum, D);
   }
-  for (std::int64_t x = 0; x < D * dv; ++x) ds[x] = T(w.dS[x]);
-  for (std::int64_t x = 0; x < D; ++x) dz[x] = T(w.dZ[x]);
 }
 
 // dk and dv of keys [j0, j1) of batch item b from ds, dz and dsT = ds^T; zeros at padded keys.
@@ -91,25 +88,29 @@ void linear_attention_backward(const LinearBackwardArgs<T>& g) {
   if (batch == 0) return;
   const int max_threads = kernel_threads();
   const std::int64_t per_thread = kChunk * D + kChunk * dv + kChunk + 2 * D * dv + D + 64;
-  const std::int64_t per_item = 2 * D * dv + D;  // dS, dS^T, dZ
+  const std::int64_t per_item = 2 * D * dv + D, state = D * dv + D;  // per item: dS, dS^T, dZ
   auto scratch = allocate<T>(std::size_t(max_threads * per_thread));
-  auto sums = allocate<double>(std::size_t(max_threads * (D * dv + D)));
   auto grads = allocate<T>(std::size_t(batch * per_item));
-
-  const int query_threads = int(min_scalar<std::int64_t>(max_threads, batch));
-#pragma omp parallel for num_threads(query_threads) schedule(static)
-  for (std::int64_t b = 0; b < batch; ++b) {
-    const int t = omp_get_thread_num();
+  auto work = [&](int t) {
     T* base = scratch.get() + std::int64_t(t) * per_thread;
-    double* s = sums.get() + std::int64_t(t) * (D * dv + D);
     BackwardWork<T> w;
     w.phi = base, w.dnum = base + kChunk * D, w.dden = w.dnum + kChunk * dv, w.prod = w.dden + kChunk;
     w.zsum = w.prod + D * dv, w.ST = w.zsum + D;
-    w.dS = s, w.dZ = s + D * dv;
+    return w;
+  };
+  auto round_sums = [&](std::int64_t b, const double* dS) {  // dS, dS^T and dZ of item b in T
     T* item = grads.get() + b * per_item;
-    query_pass(g, b, w, item, item + 2 * D * dv);
+    for (std::int64_t x = 0; x < D * dv; ++x) item[x] = T(dS[x]);
+    for (std::int64_t x = 0; x < D; ++x) item[2 * D * dv + x] = T(dS[D * dv + x]);
     transpose(item + D * dv, item, D, dv);
-  }
+  };
+
+  segmented_sums(
+      batch, a.nq, state, max_threads,
+      [&](std::int64_t b, std::int64_t i0, std::int64_t i1, double* dS, int t) {
+        query_pass(g, b, i0, i1, work(t), dS, dS + D * dv);
+      },
+      round_sums);
 
   const std::int64_t chunks = (a.nk + kChunk - 1) / kChunk, tasks = batch * chunks;
   if (tasks == 0) return;

@@ -7,6 +7,8 @@
 #include <memory>
 #include <new>
 
+#include <omp.h>
+
 #include "aligned_buffer.h"
 #include "attnkit/linear_attention.h"
 #include "attnkit/simd.h"
@@ -220,6 +222,38 @@ std::unique_ptr<T, FreeDeleter> allocate(std::size_t count) {
   void* p = std::aligned_alloc(64, (count * sizeof(T) + 63) / 64 * 64 + 64);
   if (!p) throw std::bad_alloc();
   return std::unique_ptr<T, FreeDeleter>(static_cast<T*>(p));
+}
+
+// Runs sum(b, r0, r1, acc, t) (thread t adds batch item b's rows [r0, r1) into the double sums acc,
+// width of them, zeroed first) over every item's rows [0, n), then finish(b, total) on each item's
+// total. With fewer items than threads, an item's rows are cut into segments (whole chunks) summed on
+// separate threads, each into its own slot, and added in segment order: the totals do not depend on
+// which thread ran which. With one segment, one slot per thread and finish runs on that thread.
+template <class Sum, class Finish>
+void segmented_sums(std::int64_t batch, std::int64_t n, std::int64_t width, int max_threads, Sum sum,
+                    Finish finish) {
+  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+  const std::int64_t nseg = batch >= max_threads ? 1 : max_scalar<std::int64_t>(
+      1, min_scalar<std::int64_t>(chunks, (max_threads + batch - 1) / batch));
+  const std::int64_t tasks = batch * nseg;
+  auto slots = allocate<double>(std::size_t((nseg == 1 ? max_threads : tasks) * width));
+  auto seg_begin = [&](std::int64_t s) { return min_scalar(n, s * chunks / nseg * kChunk); };
+  const int threads = int(min_scalar<std::int64_t>(max_threads, tasks));
+#pragma omp parallel for num_threads(threads) schedule(static)
+  for (std::int64_t task = 0; task < tasks; ++task) {
+    const int t = omp_get_thread_num();
+    const std::int64_t b = task / nseg, s = task % nseg;
+    double* acc = slots.get() + (nseg == 1 ? t : task) * width;
+    for (std::int64_t x = 0; x < width; ++x) acc[x] = 0.0;
+    sum(b, seg_begin(s), seg_begin(s + 1), acc, t);
+    if (nseg == 1) finish(b, acc);
+  }
+  if (nseg == 1) return;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    double* total = slots.get() + b * nseg * width;
+    for (std::int64_t s = 1; s < nseg; ++s) add_into(total, total + s * width, width);
+    finish(b, total);
+  }
 }
 
 }  // namespace
