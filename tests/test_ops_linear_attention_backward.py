@@ -6,6 +6,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from attnkit import reference
 from attnkit.feature_maps import (
     PolynomialFeatureMap,
     PositiveRandomFeatureMap,
@@ -131,6 +132,38 @@ def test_broadcast_and_padding_gradients():
     full = linear_attention_backward(w, q, np.repeat(k1, 3, axis=1), np.repeat(v1, 3, axis=1), key_lengths=lengths,
                                      causal=True)
     np.testing.assert_allclose(dk, full[1].sum(axis=1, keepdims=True), rtol=1e-10)
+
+
+@pytest.mark.parametrize("fm", ["elu", "relu"])
+def test_non_causal_kernel_never_reads_padded_keys(isa, fm):
+    # The non-causal kernel applies these maps itself and skips padded keys: non-finite values there
+    # change nothing, and their gradients are exactly 0.
+    q, k, v, w, _ = _problem(3, 70, 5, 3, (2, 2), "none")
+    lengths = np.array([3, 70])
+    dirty_k, dirty_v = k.copy(), v.copy()
+    dirty_k[0, :, 3:], dirty_v[0, :, 3:] = np.nan, np.inf
+    clean = linear_attention_backward(w, q, k, v, feature_map=fm, key_lengths=lengths)
+    dirty = linear_attention_backward(w, q, dirty_k, dirty_v, feature_map=fm, key_lengths=lengths)
+    for a, b in zip(dirty, clean):
+        np.testing.assert_array_equal(a, b)
+    assert np.all(dirty[1][0, :, 3:] == 0) and np.all(dirty[2][0, :, 3:] == 0)
+
+
+@pytest.mark.parametrize("fm", ["elu", "favor"])
+def test_one_batch_item_is_split_across_threads(isa, kernel_threads, fm):
+    # With fewer batch items than threads, the non-causal kernels sum an item's keys (forward) and
+    # queries (backward) by segments on every thread and add them in order.
+    q, k, v, w, _ = _problem(4, 300, 6, 5, (1,), "none")
+    feature_map, lengths = MAPS[fm](4), np.array([250])
+    out = linear_attention(q, k, v, feature_map=feature_map, key_lengths=lengths)
+    np.testing.assert_allclose(out, reference.linear_attention(q, k, v, feature_map=feature_map, key_lengths=lengths),
+                               rtol=1e-9, atol=1e-12)
+
+    def loss(q, k, v):
+        return float(np.sum(linear_attention(q, k, v, feature_map=feature_map, key_lengths=lengths) * w))
+
+    grads = linear_attention_backward(w, q, k, v, feature_map=feature_map, key_lengths=lengths)
+    check_grad(loss, {"q": q, "k": k, "v": v}, dict(zip("qkv", grads)), rtol=1e-4, atol=1e-7, max_entries=12, rng=4)
 
 
 def test_errors():

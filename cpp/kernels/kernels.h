@@ -32,6 +32,10 @@ void causal_linear_attention(const CausalLinearArgs<T>& a);
 template <class T>
 void causal_linear_attention_backward(const CausalLinearBackwardArgs<T>& a);
 template <class T>
+void linear_attention(const LinearArgs<T>& a);
+template <class T>
+void linear_attention_backward(const LinearBackwardArgs<T>& a);
+template <class T>
 void softmax_backward(const SoftmaxBackwardArgs<T>& a);
 template <class T>
 void cross_entropy(const CrossEntropyArgs<T>& a);

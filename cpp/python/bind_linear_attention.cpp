@@ -1,4 +1,4 @@
-// Binding of causal linear attention.
+// Bindings of linear attention, causal and not.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
@@ -56,6 +56,61 @@ void causal_linear_attention_backward(CArray<T> phi_q, CArray<T> phi_k, CArray<T
   active_kernels().get<T>().causal_linear_attention_backward(g);
 }
 
+// Views of the non-causal problem: q (batch, nq, D), k (batch, nk, D), v (batch, nk, dv), keep
+// (batch, nk) uint8 or None, out (batch, nq, dv), s (batch, D, dv), z (batch, D); features: a
+// LinearFeatures value.
+template <class T>
+LinearArgs<T> linear_args(const CArray<T>& q, const CArray<T>& k, const CArray<T>& v, const py::object& keep,
+                          const CArray<T>& out, const CArray<T>& s, const CArray<T>& z, int features, double eps) {
+  require(q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3 && out.ndim() == 3 && s.ndim() == 3 && z.ndim() == 2,
+          "q, k, v, out and s must be 3-D, z 2-D");
+  const auto batch = q.shape(0), nq = q.shape(1), D = q.shape(2), nk = k.shape(1), dv = v.shape(2);
+  require(k.shape(0) == batch && k.shape(2) == D, "k must be (batch, nk, D) like q");
+  require(v.shape(0) == batch && v.shape(1) == nk, "v must be (batch, nk, dv)");
+  require(out.shape(0) == batch && out.shape(1) == nq && out.shape(2) == dv, "out must be (batch, nq, dv)");
+  require(s.shape(0) == batch && s.shape(1) == D && s.shape(2) == dv, "s must be (batch, D, dv)");
+  require(z.shape(0) == batch && z.shape(1) == D, "z must be (batch, D)");
+  require(features >= 0 && features <= 2, "features must be 0 (precomputed), 1 (elu) or 2 (relu)");
+  LinearArgs<T> a;
+  a.q = q.data(), a.k = k.data(), a.v = v.data();
+  a.out = const_cast<T*>(out.data()), a.s = const_cast<T*>(s.data()), a.z = const_cast<T*>(z.data());
+  a.batch = batch, a.nq = nq, a.nk = nk, a.D = D, a.dv = dv;
+  a.phi = static_cast<LinearFeatures>(features);
+  a.eps = T(eps);
+  if (!keep.is_none()) {
+    auto m = exactly<CArray<std::uint8_t>>(keep, "keep");
+    require(m.ndim() == 2 && m.shape(0) == batch && m.shape(1) == nk, "keep must be (batch, nk)");
+    a.keep = m.data();  // keep (the caller's argument) owns the memory
+  }
+  return a;
+}
+
+template <class T>
+void linear_attention(CArray<T> q, CArray<T> k, CArray<T> v, const py::object& keep, CArray<T> out,
+                      CArray<T> s, CArray<T> z, int features, double eps) {
+  LinearArgs<T> a = linear_args(q, k, v, keep, out, s, z, features, eps);
+  a.out = out.mutable_data(), a.s = s.mutable_data(), a.z = z.mutable_data();
+  py::gil_scoped_release release;
+  active_kernels().get<T>().linear_attention(a);
+}
+
+template <class T>
+void linear_attention_backward(CArray<T> q, CArray<T> k, CArray<T> v, const py::object& keep, CArray<T> out,
+                               CArray<T> s, CArray<T> z, int features, double eps, CArray<T> dout, CArray<T> dq,
+                               CArray<T> dk, CArray<T> dv) {
+  LinearBackwardArgs<T> g;
+  g.fwd = linear_args(q, k, v, keep, out, s, z, features, eps);
+  auto same = [](const CArray<T>& x, const CArray<T>& like) {
+    return x.ndim() == 3 && x.shape(0) == like.shape(0) && x.shape(1) == like.shape(1) && x.shape(2) == like.shape(2);
+  };
+  require(same(dout, out), "dout must be shaped like out (batch, nq, dv)");
+  require(same(dq, q) && same(dk, k) && same(dv, v), "dq, dk and dv must be shaped like q, k and v");
+  g.dout = dout.data();
+  g.dq = dq.mutable_data(), g.dk = dk.mutable_data(), g.dv = dv.mutable_data();
+  py::gil_scoped_release release;
+  active_kernels().get<T>().linear_attention_backward(g);
+}
+
 }  // namespace
 
 void bind_linear_attention(py::module_& m) {
@@ -67,6 +122,14 @@ void bind_linear_attention(py::module_& m) {
     m.def("causal_linear_attention_backward", &causal_linear_attention_backward<T>, py::arg("phi_q").noconvert(),
           py::arg("phi_k").noconvert(), py::arg("v").noconvert(), py::arg("out").noconvert(), py::arg("eps"),
           py::arg("dout").noconvert(), py::arg("dphi_q").noconvert(), py::arg("dphi_k").noconvert(),
+          py::arg("dv").noconvert());
+    m.def("linear_attention", &linear_attention<T>, py::arg("q").noconvert(), py::arg("k").noconvert(),
+          py::arg("v").noconvert(), py::arg("keep"), py::arg("out").noconvert(), py::arg("s").noconvert(),
+          py::arg("z").noconvert(), py::arg("features"), py::arg("eps"));
+    m.def("linear_attention_backward", &linear_attention_backward<T>, py::arg("q").noconvert(),
+          py::arg("k").noconvert(), py::arg("v").noconvert(), py::arg("keep"), py::arg("out").noconvert(),
+          py::arg("s").noconvert(), py::arg("z").noconvert(), py::arg("features"), py::arg("eps"),
+          py::arg("dout").noconvert(), py::arg("dq").noconvert(), py::arg("dk").noconvert(),
           py::arg("dv").noconvert());
   });
 }

@@ -8,7 +8,7 @@ import typing
 import numpy
 import numpy.typing
 
-__all__: list[str] = ['adamw_update', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_isa', 'get_num_threads', 'layer_norm', 'layer_norm_backward', 'matmul', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares']
+__all__: list[str] = ['adamw_update', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_isa', 'get_num_threads', 'layer_norm', 'layer_norm_backward', 'linear_attention', 'linear_attention_backward', 'matmul', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares']
 @typing.overload
 def adamw_update(param: numpy.typing.NDArray[numpy.float32], grad: numpy.typing.NDArray[numpy.float32], exp_avg: numpy.typing.NDArray[numpy.float32], exp_avg_sq: numpy.typing.NDArray[numpy.float32], step_size: typing.SupportsFloat | typing.SupportsIndex, beta1: typing.SupportsFloat | typing.SupportsIndex, beta2: typing.SupportsFloat | typing.SupportsIndex, denom_scale: typing.SupportsFloat | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, shrink: typing.SupportsFloat | typing.SupportsIndex, decay: bool) -> None:
     ...
@@ -86,6 +86,18 @@ def layer_norm_backward(dy: numpy.typing.NDArray[numpy.float32], x: numpy.typing
     ...
 @typing.overload
 def layer_norm_backward(dy: numpy.typing.NDArray[numpy.float64], x: numpy.typing.NDArray[numpy.float64], gamma: typing.Any, mean: numpy.typing.NDArray[numpy.float64], rstd: numpy.typing.NDArray[numpy.float64], dx: numpy.typing.NDArray[numpy.float64], dgamma: typing.Any, dbeta: typing.Any) -> None:
+    ...
+@typing.overload
+def linear_attention(q: numpy.typing.NDArray[numpy.float32], k: numpy.typing.NDArray[numpy.float32], v: numpy.typing.NDArray[numpy.float32], keep: typing.Any, out: numpy.typing.NDArray[numpy.float32], s: numpy.typing.NDArray[numpy.float32], z: numpy.typing.NDArray[numpy.float32], features: typing.SupportsInt | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex) -> None:
+    ...
+@typing.overload
+def linear_attention(q: numpy.typing.NDArray[numpy.float64], k: numpy.typing.NDArray[numpy.float64], v: numpy.typing.NDArray[numpy.float64], keep: typing.Any, out: numpy.typing.NDArray[numpy.float64], s: numpy.typing.NDArray[numpy.float64], z: numpy.typing.NDArray[numpy.float64], features: typing.SupportsInt | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex) -> None:
+    ...
+@typing.overload
+def linear_attention_backward(q: numpy.typing.NDArray[numpy.float32], k: numpy.typing.NDArray[numpy.float32], v: numpy.typing.NDArray[numpy.float32], keep: typing.Any, out: numpy.typing.NDArray[numpy.float32], s: numpy.typing.NDArray[numpy.float32], z: numpy.typing.NDArray[numpy.float32], features: typing.SupportsInt | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, dout: numpy.typing.NDArray[numpy.float32], dq: numpy.typing.NDArray[numpy.float32], dk: numpy.typing.NDArray[numpy.float32], dv: numpy.typing.NDArray[numpy.float32]) -> None:
+    ...
+@typing.overload
+def linear_attention_backward(q: numpy.typing.NDArray[numpy.float64], k: numpy.typing.NDArray[numpy.float64], v: numpy.typing.NDArray[numpy.float64], keep: typing.Any, out: numpy.typing.NDArray[numpy.float64], s: numpy.typing.NDArray[numpy.float64], z: numpy.typing.NDArray[numpy.float64], features: typing.SupportsInt | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, dout: numpy.typing.NDArray[numpy.float64], dq: numpy.typing.NDArray[numpy.float64], dk: numpy.typing.NDArray[numpy.float64], dv: numpy.typing.NDArray[numpy.float64]) -> None:
     ...
 @typing.overload
 def matmul(a: numpy.typing.NDArray[numpy.float32], b: numpy.typing.NDArray[numpy.float32], bias: typing.Any, out: numpy.typing.NDArray[numpy.float32], accumulate: bool) -> None:

@@ -27,6 +27,8 @@ struct TypedKernels {
   void (*random_features)(const RandomFeaturesArgs<T>&);
   void (*causal_linear_attention)(const CausalLinearArgs<T>&);
   void (*causal_linear_attention_backward)(const CausalLinearBackwardArgs<T>&);
+  void (*linear_attention)(const LinearArgs<T>&);
+  void (*linear_attention_backward)(const LinearBackwardArgs<T>&);
   void (*softmax_backward)(const SoftmaxBackwardArgs<T>&);
   void (*cross_entropy)(const CrossEntropyArgs<T>&);
   void (*layer_norm)(const LayerNormArgs<T>&);

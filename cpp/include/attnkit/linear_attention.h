@@ -38,3 +38,42 @@ struct CausalLinearBackwardArgs {
 };
 
 }  // namespace attnkit
+
+namespace attnkit {
+
+// The feature map phi the non-causal kernels apply on the fly, elementwise (D = d):
+//   elu: phi(x) = exp(min(x, 0)) + max(x, 0) (elu + 1),  relu: phi(x) = max(x, 0),
+//   features: q and k already hold phi(q), phi(k) (any map, computed by the caller).
+enum class LinearFeatures : int { features = 0, elu = 1, relu = 2 };
+
+// Non-causal linear attention, phi applied on the fly and padded keys skipped (never read):
+//   S = sum_{j kept} phi(k[j]) v[j]^T  (D x dv),  Z = sum_{j kept} phi(k[j])  (D),
+//   out[i] = phi(q[i])^T S / den_i,  den_i = phi(q[i])^T Z;  0 where den_i <= eps * sum_D |phi(q[i])| |Z|.
+// q: (batch, nq, D), k: (batch, nk, D), v: (batch, nk, dv), keep: (batch, nk) bytes, nonzero = real
+// key (null: every key is); out: (batch, nq, dv). S and Z are summed in double by chunks of keys and
+// written rounded to T into s (batch, D, dv) and z (batch, D): the backward starts from them.
+template <class T>
+struct LinearArgs {
+  const T *q = nullptr, *k = nullptr, *v = nullptr;
+  const std::uint8_t* keep = nullptr;
+  T *out = nullptr, *s = nullptr, *z = nullptr;
+  std::int64_t batch = 0, nq = 0, nk = 0, D = 0, dv = 0;
+  LinearFeatures phi = LinearFeatures::elu;
+  T eps = T(1e-6);  // relative guard, as in the causal form
+};
+
+// Backward of non-causal linear attention. Rows the forward's guard kept: dnum_i = dout[i] / den_i,
+// dden_i = -dout[i].out[i] / den_i; others 0. Then
+//   dphi(q[i]) = S dnum_i + Z dden_i,  dS = sum_i phi(q[i]) dnum_i^T,  dZ = sum_i phi(q[i]) dden_i,
+//   dphi(k[j]) = dS v[j] + dZ,  dv[j] = dS^T phi(k[j])  (both 0 at padded keys),
+// and dq, dk are dphi times phi's derivative (the identity for LinearFeatures::features).
+// Inputs: the forward's arguments with fwd.out, fwd.s, fwd.z as it wrote them, and dout
+// (batch, nq, dv); dq, dk, dv shaped like q, k, v, contiguous, overwritten.
+template <class T>
+struct LinearBackwardArgs {
+  LinearArgs<T> fwd;  // fwd.out, fwd.s and fwd.z are read
+  const T* dout = nullptr;
+  T *dq = nullptr, *dk = nullptr, *dv = nullptr;
+};
+
+}  // namespace attnkit

@@ -30,9 +30,10 @@ def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *,
     """Kernelized linear attention: O(N) time and memory in the sequence length.
 
     ``out_i = phi(q_i)^T S / (phi(q_i)^T Z)`` with ``S = sum_j phi(k_j) v_j^T`` and
-    ``Z = sum_j phi(k_j)`` over the keys query i may see (Katharopoulos et al., 2020). With
-    ``causal=True`` the sums run over ``j <= i`` (prefix sums ``S_i``, ``Z_i``, computed by chunks in
-    C++ with the running state in float64, so the error does not grow with N).
+    ``Z = sum_j phi(k_j)`` over the keys query i may see (Katharopoulos et al., 2020), computed in C++
+    by chunks of keys summed into float64, so the error does not grow with N; elu and relu features
+    are computed there too, for real keys only. With ``causal=True`` the sums run over ``j <= i``
+    (prefix sums ``S_i``, ``Z_i``).
 
     Parameters
     ----------
@@ -78,13 +79,12 @@ def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *,
     return_context = check_bool(return_context, "return_context")
     p = _Problem(q, k, v, feature_map, causal, mask, key_lengths, eps)
     forward = _Forward(p, return_state)
-    out = forward.out if p.causal else _normalise(forward.num, forward.den, forward.mag, p.eps)
-    result: tuple[Any, ...] = (out,)
+    result: tuple[Any, ...] = (forward.out,)
     if forward.state is not None:
         result += (forward.state,)
     if return_context:
         result += (LinearAttentionContext(p, forward),)
-    return result if len(result) > 1 else out
+    return result if len(result) > 1 else forward.out
 
 
 def linear_attention_backward(dout: ArrayLike, q: ArrayLike, k: ArrayLike, v: ArrayLike, *,
@@ -120,10 +120,11 @@ class LinearAttentionContext:
     """What :func:`linear_attention` checked and computed, kept for the backward.
 
     Returned by ``linear_attention(..., return_context=True)``. It holds the validated problem (the
-    broadcast inputs, the padding keep-mask, the feature map and eps), the features ``phi(q)`` and
-    ``phi(k)``, and what the forward computed from them: with ``causal=True`` the output; otherwise
-    the sums ``S``, ``Z`` and each query's numerator and normaliser. :meth:`backward` starts from
-    those, so a training step neither checks its inputs nor computes the features twice.
+    broadcast inputs, the padding keep-mask, the feature map and eps) and what the forward computed:
+    the output, and with ``causal=True`` the features ``phi(q)`` and ``phi(k)``; otherwise the sums
+    ``S`` and ``Z`` (the features of elu and relu are recomputed by the kernel, those of other maps
+    kept). :meth:`backward` starts from those, so a training step neither checks its inputs nor
+    computes the sums twice.
 
     It refers to the forward's arrays, the output included: do not use it after any of them was
     modified in place, or after a random feature map was redrawn.
@@ -161,30 +162,33 @@ def _backward(p, forward, dout):
     """dq, dk, dv of a checked problem from its forward's results."""
     if p.causal:
         dphi_q, dphi_k, dv = _causal_linear_backward(p, forward, dout)
-    else:
-        s, z = forward.s, forward.z
-        with np.errstate(divide="ignore", invalid="ignore"):
-            inv = np.where(_zeroed(forward.den, forward.mag, p.eps), 0, 1 / forward.den).astype(p.dtype, copy=False)
-        out = forward.num * inv
-        dnum = dout * inv
-        dden = -np.sum(dout * out, axis=-1, keepdims=True) * inv
-        dphi_q = dnum @ np.swapaxes(s, -1, -2) + dden @ np.swapaxes(z, -1, -2)
-        ds = np.swapaxes(p.phi_q, -1, -2) @ dnum
-        dz = np.swapaxes(p.phi_q, -1, -2) @ dden
-        dphi_k = p.v @ np.swapaxes(ds, -1, -2) + np.swapaxes(dz, -1, -2)
-        dv = p.phi_k @ ds
-    if p.keep is not None:
-        dphi_k = np.where(p.keep[..., None], dphi_k, 0)
-        dv = np.where(p.keep[..., None], dv, 0)
-    dq = p.fm.queries_backward(p.q, dphi_q)
-    dk = p.fm.keys_backward(p.k, dphi_k)
+        if p.keep is not None:
+            dphi_k = np.where(p.keep[..., None], dphi_k, 0)
+            dv = np.where(p.keep[..., None], dv, 0)
+    else:  # the kernel skips padded keys (zero gradients there)
+        rows_q, rows_k, rows_v = forward.rows
+        rows_dq, rows_dk, rows_dv = (np.empty_like(r) for r in forward.rows)
+        _core.linear_attention_backward(rows_q, rows_k, rows_v, forward.keep_rows, forward.out_rows, forward.s,
+                                        forward.z, forward.features, p.eps,
+                                        np.ascontiguousarray(dout).reshape(forward.out_rows.shape),
+                                        rows_dq, rows_dk, rows_dv)
+        dphi_q, dphi_k, dv = (g.reshape(p.batch + g.shape[1:]) for g in (rows_dq, rows_dk, rows_dv))
+        if forward.features != _FEATURES_PRECOMPUTED:  # the kernel applied phi's derivative
+            return _unbroadcast_grads(p, dphi_q, dphi_k, dv)
+    return _unbroadcast_grads(p, p.fm.queries_backward(p.q, dphi_q), p.fm.keys_backward(p.k, dphi_k), dv)
+
+
+def _unbroadcast_grads(p, dq, dk, dv):
+    """The gradients in the problem's dtype, summed over the dims along which each input was broadcast."""
     dq, dk, dv = (unbroadcast(g.astype(p.dtype, copy=False), shape)
                   for g, shape in ((dq, p.shapes[0]), (dk, p.shapes[1]), (dv, p.shapes[2])))
     return dq, dk, dv
 
 
 class _Problem:
-    """A validated linear-attention problem: broadcast inputs, features and the padding keep-mask."""
+    """A validated linear-attention problem: broadcast inputs and the padding keep-mask; when causal,
+    also the features ``phi_q``, ``phi_k`` and ``v``, zeroed at padded keys (the non-causal kernel
+    computes the features itself, and skips padded keys)."""
 
     def __init__(self, q, k, v, feature_map, causal, mask, key_lengths, eps):
         q, k, v, dtype = check_qkv(q, k, v)
@@ -214,27 +218,26 @@ class _Problem:
             keep = per_key if keep is None else keep & per_key
         self.q = np.broadcast_to(q, batch + q.shape[-2:]).astype(dtype, copy=False)
         self.k = np.broadcast_to(k, batch + k.shape[-2:]).astype(dtype, copy=False)
-        phi_q, phi_k = self.fm.queries(self.q), self.fm.keys(self.k)
-        v = np.broadcast_to(v, batch + v.shape[-2:]).astype(dtype, copy=False)
-        if keep is not None:  # where, not multiply: a NaN at a padded key must not leak as 0 * NaN
-            phi_k = np.where(keep[..., None], phi_k, 0)
-            v = np.where(keep[..., None], v, 0)
-        self.phi_q, self.phi_k, self.v, self.keep = phi_q, phi_k, v, keep
+        self.v = np.broadcast_to(v, batch + v.shape[-2:]).astype(dtype, copy=False)
+        self.keep = keep
+        if causal:
+            self.phi_q, self.phi_k = self.fm.queries(self.q), self.fm.keys(self.k)
+            if keep is not None:  # where, not multiply: a NaN at a padded key must not leak as 0 * NaN
+                self.phi_k = np.where(keep[..., None], self.phi_k, 0)
+                self.v = np.where(keep[..., None], self.v, 0)
         self.dtype, self.batch, self.nq, self.causal = dtype, batch, nq, causal
 
 
 class _Forward:
-    """The forward's results the backward starts from. Causal: the kernels' flat (batch, n, width) rows
-    of phi(q), phi(k), v and the output (and, asked for, the state after the last row). Otherwise
-    the sums ``s`` = S and ``z`` = Z and per query ``num = phi(q) S``, ``den = phi(q) Z`` and
-    ``mag = |phi(q)| |Z|`` (the guard's scale)."""
+    """The forward's results the backward starts from: the kernels' flat (batch, n, width) ``rows`` and
+    the output. Causal: rows of phi(q), phi(k), v (and, asked for, the state after the last row).
+    Otherwise rows of q, k, v (of phi(q), phi(k), v for maps the kernel does not apply itself),
+    the keep-mask rows and the sums ``s`` = S (batch, D, dv) and ``z`` = Z (batch, D)."""
 
     def __init__(self, p, with_state=False):
         self.state = None
         if not p.causal:
-            self.s = np.swapaxes(p.phi_k, -1, -2) @ p.v
-            self.z = p.phi_k.sum(axis=-2)[..., None]
-            self.num, self.den, self.mag = p.phi_q @ self.s, p.phi_q @ self.z, np.abs(p.phi_q) @ np.abs(self.z)
+            self._noncausal(p)
             return
         batch, (n, big_d), dv = p.batch, p.phi_q.shape[-2:], p.v.shape[-1]
         flat = math.prod(batch)
@@ -248,6 +251,30 @@ class _Forward:
             self.state = LinearAttentionState(p.fm, eps=p.eps, s=s.reshape(batch + (big_d, dv)),
                                               z=z.reshape(batch + (big_d,)))
         self.out = self.out_rows.reshape(batch + (n, dv))
+
+    def _noncausal(self, p):
+        self.features = _kernel_features(p.fm)
+        q, k = (p.q, p.k) if self.features != _FEATURES_PRECOMPUTED else (p.fm.queries(p.q), p.fm.keys(p.k))
+        flat, big_d, dv = math.prod(p.batch), q.shape[-1], p.v.shape[-1]
+        self.rows = tuple(np.ascontiguousarray(a).reshape(flat, a.shape[-2], a.shape[-1]) for a in (q, k, p.v))
+        self.keep_rows = None
+        if p.keep is not None:
+            self.keep_rows = np.ascontiguousarray(p.keep).reshape(flat, k.shape[-2]).view(np.uint8)
+        self.out_rows = np.empty((flat, p.nq, dv), p.dtype)
+        self.s, self.z = np.empty((flat, big_d, dv), p.dtype), np.empty((flat, big_d), p.dtype)
+        rows_q, rows_k, rows_v = self.rows
+        _core.linear_attention(rows_q, rows_k, rows_v, self.keep_rows, self.out_rows, self.s, self.z, self.features,
+                               p.eps)
+        self.out = self.out_rows.reshape(p.batch + (p.nq, dv))
+
+
+_FEATURES_PRECOMPUTED = 0
+
+
+def _kernel_features(fm):
+    """The code (LinearFeatures in attnkit/linear_attention.h) of a map the non-causal kernel applies
+    itself; for others it takes features computed here. Exact types: a subclass may change the map."""
+    return {feature_maps.EluFeatureMap: 1, feature_maps.ReluFeatureMap: 2}.get(type(fm), _FEATURES_PRECOMPUTED)
 
 
 def _check_eps(eps):

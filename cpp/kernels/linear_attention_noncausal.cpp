@@ -1,0 +1,110 @@
+// Non-causal linear attention (see LinearArgs in attnkit/linear_attention.h). Per batch item, the
+// keys' sums S, Z by chunks: phi of the real keys only (padded keys are never read), each chunk's
+// product summed in T and added into double. With fewer batch items than threads, each item's keys
+// are cut into segments summed separately, then added in segment order. Then every query from S, Z
+// rounded to T, in one flat parallel loop over batch items x query chunks.
+#include <omp.h>
+
+#include "attnkit/isa.h"
+#include "kernels.h"
+#include "linear_tiles.h"
+
+namespace attnkit {
+namespace ATTNKIT_KERNEL_NS {
+
+namespace {
+
+template <class T>
+struct ForwardWork {
+  T *phi, *prod, *zsum;  // phi: a chunk's features (kChunk x D); prod, zsum: its sums in T
+};
+
+// S (D x dv) += and Z (D) += the sums over batch item b's keys [j0, j1) (j0 a multiple of kChunk).
+template <class T>
+void key_sums(const LinearArgs<T>& a, std::int64_t b, std::int64_t j0, std::int64_t j1, double* S, double* Z,
+              const ForwardWork<T>& w) {
+  const std::int64_t nk = a.nk, D = a.D, dv = a.dv;
+  const T* k = a.k + b * nk * D;
+  const T* v = a.v + b * nk * dv;
+  const std::uint8_t* keep = a.keep ? a.keep + b * nk : nullptr;
+  for (std::int64_t js = j0; js < j1; js += kChunk) {
+    const std::int64_t je = min_scalar(js + kChunk, j1);
+    bool any = false;
+    for (std::int64_t j = first_kept(keep, js, je); j < je;) {
+      const std::int64_t end = run_end(keep, j, je);
+      if (!any) {
+        for (std::int64_t x = 0; x < D * dv; ++x) w.prod[x] = T(0);
+        for (std::int64_t x = 0; x < D; ++x) w.zsum[x] = T(0);
+        any = true;
+      }
+      apply_phi(a.phi, k + j * D, w.phi, (end - j) * D);
+      add_outer_products<T>(w.prod, w.zsum, w.phi, v + j * dv, nullptr, end - j, D, dv);
+      j = first_kept(keep, end, je);
+    }
+    if (any) {
+      add_into(S, w.prod, D * dv);
+      add_into(Z, w.zsum, D);
+    }
+  }
+}
+
+// Rows [i0, i1) of batch item b's output.
+template <class T>
+void query_rows(const LinearArgs<T>& a, std::int64_t b, std::int64_t i0, std::int64_t i1, T* phi) {
+  const std::int64_t D = a.D, dv = a.dv, rows = i1 - i0;
+  const T* S = a.s + b * D * dv;
+  const T* Z = a.z + b * D;
+  T* out = a.out + (b * a.nq + i0) * dv;
+  apply_phi(a.phi, a.q + (b * a.nq + i0) * D, phi, rows * D);
+  for (std::int64_t x = 0; x < rows * dv; ++x) out[x] = T(0);
+  tile_product(out, dv, phi, D, 1, S, dv, rows, D, dv);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* pq = phi + r * D;
+    T* o = out + r * dv;
+    const T den = dot(pq, Z, D);
+    const bool zeroed = zeroed_row(den, dot<true>(pq, Z, D), a.eps);
+    const T inv = T(1) / den;
+    for (std::int64_t c = 0; c < dv; ++c) o[c] = zeroed ? T(0) : o[c] * inv;
+  }
+}
+
+}  // namespace
+
+template <class T>
+void linear_attention(const LinearArgs<T>& a) {
+  const std::int64_t batch = a.batch, D = a.D, dv = a.dv;
+  if (batch == 0) return;
+  const int max_threads = kernel_threads();
+  const std::int64_t per_thread = kChunk * D + D * dv + D + 64, state = D * dv + D;
+  auto scratch = allocate<T>(std::size_t(max_threads * per_thread));
+  auto work = [&](int t) {
+    T* base = scratch.get() + std::int64_t(t) * per_thread;
+    return ForwardWork<T>{base, base + kChunk * D, base + kChunk * D + D * dv};
+  };
+  auto round_sums = [&](std::int64_t b, const double* S) {
+    for (std::int64_t x = 0; x < D * dv; ++x) a.s[b * D * dv + x] = T(S[x]);
+    for (std::int64_t x = 0; x < D; ++x) a.z[b * D + x] = T(S[D * dv + x]);
+  };
+
+  segmented_sums(
+      batch, a.nk, state, max_threads,
+      [&](std::int64_t b, std::int64_t j0, std::int64_t j1, double* S, int t) {
+        key_sums(a, b, j0, j1, S, S + D * dv, work(t));
+      },
+      round_sums);
+
+  const std::int64_t chunks = (a.nq + kChunk - 1) / kChunk, tasks = batch * chunks;
+  if (tasks == 0) return;
+  const int query_threads = int(min_scalar<std::int64_t>(max_threads, tasks));
+#pragma omp parallel for num_threads(query_threads) schedule(static)
+  for (std::int64_t task = 0; task < tasks; ++task) {
+    const std::int64_t b = task / chunks, i0 = task % chunks * kChunk;
+    query_rows(a, b, i0, min_scalar(i0 + kChunk, a.nq), work(omp_get_thread_num()).phi);
+  }
+}
+
+template void linear_attention<float>(const LinearArgs<float>&);
+template void linear_attention<double>(const LinearArgs<double>&);
+
+}  // namespace ATTNKIT_KERNEL_NS
+}  // namespace attnkit
