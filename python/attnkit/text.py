@@ -48,7 +48,6 @@ __all__ = [
     "check_texts",
     "length_sorted_batches",
     "pad_sequences",
-    "tokenizer_from_config",
 ]
 
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<cls>", "<bos>", "<eos>")
@@ -314,13 +313,6 @@ class SubwordTokenizer:
 
     def __repr__(self):
         return f"SubwordTokenizer({self.kind!r}, lowercase={self.lowercase}{'' if self.model else ', untrained'})"
-
-
-def tokenizer_from_config(config):
-    """A :class:`Tokenizer` or :class:`SubwordTokenizer` from its ``get_config()``."""
-    if config["kind"] in SubwordTokenizer.KINDS:
-        return SubwordTokenizer.from_config(config)
-    return Tokenizer.from_config(config)
 
 
 def _import_tokenizers():
