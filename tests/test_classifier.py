@@ -468,9 +468,9 @@ def test_word_dropout_hides_words_only_in_training(monkeypatch):
         seen.append((training, ids.copy()))
         return original(self, ids, training, lengths=lengths)
 
-    def spy_logits(self, ids, *, lengths):  # inference
+    def spy_logits(self, ids, *, lengths, runner=None):  # inference
         seen.append((False, ids.copy()))
-        return original_logits(self, ids, lengths=lengths)
+        return original_logits(self, ids, lengths=lengths, runner=runner)
 
     monkeypatch.setattr(classifier.SequenceClassifier, "forward", spy)
     monkeypatch.setattr(classifier.SequenceClassifier, "logits", spy_logits)

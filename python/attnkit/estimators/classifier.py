@@ -489,9 +489,10 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         check_is_fitted(self)
         _check_features(self.features)
         network = self._network()
+        runner = network.inference_runner()
 
         def features(ids, lengths):
-            pooled = network.pooled(ids, lengths=lengths)
+            pooled = network.pooled(ids, lengths=lengths, runner=runner)
             if self.features == "pooled":
                 return pooled
             scores = network.scores(ids, pooled, lengths=lengths)
@@ -703,7 +704,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         return batch_loss
 
     def _evaluate(self, network, samples):
-        logits = self._batched(samples.inputs, lambda ids, lens: network.logits(ids, lengths=lens),
+        runner = network.inference_runner()
+        logits = self._batched(samples.inputs, lambda ids, lens: network.logits(ids, lengths=lens, runner=runner),
                                len(self.classes_))
         losses, _ = CrossEntropyLoss(reduction="none").forward(logits, samples.targets)
         correct = (np.argmax(logits, axis=1) == samples.targets).astype(np.float64)
@@ -752,7 +754,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     def _logits(self, X):
         check_is_fitted(self)
         network = self._network()
-        return self._batched(self._encode(X), lambda ids, lengths: network.logits(ids, lengths=lengths),
+        runner = network.inference_runner()
+        return self._batched(self._encode(X), lambda ids, lengths: network.logits(ids, lengths=lengths, runner=runner),
                              len(self.classes_))
 
     # ------------------------------------------------------------------------------ protocol

@@ -211,9 +211,10 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         check_is_fitted(self)
         ids = self._encode(X, stacklevel=5)  # the user, set_output's and n_jobs' wrappers, transform, _encode
         network, pool = self._network(), SequencePooling(self.pooling_)
+        runner = network.inference_runner()
         out = np.empty((len(ids), self._n_features_out), dtype=np.float32)
         for rows, batch, lengths in self._batches(ids):
-            hidden = network.infer(batch, lengths=lengths)
+            hidden = network.infer(batch, lengths=lengths, runner=runner)
             out[rows] = pool.forward(hidden, lengths=lengths)[0]
         if self.normalize_:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), NORM_EPS)

@@ -11,6 +11,7 @@ from attnkit.nn.masked_lm import TiedOutput, mask_tokens
 from attnkit.nn.module import Module
 from attnkit.nn.ngram_bag import NgramBag
 from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm, default_decay
+from attnkit.nn.packed import PackedEncoder
 from attnkit.nn.pooling import SequencePooling
 from attnkit.nn.positional import LearnedPositions, RelativePositionBias, SinusoidalPositions
 from attnkit.nn.sequence_classifier import SequenceClassifier
@@ -39,6 +40,7 @@ __all__ = [
     "Module",
     "NgramBag",
     "MultiHeadAttention",
+    "PackedEncoder",
     "RMSNorm",
     "RelativePositionBias",
     "SelfAttentionCache",

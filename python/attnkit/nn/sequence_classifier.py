@@ -92,13 +92,15 @@ class SequenceClassifier(TextEncoder):
             logits = logits + wide
         return logits, (c_features, c_drop, c_head, c_bag)
 
-    def logits(self, ids, *, lengths, token_types=None):
-        """Inference logits, as ``forward(ids)[0]`` but without keeping any backward cache."""
-        return self.scores(ids, self.pooled(ids, lengths=lengths, token_types=token_types), lengths=lengths)
+    def logits(self, ids, *, lengths, token_types=None, runner=None):
+        """Inference logits, as ``forward(ids)[0]`` but without keeping any backward cache (``runner``: as
+        :meth:`infer`'s)."""
+        return self.scores(ids, self.pooled(ids, lengths=lengths, token_types=token_types, runner=runner),
+                           lengths=lengths)
 
-    def pooled(self, ids, *, lengths, token_types=None):
+    def pooled(self, ids, *, lengths, token_types=None, runner=None):
         """Inference pooled vectors (B, d_model), as ``features(ids)[0]`` without a backward cache."""
-        x = self.infer(ids, lengths=lengths, token_types=token_types)
+        x = self.infer(ids, lengths=lengths, token_types=token_types, runner=runner)
         return self.children["pooling"].forward(x, lengths=self.truncate(ids, lengths)[1])[0]
 
     def scores(self, ids, pooled, *, lengths):

@@ -5,6 +5,7 @@ import numpy as np
 
 from attnkit._validation import check_int
 from attnkit.nn.module import Module
+from attnkit.nn.packed import PackedEncoder
 from attnkit.nn.token_embedding import TokenEmbedding
 from attnkit.nn.transformer import Encoder
 
@@ -92,11 +93,20 @@ class TextEncoder(Module):
         x, c_enc = self.children["encoder"].forward(x, training, key_lengths=lengths)
         return x, (c_embed, c_enc)
 
-    def infer(self, ids, *, lengths, token_types=None):
-        """Inference output only, as ``encode(ids)[0]`` but without keeping any layer's backward cache."""
+    def infer(self, ids, *, lengths, token_types=None, runner=None):
+        """Inference output only, as ``encode(ids)[0]`` at the real tokens but without keeping any layer's
+        backward cache; ``runner`` (from :meth:`inference_runner`) serves many batches of one model."""
         ids, lengths, token_types = self.truncate(ids, lengths, token_types)
         x, _ = self.children["embedding"].forward(ids, token_types=token_types)
+        if runner is not None:
+            return runner(x, key_lengths=lengths)
         return self.children["encoder"].infer(x, key_lengths=lengths)
+
+    def inference_runner(self):
+        """A :class:`PackedEncoder` of this model's encoder for :meth:`infer`'s ``runner`` (None when its
+        layers cannot run packed): built once, it serves every batch until the weights change."""
+        encoder = self.children["encoder"]
+        return PackedEncoder(encoder) if PackedEncoder.supports(encoder) else None
 
     def backward_encode(self, grad, cache):
         """Accumulates the embedding and encoder gradients from d loss / d :meth:`encode`'s output."""

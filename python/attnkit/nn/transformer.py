@@ -17,6 +17,7 @@ from attnkit.nn.attention import MultiHeadAttention
 from attnkit.nn.cache import DecoderCache
 from attnkit.nn.layers import FeedForward
 from attnkit.nn.module import Module
+from attnkit.nn.packed import PackedEncoder
 from attnkit.nn.positional import RelativePositionBias
 from attnkit.nn.residual import Residual, make_norm
 
@@ -237,6 +238,14 @@ class Encoder(Stack):
 
     def backward(self, grad, cache):
         return self._backward_layers(grad, cache)[0]
+
+    def infer(self, x, **kwargs):
+        """Inference output only, as ``forward(x)[0]`` at the real tokens (outputs at padding positions are
+        not meaningful). Softmax layers without relative positions run over the real tokens only
+        (:class:`PackedEncoder`), the others through the padded layers."""
+        if PackedEncoder.supports(self):
+            return PackedEncoder(self)(x, key_lengths=kwargs.get("key_lengths"))
+        return super().infer(x, **kwargs)
 
     def attention_weights(self, x, *, key_lengths=None):
         """Inference-mode output and each layer's self-attention weights: a list of (B, H, N, N)."""

@@ -1,0 +1,159 @@
+"""Inference of an :class:`~attnkit.nn.Encoder` over the real tokens of a padded batch.
+
+A padded batch (B, N, d) holds ``sum(lengths)`` real tokens. Every projection, feed-forward product,
+activation, norm and residual add is per token, so :class:`PackedEncoder` runs them over the real tokens
+only, packed into (T, d) rows: no padding FLOPs however unequal the lengths. Only the attention needs the
+sequences apart; it reads the packed Q/K/V in place through a padded view and skips padded keys.
+
+The Q/K/V projections are one product with the three weight matrices side by side, and the layers'
+intermediate arrays are reused from one layer and one batch to the next. Each output element is the
+same sequence of roundings as in :meth:`Encoder.forward` (attnkit's GEMM rounds each element alike
+whatever the matrix sizes), so the real tokens' vectors equal the training forward's bit for bit.
+"""
+
+import threading
+
+import numpy as np
+
+from attnkit import ops
+from attnkit.nn.attention import MultiHeadAttention
+from attnkit.nn.layers import LayerNorm
+
+__all__ = ["PackedEncoder"]
+
+_GELU_FORMS = {"gelu": "none", "gelu_tanh": "tanh"}
+
+
+class PackedEncoder:
+    """Inference-only runner of an encoder stack over packed real tokens.
+
+    Parameters
+    ----------
+    encoder : Encoder
+        A stack of :class:`~attnkit.nn.EncoderLayer` with softmax attention and no relative positions
+        (:meth:`supports`); the others run through :meth:`Encoder.infer`'s padded path.
+
+    Notes
+    -----
+    The runner keeps the concatenated Q/K/V weights it builds here and reads every other parameter from
+    the layers when called: build a new one after the weights change (training, ``load_state_dict``).
+    """
+
+    def __init__(self, encoder):
+        if not self.supports(encoder):
+            raise ValueError("PackedEncoder needs an Encoder whose layers use softmax attention without relative "
+                             "positions; run Encoder.infer instead")
+        self.dtype = encoder.dtype
+        self.layers = [_LayerPlan(encoder.children[f"layer{i}"]) for i in range(encoder.n_layers)]
+        self.final_norm = encoder.children.get("norm")
+        self._local = threading.local()  # buffers per thread: one runner may serve concurrent calls
+
+    @staticmethod
+    def supports(encoder):
+        """Whether every layer of ``encoder`` can run packed (softmax attention, no position bias)."""
+        for i in range(encoder.n_layers):
+            attention = encoder.children[f"layer{i}"].children["self_attention"].children["sublayer"]
+            if attention.attention != "softmax" or attention.position_bias is not None:
+                return False
+        return True
+
+    def __call__(self, x, *, key_lengths=None):
+        """The encoder's inference output for embedded tokens ``x`` (B, N, d_model).
+
+        Parameters
+        ----------
+        x : ndarray of shape (B, N, d_model)
+            Embedded tokens; rows past ``key_lengths`` are padding and never read.
+        key_lengths : array of int (B,), optional
+            Real length of each sequence (default: N).
+
+        Returns
+        -------
+        ndarray of shape (B, N, d_model)
+            The vectors of the real tokens, zeros at the padding positions.
+        """
+        x = np.asarray(x)
+        if x.ndim != 3:
+            raise ValueError(f"x must have shape (B, N, d_model), got {x.shape}")
+        batch, n, width = x.shape
+        lengths = np.full(batch, n, dtype=np.int64) if key_lengths is None else \
+            np.minimum(np.asarray(key_lengths, dtype=np.int64), n)
+        # Row of the padded (B * N) layout of each real token, sequence by sequence.
+        rows = (np.arange(n) < lengths[:, None]).reshape(-1).nonzero()[0]
+        h = np.ascontiguousarray(x.reshape(batch * n, width)[rows], dtype=self.dtype)
+        for layer in self.layers:
+            h = layer(h, rows, batch, n, lengths, self._buffer)
+        if self.final_norm is not None:
+            h = _norm(self.final_norm, h)
+        out = np.zeros((batch * n, width), dtype=h.dtype)
+        out[rows] = h
+        return out.reshape(batch, n, width)
+
+    def _buffer(self, name, shape, *, zero=False):
+        """A reused array of ``shape`` (its leading rows may vary per call): grown, never shrunk."""
+        buffers = self._local.__dict__
+        buffer = buffers.get(name)
+        size = int(np.prod(shape))
+        if buffer is None or buffer.size < size:
+            buffer = buffers[name] = (np.zeros if zero else np.empty)(size, dtype=self.dtype)
+        return buffer[:size].reshape(shape)
+
+
+def _norm(module, x):
+    """Inference of a LayerNorm or RMSNorm module on rows x."""
+    if isinstance(module, LayerNorm):
+        return ops.layer_norm(x, module.params["gamma"], module.params["beta"], module.eps)
+    return ops.rms_norm(x, module.params["gamma"], module.eps)
+
+
+class _LayerPlan:
+    """One EncoderLayer over packed rows: its blocks' modules and the fused Q/K/V weights."""
+
+    def __init__(self, layer):
+        attention_block, ff_block = layer.children["self_attention"], layer.children["feed_forward"]
+        self.norm_first = attention_block.norm_first
+        self.attention_norm, self.ff_norm = attention_block.children["norm"], ff_block.children["norm"]
+        attention: MultiHeadAttention = attention_block.children["sublayer"]
+        self.heads, self.d_head = attention.n_heads, attention.d_head
+        p = attention.params
+        self.wqkv = np.concatenate([p["wq"], p["wk"], p["wv"]], axis=1)
+        self.bqkv = np.concatenate([p["bq"], p["bk"], p["bv"]])
+        self.wo, self.bo = p["wo"], p["bo"]
+        ff = ff_block.children["sublayer"]
+        self.activation = ff.activation
+        self.linear1, self.linear2 = (ff.children[k].params for k in ("linear1", "linear2"))
+
+    def __call__(self, x, rows, batch, n, lengths, buffer):
+        x = self._block(x, self.attention_norm, lambda h: self._attend(h, rows, batch, n, lengths, buffer))
+        return self._block(x, self.ff_norm, lambda h: self._feed_forward(h, buffer))
+
+    def _block(self, x, norm, sublayer):
+        """Pre-LN ``x + F(Norm(x))`` or post-LN ``Norm(x + F(x))``, as :class:`Residual` in inference."""
+        if self.norm_first:
+            return x + sublayer(_norm(norm, x))
+        return _norm(norm, x + sublayer(x))
+
+    def _attend(self, h, rows, batch, n, lengths, buffer):
+        tokens, inner = h.shape[0], self.heads * self.d_head
+        qkv = ops.matmul(h, self.wqkv, bias=self.bqkv, out=buffer("qkv", (tokens, 3 * inner)))
+        # Padded (B, N, 3, H, dh) home of the packed rows: the kernel reads q, k, v there in place, skips
+        # keys past each length, and the outputs of padding queries are never gathered. Zeroed once so
+        # padding rows hold finite values.
+        padded = buffer("padded_qkv", (batch * n, 3 * inner), zero=True)
+        padded[rows] = qkv
+        q, k, v = (padded.reshape(batch, n, 3, self.heads, self.d_head)[:, :, i].swapaxes(1, 2) for i in range(3))
+        heads = ops.scaled_dot_product_attention(q, k, v, key_lengths=lengths)
+        assert isinstance(heads, np.ndarray)  # without return_weights / return_context
+        # One gather from (B, H, N, dh) straight to packed (T, H, dh) rows.
+        merged = heads.swapaxes(1, 2)[rows // n, rows % n].reshape(tokens, inner)
+        return ops.matmul(merged, self.wo, bias=self.bo, out=buffer("attention_out", (tokens, self.wo.shape[1])))
+
+    def _feed_forward(self, h, buffer):
+        hidden = ops.matmul(h, self.linear1["weight"], bias=self.linear1["bias"],
+                            out=buffer("ff_hidden", (h.shape[0], self.linear1["weight"].shape[1])))
+        if self.activation == "relu":
+            hidden = np.maximum(hidden, 0, out=hidden)
+        else:
+            hidden = ops.gelu(hidden, approximate=_GELU_FORMS[self.activation])
+        return ops.matmul(hidden, self.linear2["weight"], bias=self.linear2["bias"],
+                          out=buffer("ff_out", (h.shape[0], self.linear2["weight"].shape[1])))
