@@ -297,3 +297,73 @@ class TorchFineTuner(_Phases):
         self.model.eval()
         with self.torch.no_grad():
             return self.model(ids, mask).numpy()
+
+
+# ---------------------------------------------------------------------------------------------- onnxruntime
+
+
+def onnx_models(torch, model_dir, scratch):
+    """ONNX files of the checkpoint's ``BertModel`` (inputs ``input_ids``, ``attention_mask``; output the last
+    hidden states), exported with ``torch.onnx.export`` under ``scratch``: ``{"float32": plain export,
+    "float32 fused": onnxruntime's BERT optimiser (fused attention, LayerNorm, GELU), "int8": that model
+    dynamically quantised (per-channel int8 weights, ``quantize_dynamic``)}``."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    bert = bert_model(model_dir)
+
+    class LastHiddenState(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask):
+            return self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    scratch = Path(scratch)
+    paths = {"float32": scratch / "bert.onnx", "float32 fused": scratch / "bert-fused.onnx",
+             "int8": scratch / "bert-int8.onnx"}
+    example = torch.ones((2, 8), dtype=torch.int64)
+    axes = {"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"},
+            "last_hidden_state": {0: "batch", 1: "tokens"}}
+    torch.onnx.export(LastHiddenState().eval(), (example, example), str(paths["float32"]), dynamo=False,
+                      input_names=["input_ids", "attention_mask"], output_names=["last_hidden_state"],
+                      dynamic_axes=axes, opset_version=17)
+    config = bert.config
+    optimize_model(str(paths["float32"]), model_type="bert", num_heads=config.num_attention_heads,
+                   hidden_size=config.hidden_size).save_model_to_file(str(paths["float32 fused"]))
+    # The fused model's com.microsoft ops defeat ONNX shape inference; their outputs are float32.
+    quantize_dynamic(str(paths["float32 fused"]), str(paths["int8"]), per_channel=True, weight_type=QuantType.QInt8,
+                     extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    return paths
+
+
+class OnnxEmbedder:
+    """Texts -> sentence embeddings with onnxruntime, as sentence-transformers makes them: texts sorted by
+    length in characters, each batch tokenised by the Hugging Face tokenizer (one batched call), the session,
+    mean pooling over the attention mask, normalisation."""
+
+    def __init__(self, path, tokenizer, threads, max_len):
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.tokenizer, self.max_len = tokenizer, max_len
+
+    def embed(self, texts, batch_size):
+        order = np.argsort([-len(text) for text in texts], kind="stable")
+        out = None
+        for start in range(0, len(texts), batch_size):
+            index = order[start:start + batch_size]
+            batch = self.tokenizer([texts[i] for i in index], padding=True, truncation=True, max_length=self.max_len,
+                                   return_tensors="np")
+            mask = batch["attention_mask"].astype(np.int64)
+            hidden = self.session.run(None, {"input_ids": batch["input_ids"].astype(np.int64),
+                                             "attention_mask": mask})[0]
+            pooled = (hidden * mask[..., None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)
+            if out is None:
+                out = np.empty((len(texts), pooled.shape[1]), dtype=np.float32)
+            out[index] = pooled
+        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)

@@ -277,29 +277,35 @@ def measure_steps(args, torch, sizes):
 
 
 def bench_steps(report, args, torch, sizes):
-    """Part 1: tokens/s per case and library; returns the timings and batches of :func:`measure_steps`."""
+    """Part 1: tokens/s per case and library, with ``--threads`` threads and (unless quick) with one; returns
+    the timings and batches of :func:`measure_steps` at ``--threads``."""
     batch_size, n, min_length = sizes
-    results, batches, diffs = measure_steps(args, torch, sizes)
     table = report.table(
         f"Training step: tokens/s, batch {batch_size} x {n}, float32",
-        ["case", "tokens / step", "attnkit step", "torch step", "attnkit tokens/s", "torch tokens/s",
+        ["threads", "case", "tokens / step", "attnkit step", "torch step", "attnkit tokens/s", "torch tokens/s",
          "attnkit / torch", "max abs logit diff"],
         "One step = zero-grad, forward, loss, backward, AdamW update. Step time: median of "
         f"{STEPS_PER_REPEAT * args.repeats} steps timed one by one ± interquartile range / median, after "
         f"{WARMUP} warm-up steps, the libraries taking turns step by step. *padded*: lengths uniform in "
         f"[{min_length}, {n}], the longest {n}; tokens counts real tokens only. *attnkit / torch*: "
         "tokens/s ratio, > 1 means attnkit is faster. *max abs logit diff*: the two models in evaluation "
-        "mode on the same weights, before training (GELU: torch's erf form vs attnkit's tanh form).",
+        "mode on the same weights, before training (GELU: torch's erf form vs attnkit's tanh form). "
+        "*threads*: attnkit's, torch's and NumPy's BLAS's.",
     )
-    raw = []
-    for case, timings in results.items():
-        batch, a, t = batches[case], timings["attnkit"], timings.get("torch")
-        table.add_row(case, batch.tokens, harness.fmt_time(a), harness.fmt_time(t), _rate(batch, a),
-                      _rate(batch, t), harness.fmt_ratio(harness.ratio(t, a)), harness.fmt_number(diffs[case], 2))
-        raw.append({"case": case, "tokens": batch.tokens, "max_abs_logit_diff": diffs[case],
-                    **{name: timing.as_dict() for name, timing in timings.items()}})
+    raw, first = [], None
+    for threads in ([args.threads] if args.quick else sorted({args.threads, 1}, reverse=True)):
+        harness.set_threads(threads, torch)
+        results, batches, diffs = measure_steps(args, torch, sizes)
+        first = first or (results, batches)
+        for case, timings in results.items():
+            batch, a, t = batches[case], timings["attnkit"], timings.get("torch")
+            table.add_row(threads, case, batch.tokens, harness.fmt_time(a), harness.fmt_time(t), _rate(batch, a),
+                          _rate(batch, t), harness.fmt_ratio(harness.ratio(t, a)), harness.fmt_number(diffs[case], 2))
+            raw.append({"threads": threads, "case": case, "tokens": batch.tokens, "max_abs_logit_diff": diffs[case],
+                        **{name: timing.as_dict() for name, timing in timings.items()}})
+    harness.set_threads(args.threads, torch)
     report.data["steps"] = raw
-    return results, batches
+    return first
 
 
 def bench_thread_pools(report, results, passive):
