@@ -37,7 +37,7 @@ struct Int8Shape {
   // Quantised rows per block: ~256 KB of u8, which stays in L2 (512 KB on Zen 3, 1 MB on Zen 4) while
   // every column tile of the weights sweeps it.
   static std::int64_t rows_per_block(std::int64_t k4) {
-    const std::int64_t mc = (std::int64_t(1) << 18) / k4 / MR * MR;
+    const std::int64_t mc = (std::int64_t(1) << 18) / (k4 > 0 ? k4 : 4) / MR * MR;
     return mc > MR ? mc : MR;
   }
 };
