@@ -229,6 +229,20 @@ def test_rejects_bad_arguments(x, kwargs, error, match):
         ops.int8_linear(x, qweight, **kwargs)
 
 
+def test_out_is_written_in_place():
+    qweight = ops.quantize_linear_weight(np.eye(3))
+    x = np.array([[[1.0, 2.0, -1.0]], [[0.5, 0.0, 4.0]]], np.float32)
+    out = np.full((2, 1, 3), np.nan, np.float32)
+    assert ops.int8_linear(x, qweight, out=out) is out
+    assert_array_equal(out, ops.int8_linear(x, qweight))
+    with pytest.raises(ValueError, match=r"out must have shape \(\.\.\., n\) = \(2, 1, 3\)"):
+        ops.int8_linear(x, qweight, out=np.empty((2, 3), np.float32))
+    with pytest.raises(TypeError, match="out must be float32"):
+        ops.int8_linear(x, qweight, out=np.empty((2, 1, 3)))
+    with pytest.raises(ValueError, match="out must be a C-contiguous"):
+        ops.int8_linear(x, qweight, out=np.empty((2, 1, 6), np.float32)[..., ::2])
+
+
 def test_rejects_bad_weights():
     with pytest.raises(TypeError, match="qweight must be a QuantizedLinearWeight"):
         ops.int8_linear(np.ones((2, 4), np.float32), np.ones((4, 3)))

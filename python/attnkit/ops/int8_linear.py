@@ -101,7 +101,8 @@ def quantize_linear_weight(weight: ArrayLike) -> QuantizedLinearWeight:
                                  column_sum=values.sum(axis=0, dtype=np.int32), shape=(k, n))
 
 
-def int8_linear(x: ArrayLike, qweight: QuantizedLinearWeight, *, bias: ArrayLike | None = None) -> np.ndarray:
+def int8_linear(x: ArrayLike, qweight: QuantizedLinearWeight, *, bias: ArrayLike | None = None,
+                out: np.ndarray | None = None) -> np.ndarray:
     """``x @ weight (+ bias)`` with int8 arithmetic: dynamic per-row quantisation of ``x``.
 
     Each row of ``x`` is quantised on the fly to uint8, asymmetric over its range including 0:
@@ -128,10 +129,13 @@ def int8_linear(x: ArrayLike, qweight: QuantizedLinearWeight, *, bias: ArrayLike
         From :func:`quantize_linear_weight`, shape (k, n).
     bias : array-like of float, shape (n,), optional
         Added in float32.
+    out : ndarray of float32, shape (..., n), optional
+        C-contiguous, written in place and returned (a layer reuses its buffer across calls).
 
     Returns
     -------
     ndarray of float32, shape (..., n)
+        ``out`` when given.
 
     Examples
     --------
@@ -143,7 +147,11 @@ def int8_linear(x: ArrayLike, qweight: QuantizedLinearWeight, *, bias: ArrayLike
     """
     x, qweight, bias = _check(x, qweight, bias)
     (k, n), m = qweight.shape, math.prod(x.shape[:-1])
-    out = np.empty((*x.shape[:-1], n), np.float32)
+    shape = (*x.shape[:-1], n)
+    if out is None:
+        out = np.empty(shape, np.float32)
+    else:
+        _check_out(out, shape)
     _core.int8_linear(x.reshape(m, k), qweight.packed, qweight.scale, qweight.column_sum, bias,
                       out.reshape(m, n), None)
     return out
@@ -176,3 +184,14 @@ def _check(x, qweight, bias):
             raise ValueError(f"bias must have shape (n,) = ({n},) to match qweight {qweight.shape}, got {bias.shape}")
         bias = np.ascontiguousarray(bias, dtype=np.float32)
     return np.ascontiguousarray(x), qweight, bias
+
+
+def _check_out(out, shape):
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+    if out.dtype != np.float32:
+        raise TypeError(f"out must be float32, got {out.dtype}")
+    if out.shape != shape:
+        raise ValueError(f"out must have shape (..., n) = {shape}, got {out.shape}")
+    if not (out.flags.c_contiguous and out.flags.writeable and out.flags.aligned):
+        raise ValueError("out must be a C-contiguous, aligned, writeable array")
