@@ -83,10 +83,12 @@ inline float quantize_row(const float* x, std::int64_t k, std::int64_t k4, std::
   return sx;
 }
 
-// The MR x NR tile of sums at rows qa (lda bytes apart) x packed columns [j0, j0 + NR), into tile.
+// The MR x NR tile of sums of the MR-row panel qa (group g of row i at qa[(g MR + i) Q], Q = kQuadBytes) x packed
+// columns [j0, j0 + NR), into tile. One pointer serves all MR broadcasts: with MR row pointers GCC ran
+// out of registers and reloaded them inside the loop.
 template <class Dot>
-inline void micro_tile(const std::uint8_t* __restrict qa, std::int64_t lda, const std::int8_t* __restrict w,
-                       std::int64_t k4, std::int64_t j0, std::int32_t* tile) {
+inline void micro_tile(const std::uint8_t* __restrict qa, const std::int8_t* __restrict w, std::int64_t k4,
+                       std::int64_t j0, std::int32_t* tile) {
   using S = Int8Shape<Dot>;
   constexpr int MR = S::MR, NV = S::NV, W = S::W, NR = S::NR;
   const std::int8_t* wv[NV];
@@ -105,7 +107,7 @@ inline void micro_tile(const std::uint8_t* __restrict qa, std::int64_t lda, cons
     for (int v = 0; v < NV; ++v) b[v] = Dot::load(wv[v] + g * 4 * kInt8PanelColumns);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
-      const typename Dot::A a = Dot::broadcast(qa + i * lda + 4 * g);
+      const typename Dot::A a = Dot::broadcast(qa + (g * MR + i) * Dot::kQuadBytes);
 #pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[i][v] = Dot::mac(acc[i][v], a, b[v]);
     }
@@ -150,22 +152,28 @@ inline void epilogue(const Int8LinearArgs& g, std::int64_t i0, int mr, std::int6
   }
 }
 
-// Rows [r0, r1) x columns [c0, c1) of C with one thread's scratch (qa: MC x k4 bytes, sx and zx: MC).
+// Rows [r0, r1) x columns [c0, c1) of C with one thread's scratch (qa: MC x k4 / 4 quads in MR-row
+// panels, row: k4 bytes, sx and zx: MC).
 template <class Dot>
 void rectangle(const Int8LinearArgs& g, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1,
-               std::uint8_t* qa, float* sx, std::int32_t* zx) {
+               std::uint8_t* qa, std::uint8_t* row, float* sx, std::int32_t* zx) {
   using S = Int8Shape<Dot>;
   constexpr int MR = S::MR, NR = S::NR;
   const std::int64_t k = g.k, k4 = round_up(k, 4), mc = S::rows_per_block(k4);
   alignas(64) std::int32_t tile[MR * NR];
   for (std::int64_t i0 = r0; i0 < r1; i0 += mc) {
     const std::int64_t rows = min_scalar(mc, r1 - i0);
-    for (std::int64_t i = 0; i < rows; ++i)
-      sx[i] = quantize_row(g.x + (i0 + i) * g.x_row_stride, k, k4, qa + i * k4, zx + i);
-    std::memset(qa + rows * k4, 0, std::size_t(round_up(rows, MR) - rows) * std::size_t(k4));
+    constexpr int Q = Dot::kQuadBytes;
+    const std::int64_t panel_bytes = MR * k4 / 4 * Q;
+    std::memset(qa + rows / MR * panel_bytes, 0, std::size_t(panel_bytes));  // the rows past the last
+    for (std::int64_t i = 0; i < rows; ++i) {
+      sx[i] = quantize_row(g.x + (i0 + i) * g.x_row_stride, k, k4, row, zx + i);
+      std::uint8_t* panel = qa + i / MR * panel_bytes + i % MR * Q;
+      for (std::int64_t p = 0; p < k4; p += 4) Dot::pack_quad(row + p, panel + p / 4 * MR * Q);
+    }
     for (std::int64_t jr = c0; jr < c1; jr += NR)
       for (std::int64_t ir = 0; ir < rows; ir += MR) {
-        micro_tile<Dot>(qa + ir * k4, k4, g.w, k4, jr, tile);
+        micro_tile<Dot>(qa + ir / MR * panel_bytes, g.w, k4, jr, tile);
         epilogue<Dot>(g, i0 + ir, int(min_scalar<std::int64_t>(MR, rows - ir)), jr,
                       int(min_scalar<std::int64_t>(NR, c1 - jr)), tile, sx + ir, zx + ir);
       }
@@ -184,7 +192,8 @@ void int8_linear_with(const Int8LinearArgs& g) {
   const int cols = int(min_scalar<std::int64_t>(threads / rows, tiles_n));
   const int parts = rows * cols;
   const std::int64_t mc = min_scalar(S::rows_per_block(k4), round_up(m, S::MR));
-  const std::int64_t q_size = round_up(mc * k4, 64), s_size = round_up(mc, 16);
+  const std::int64_t q_size = round_up((round_up(mc, S::MR) + S::MR) * k4 / 4 * Dot::kQuadBytes + k4, 64);
+  const std::int64_t s_size = round_up(mc, 16);
   auto qa = aligned_buffer<std::uint8_t>(parts * q_size);
   auto sx = aligned_buffer<float>(parts * s_size);
   auto zx = aligned_buffer<std::int32_t>(parts * s_size);
@@ -193,7 +202,8 @@ void int8_linear_with(const Int8LinearArgs& g) {
     const int r = part / cols, s = part % cols;
     const std::int64_t r0 = tiles_m * r / rows * S::MR, r1 = min_scalar(m, tiles_m * (r + 1) / rows * S::MR);
     const std::int64_t c0 = tiles_n * s / cols * S::NR, c1 = min_scalar(n, tiles_n * (s + 1) / cols * S::NR);
-    rectangle<Dot>(g, r0, r1, c0, c1, qa.get() + part * q_size, sx.get() + part * s_size, zx.get() + part * s_size);
+    std::uint8_t* q = qa.get() + part * q_size;
+    rectangle<Dot>(g, r0, r1, c0, c1, q, q + q_size - k4, sx.get() + part * s_size, zx.get() + part * s_size);
   }
 }
 

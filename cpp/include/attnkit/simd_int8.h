@@ -2,7 +2,7 @@
 //
 // Dot: W int32 lanes (columns of the packed weights), each lane the exact sum of four u8 x s8
 // products: acc + a0 w0 + a1 w1 + a2 w2 + a3 w3, with a four u8 of one row broadcast and w four s8
-// of each column. VNNI does it in one vpdpbusd. Without VNNI, the usual pmaddubsw sums two products
+// of each column. pack_quad lays out a row's four u8 (kQuadBytes) as broadcast reads them. VNNI does it in one vpdpbusd. Without VNNI, the usual pmaddubsw sums two products
 // into a saturating s16 (2 x 255 x 127 = 64770 > 32767: a silently wrong answer), so DotExact splits
 // even and odd bytes into s16 and uses pmaddwd (s16 x s16 pairs into s32), which never saturates.
 // Every variant gives the same int32 bits; the kernel is written once against this interface.
@@ -26,19 +26,27 @@ inline std::int32_t load_quad(const std::uint8_t* a) {
   return q;
 }
 
+// The four u8 of one k group as the s16 pairs (a0, a2) and (a1, a3), 8 bytes: the operands pmaddwd
+// takes against the even and odd weight bytes, prepared once per row instead of once per column tile.
+inline void split_quad(const std::uint8_t* q, std::uint8_t* dst) {
+  const std::int16_t s[4] = {q[0], q[2], q[1], q[3]};
+  std::memcpy(dst, s, sizeof s);
+}
+
 #if defined(__AVX512BW__)
 
 struct DotExact {
   static constexpr int W = 16, MR = 8;  // 16 accumulators + 4 weight halves + 2 row halves + temporaries
+  static constexpr int kQuadBytes = 8;
   using Acc = __m512i;
   struct A {
     __m512i even, odd;
   };
   using B = A;
   static Acc zero() { return _mm512_setzero_si512(); }
+  static void pack_quad(const std::uint8_t* q, std::uint8_t* dst) { split_quad(q, dst); }
   static A broadcast(const std::uint8_t* a) {
-    const __m512i x = _mm512_set1_epi32(load_quad(a));
-    return {_mm512_and_si512(x, _mm512_set1_epi16(0x00FF)), _mm512_srli_epi16(x, 8)};
+    return {_mm512_set1_epi32(load_quad(a)), _mm512_set1_epi32(load_quad(a + 4))};
   }
   static B load(const std::int8_t* w) {
     const __m512i x = _mm512_loadu_si512(w);
@@ -53,10 +61,12 @@ struct DotExact {
 #if defined(__AVX512VNNI__)
 struct DotVnni {
   static constexpr int W = 16, MR = 12;  // 24 accumulators, 2 weight vectors, 1 broadcast
+  static constexpr int kQuadBytes = 4;
   using Acc = __m512i;
   using A = __m512i;
   using B = __m512i;
   static Acc zero() { return _mm512_setzero_si512(); }
+  static void pack_quad(const std::uint8_t* q, std::uint8_t* dst) { std::memcpy(dst, q, 4); }
   static A broadcast(const std::uint8_t* a) { return _mm512_set1_epi32(load_quad(a)); }
   static B load(const std::int8_t* w) { return _mm512_loadu_si512(w); }
   static Acc mac(Acc acc, A a, B b) { return _mm512_dpbusd_epi32(acc, a, b); }
@@ -68,15 +78,16 @@ struct DotVnni {
 
 struct DotExact {
   static constexpr int W = 8, MR = 4;  // 8 accumulators + 4 weight halves + 2 row halves + temporaries
+  static constexpr int kQuadBytes = 8;
   using Acc = __m256i;
   struct A {
     __m256i even, odd;
   };
   using B = A;
   static Acc zero() { return _mm256_setzero_si256(); }
+  static void pack_quad(const std::uint8_t* q, std::uint8_t* dst) { split_quad(q, dst); }
   static A broadcast(const std::uint8_t* a) {
-    const __m256i x = _mm256_set1_epi32(load_quad(a));
-    return {_mm256_and_si256(x, _mm256_set1_epi16(0x00FF)), _mm256_srli_epi16(x, 8)};
+    return {_mm256_set1_epi32(load_quad(a)), _mm256_set1_epi32(load_quad(a + 4))};
   }
   static B load(const std::int8_t* w) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
@@ -92,6 +103,7 @@ struct DotExact {
 
 struct DotExact {
   static constexpr int W = 4, MR = 4;
+  static constexpr int kQuadBytes = 4;
   struct Acc {
     std::int32_t v[W];
   };
@@ -100,6 +112,7 @@ struct DotExact {
   };
   using B = Acc;  // W lanes of four packed bytes each
   static Acc zero() { return {}; }
+  static void pack_quad(const std::uint8_t* q, std::uint8_t* dst) { std::memcpy(dst, q, 4); }
   static A broadcast(const std::uint8_t* a) { return {{a[0], a[1], a[2], a[3]}}; }
   static B load(const std::int8_t* w) {
     B b;
