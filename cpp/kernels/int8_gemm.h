@@ -34,10 +34,11 @@ struct Int8Shape {
   static constexpr int NR = NV * W;
   static_assert(kInt8ColumnPadding % NR == 0 && (NR % kInt8PanelColumns == 0 || kInt8PanelColumns % NR == 0),
                 "a tile must cover whole panels of the packed weights");
-  // Quantised rows per block: ~256 KB of u8, which stays in L2 (512 KB on Zen 3, 1 MB on Zen 4) while
-  // every column tile of the weights sweeps it.
+  // Quantised rows per block: ~256 KB of them (k4 / 4 quads of kQuadBytes a row), which stay in L2
+  // (512 KB on Zen 3, 1 MB on Zen 4) while every column tile of the weights sweeps them.
   static std::int64_t rows_per_block(std::int64_t k4) {
-    const std::int64_t mc = (std::int64_t(1) << 18) / (k4 > 0 ? k4 : 4) / MR * MR;
+    const std::int64_t row_bytes = (k4 > 0 ? k4 : 4) / 4 * Dot::kQuadBytes;
+    const std::int64_t mc = (std::int64_t(1) << 18) / row_bytes / MR * MR;
     return mc > MR ? mc : MR;
   }
 };
