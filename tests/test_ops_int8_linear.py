@@ -97,6 +97,7 @@ def test_weight_quantisation_matches_reference():
     assert_array_equal(qweight.scale, scale)
     assert_array_equal(qweight.column_sum, values.sum(axis=0))
     assert qweight.values.min() >= -127 and qweight.scale[3] == 1.0
+    assert not any(a.flags.writeable for a in (qweight.packed, qweight.scale, qweight.column_sum))
     assert np.all(np.abs(qweight.dequantize() - weight) <= qweight.scale / 2 * (1 + 1e-6))
 
 

@@ -23,7 +23,8 @@ MAX_IN_FEATURES = 65536
 class QuantizedLinearWeight:
     """A (k, n) weight quantised per output column to int8, packed for :func:`int8_linear`.
 
-    Made by :func:`quantize_linear_weight`; the packed layout is the same on every CPU and ISA.
+    Made by :func:`quantize_linear_weight`; the packed layout is the same on every CPU and ISA, and
+    the arrays are read-only.
 
     Attributes
     ----------
@@ -96,9 +97,11 @@ def quantize_linear_weight(weight: ArrayLike) -> QuantizedLinearWeight:
     k4, n64 = -(-k // _GROUP) * _GROUP, -(-n // _COLUMN_PADDING) * _COLUMN_PADDING
     padded = np.zeros((k4, n64), np.int8)
     padded[:k, :n] = values
-    packed = padded.reshape(k4 // _GROUP, _GROUP, n64 // _PANEL, _PANEL).transpose(2, 0, 3, 1)
-    return QuantizedLinearWeight(packed=np.ascontiguousarray(packed).ravel(), scale=scale,
-                                 column_sum=values.sum(axis=0, dtype=np.int32), shape=(k, n))
+    packed = np.ascontiguousarray(padded.reshape(k4 // _GROUP, _GROUP, n64 // _PANEL, _PANEL).transpose(2, 0, 3, 1))
+    arrays = packed.ravel(), scale, values.sum(axis=0, dtype=np.int32)
+    for array in arrays:  # read-only: the three must stay consistent with each other
+        array.flags.writeable = False
+    return QuantizedLinearWeight(packed=arrays[0], scale=arrays[1], column_sum=arrays[2], shape=(k, n))
 
 
 def int8_linear(x: ArrayLike, qweight: QuantizedLinearWeight, *, bias: ArrayLike | None = None,
