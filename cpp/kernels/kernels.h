@@ -4,6 +4,7 @@
 #include "attnkit/attention.h"
 #include "attnkit/cross_entropy.h"
 #include "attnkit/gelu.h"
+#include "attnkit/int8_linear.h"
 #include "attnkit/layer_norm.h"
 #include "attnkit/linear_attention.h"
 #include "attnkit/matmul.h"
@@ -53,6 +54,7 @@ template <class T>
 void adamw_update(const AdamWArgs<T>& a);
 template <class T>
 void sum_of_squares(const SumOfSquaresArgs<T>& a);
+void int8_linear(const Int8LinearArgs& a);
 
 }  // namespace ATTNKIT_KERNEL_NS
 }  // namespace attnkit

@@ -22,7 +22,7 @@ constexpr TypedKernels<T> typed() {
 
 const KernelTable& ATTNKIT_CAT(kernels_, ATTNKIT_ISA_NAME)() {
   static const KernelTable table{ATTNKIT_STR(ATTNKIT_ISA_NAME), ATTNKIT_KERNEL_NS::typed<float>(),
-                                 ATTNKIT_KERNEL_NS::typed<double>()};
+                                 ATTNKIT_KERNEL_NS::typed<double>(), &ATTNKIT_KERNEL_NS::int8_linear};
   return table;
 }
 

@@ -27,7 +27,7 @@ unsigned long long xgetbv0() {
 }
 
 struct CpuLevels {
-  bool v3 = false, v4 = false;
+  bool v3 = false, v4 = false, vnni = false;  // vnni: AVX512-VNNI on top of v4
 };
 
 // x86-64-v3 (AVX2, FMA, BMI1/2, F16C, LZCNT, MOVBE) and x86-64-v4 (AVX-512 F/BW/CD/DQ/VL): the
@@ -49,6 +49,7 @@ CpuLevels detect() {
   c.v3 = ymm_state && avx2 && fma && f16c && movbe && bmi1 && bmi2 && lzcnt;
   const bool f = bit(b7, 16), dq = bit(b7, 17), cd = bit(b7, 28), bw = bit(b7, 30), vl = bit(b7, 31);
   c.v4 = c.v3 && zmm_state && f && dq && cd && bw && vl;
+  c.vnni = c.v4 && bit(c7, 11);
   return c;
 }
 #endif
@@ -74,6 +75,22 @@ std::vector<Entry> compiled() {
 #endif
 #endif
   return e;
+}
+
+bool detect_vnni() {
+#if defined(ATTNKIT_HAVE_AVX512VNNI) && (defined(__x86_64__) || defined(_M_X64))
+  return detect().vnni;
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool>& vnni_enabled() {
+  static std::atomic<bool> enabled{[] {
+    const char* env = std::getenv("ATTNKIT_INT8_VNNI");
+    return !(env && std::string(env) == "0");
+  }()};
+  return enabled;
 }
 
 std::atomic<const KernelTable*>& active() {
@@ -122,6 +139,30 @@ void set_isa(const std::string& name) {
   const Entry* e = find(name);
   if (!e) throw std::invalid_argument("ISA '" + name + "' is not available on this CPU/build");
   active().store(&e->table(), std::memory_order_release);
+}
+
+bool int8_vnni_available() {
+  static const bool available = detect_vnni();
+  return available;
+}
+
+void set_int8_vnni(bool enabled) {
+  if (enabled && !int8_vnni_available())
+    throw std::invalid_argument("the int8 VNNI kernel is not available on this CPU/build");
+  vnni_enabled().store(enabled, std::memory_order_release);
+}
+
+std::string active_int8_variant() {
+  const std::string isa = active_isa();
+  return isa == "avx512" && int8_vnni_available() && vnni_enabled().load(std::memory_order_acquire) ? "avx512vnni"
+                                                                                                     : isa;
+}
+
+Int8LinearKernel active_int8_linear() {
+#if defined(ATTNKIT_HAVE_AVX512VNNI)
+  if (active_int8_variant() == "avx512vnni") return &int8_linear_avx512vnni;
+#endif
+  return active_kernels().int8_linear;
 }
 
 }  // namespace attnkit

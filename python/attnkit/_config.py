@@ -124,6 +124,7 @@ def config():
         isa=_core.get_isa(),
         isa_available=", ".join(_core.available_isas()),
         isa_requested=os.environ.get("ATTNKIT_ISA", ""),
+        int8_kernel=_core.get_int8_variant(),
         threads=get_num_threads(),
         openmp_wait=" ".join(f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in os.environ),
         python=sys.version.split()[0],
@@ -143,7 +144,7 @@ def show_config(file: TextIO | None = None) -> None:
         Where to print.
     """
     info = config()
-    order = ["version", "isa", "isa_available", "isa_requested", "threads", "openmp_wait", "cpu", "machine",
+    order = ["version", "isa", "isa_available", "isa_requested", "int8_kernel", "threads", "openmp_wait", "cpu", "machine",
              "compiler", "openmp", "python", "numpy"]
     keys = order + sorted(k for k in info if k not in order)
     width = max(len(k) for k in keys)

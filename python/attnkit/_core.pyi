@@ -8,7 +8,7 @@ import typing
 import numpy
 import numpy.typing
 
-__all__: list[str] = ['adamw_update', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_isa', 'get_num_threads', 'layer_norm', 'layer_norm_backward', 'linear_attention', 'linear_attention_backward', 'matmul', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares']
+__all__: list[str] = ['adamw_update', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_int8_variant', 'get_isa', 'get_num_threads', 'int8_linear', 'int8_vnni_available', 'layer_norm', 'layer_norm_backward', 'linear_attention', 'linear_attention_backward', 'matmul', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_int8_vnni', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares']
 @typing.overload
 def adamw_update(param: numpy.typing.NDArray[numpy.float32], grad: numpy.typing.NDArray[numpy.float32], exp_avg: numpy.typing.NDArray[numpy.float32], exp_avg_sq: numpy.typing.NDArray[numpy.float32], step_size: typing.SupportsFloat | typing.SupportsIndex, beta1: typing.SupportsFloat | typing.SupportsIndex, beta2: typing.SupportsFloat | typing.SupportsIndex, denom_scale: typing.SupportsFloat | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, shrink: typing.SupportsFloat | typing.SupportsIndex, decay: bool) -> None:
     ...
@@ -69,12 +69,22 @@ def gelu_backward(x: numpy.typing.NDArray[numpy.float32], dy: numpy.typing.NDArr
 @typing.overload
 def gelu_backward(x: numpy.typing.NDArray[numpy.float64], dy: numpy.typing.NDArray[numpy.float64], dx: numpy.typing.NDArray[numpy.float64], exact: bool) -> None:
     ...
+def get_int8_variant() -> str:
+    """
+    The int8 kernel variant in use.
+    """
 def get_isa() -> str:
     """
     The ISA variant in use.
     """
 def get_num_threads() -> int:
     ...
+def int8_linear(x: numpy.typing.NDArray[numpy.float32], w: numpy.typing.NDArray[numpy.int8], w_scale: numpy.typing.NDArray[numpy.float32], w_colsum: numpy.typing.NDArray[numpy.int32], bias: typing.Any, out: typing.Any, acc: typing.Any) -> None:
+    ...
+def int8_vnni_available() -> bool:
+    """
+    Whether this CPU and build have the int8 VNNI kernel.
+    """
 @typing.overload
 def layer_norm(x: numpy.typing.NDArray[numpy.float32], gamma: typing.Any, beta: typing.Any, y: numpy.typing.NDArray[numpy.float32], mean: typing.Any, rstd: typing.Any, eps: typing.SupportsFloat | typing.SupportsIndex) -> None:
     ...
@@ -135,6 +145,10 @@ def rms_norm_backward(dy: numpy.typing.NDArray[numpy.float32], x: numpy.typing.N
 @typing.overload
 def rms_norm_backward(dy: numpy.typing.NDArray[numpy.float64], x: numpy.typing.NDArray[numpy.float64], gamma: typing.Any, rstd: numpy.typing.NDArray[numpy.float64], dx: numpy.typing.NDArray[numpy.float64], dgamma: typing.Any) -> None:
     ...
+def set_int8_vnni(enabled: bool) -> None:
+    """
+    Use the int8 VNNI kernel under avx512 (for tests).
+    """
 def set_isa(name: str) -> None:
     """
     Switch the ISA variant (for tests).

@@ -7,6 +7,7 @@
 #include "attnkit/attention.h"
 #include "attnkit/cross_entropy.h"
 #include "attnkit/gelu.h"
+#include "attnkit/int8_linear.h"
 #include "attnkit/layer_norm.h"
 #include "attnkit/linear_attention.h"
 #include "attnkit/matmul.h"
@@ -44,6 +45,7 @@ struct KernelTable {
   const char* isa;
   TypedKernels<float> f32;
   TypedKernels<double> f64;
+  void (*int8_linear)(const Int8LinearArgs&);
 
   template <class T>
   const TypedKernels<T>& get() const;
@@ -58,11 +60,21 @@ const KernelTable& kernels_baseline();
 const KernelTable& kernels_avx2();
 const KernelTable& kernels_avx512();
 
+// kernels_vnni/int8_linear_vnni.cpp (compiled when the avx512 variant is).
+void int8_linear_avx512vnni(const Int8LinearArgs& g);
+
 // dispatch.cpp
 std::vector<std::string> available_isas();  // ISAs compiled in and supported by this CPU, low to high
 const KernelTable& active_kernels();
 std::string active_isa();
 void set_isa(const std::string& name);  // throws std::invalid_argument if unavailable
+// The int8 linear kernel: the active table's, or its VNNI variant under avx512 when the CPU has VNNI
+// and it is enabled (ATTNKIT_INT8_VNNI=0 or set_int8_vnni(false) disable it, for tests and benchmarks).
+using Int8LinearKernel = void (*)(const Int8LinearArgs&);
+Int8LinearKernel active_int8_linear();
+std::string active_int8_variant();         // "avx512vnni" or the active ISA's name
+bool int8_vnni_available();
+void set_int8_vnni(bool enabled);          // throws std::invalid_argument if enabling and unavailable
 
 // threads.cpp: the thread count kernels use (min of set_num_threads and omp_get_max_threads()).
 int kernel_threads();

@@ -11,6 +11,7 @@ from attnkit.ops.attention import (
     scaled_dot_product_attention_backward,
 )
 from attnkit.ops.cross_entropy import cross_entropy
+from attnkit.ops.int8_linear import QuantizedLinearWeight, int8_linear, quantize_linear_weight
 from attnkit.ops.linear_attention import (
     LinearAttentionContext,
     LinearAttentionState,
@@ -28,10 +29,12 @@ __all__ = [
     "AttentionContext",
     "LinearAttentionContext",
     "LinearAttentionState",
+    "QuantizedLinearWeight",
     "adamw_update",
     "cross_entropy",
     "gelu",
     "gelu_backward",
+    "int8_linear",
     "layer_norm",
     "layer_norm_backward",
     "linear_attention",
@@ -39,6 +42,7 @@ __all__ = [
     "log_softmax",
     "log_softmax_backward",
     "matmul",
+    "quantize_linear_weight",
     "random_fourier_features",
     "rms_norm",
     "rms_norm_backward",

@@ -15,6 +15,7 @@ from attnkit.reference.attention import (
     scaled_dot_product_attention_backward,
 )
 from attnkit.reference.cross_entropy import cross_entropy
+from attnkit.reference.int8_linear import int8_linear, quantize_activations, quantize_linear_weight
 from attnkit.reference.linear_attention import feature_map_features, linear_attention
 from attnkit.reference.matmul import matmul
 from attnkit.reference.normalization import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
@@ -30,6 +31,7 @@ __all__ = [
     "feature_map_features",
     "gelu",
     "gelu_backward",
+    "int8_linear",
     "kernel_attention",
     "layer_norm",
     "layer_norm_backward",
@@ -37,6 +39,8 @@ __all__ = [
     "log_softmax",
     "log_softmax_backward",
     "matmul",
+    "quantize_activations",
+    "quantize_linear_weight",
     "random_fourier_features",
     "rms_norm",
     "rms_norm_backward",

@@ -31,6 +31,7 @@ __all__ = [
     "attention_problems",
     "float_arrays",
     "head_dims",
+    "int8_linear_inputs",
     "sequence_lengths",
     "softmax_inputs",
 ]
@@ -273,3 +274,48 @@ def float_arrays(
     rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
     x = (scale * rng.standard_normal(lead + (n,))).astype(dtype)
     return draw(arrange(x)) if layouts else x
+
+
+# Rows of x and columns of a weight that stress int8 quantisation: a zero row (scale 0), a constant
+# row (one end of the range is 0, every value quantises to 0 or 255), large magnitudes (whose products
+# stay finite in float32), subnormal values, and the largest products (u8 255 x s8 127), which a pmaddubsw pair
+# (2 x 255 x 127 > 32767) would saturate.
+_INT8_KINDS = ("normal", "normal", "zero", "constant", "huge", "tiny", "one-sided", "saturating")
+
+
+def _int8_operand(rng, kind, shape):
+    if kind == "zero":
+        return np.zeros(shape)
+    if kind == "constant":
+        return np.full(shape, rng.choice([-3.5, 0.25, 7.0]))
+    if kind == "huge":
+        return 1e15 * rng.standard_normal(shape)
+    if kind == "tiny":
+        return 1e-39 * rng.standard_normal(shape)
+    if kind == "one-sided":
+        return np.abs(rng.standard_normal(shape)) + 5.0
+    if kind == "saturating":
+        return np.full(shape, 1e3)
+    return rng.standard_normal(shape) * rng.choice([1.0, 0.01, 100.0])
+
+
+@st.composite
+def int8_linear_inputs(draw, max_dim=200, layouts=True):
+    """Strategy for ``(x, weight, bias)`` of an int8 linear map: x float32 (m, k) in a drawn layout,
+    weight float64 (k, n), bias float32 (n,) or None; m, n, k in 1 .. max_dim with tile edges likely.
+
+    Each row of x and each column of the weight is drawn from ``normal``, ``zero``, ``constant``,
+    ``huge`` (1e15), ``tiny`` (subnormal float32), ``one-sided`` (all positive) and ``saturating``
+    (the largest u8 x s8 products).
+    """
+    edges = (1, 2, 3, 4, 5, 7, 8, 11, 12, 13, 15, 16, 17, 31, 32, 33, 63, 64, 65, 97, 127, 128, 129, 199, 200)
+    dims = st.one_of(st.integers(1, max_dim), st.sampled_from([e for e in edges if e <= max_dim]))
+    m, k, n = draw(dims), draw(dims), draw(dims)
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    kinds = st.sampled_from(_INT8_KINDS)
+    row_kinds = draw(st.lists(kinds, min_size=1, max_size=3))
+    col_kinds = draw(st.lists(kinds, min_size=1, max_size=3))
+    x = np.stack([_int8_operand(rng, row_kinds[i % len(row_kinds)], k) for i in range(m)]).astype(np.float32)
+    weight = np.stack([_int8_operand(rng, col_kinds[j % len(col_kinds)], k) for j in range(n)], axis=1)
+    bias = rng.standard_normal(n).astype(np.float32) if draw(st.booleans()) else None
+    return (draw(arrange(x)) if layouts else x), weight, bias

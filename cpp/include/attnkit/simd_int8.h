@@ -1,0 +1,167 @@
+// Integer helpers for the int8 kernels, in the ISA's namespace like simd.h (included after it).
+//
+// Dot: W int32 lanes (columns of the packed weights), each lane the exact sum of four u8 x s8
+// products: acc + a0 w0 + a1 w1 + a2 w2 + a3 w3, with a four u8 of one row broadcast and w four s8
+// of each column. pack_quad lays out a row's four u8 (kQuadBytes) as broadcast reads them. VNNI does it in one vpdpbusd. Without VNNI, the usual pmaddubsw sums two products
+// into a saturating s16 (2 x 255 x 127 = 64770 > 32767: a silently wrong answer), so DotExact splits
+// even and odd bytes into s16 and uses pmaddwd (s16 x s16 pairs into s32), which never saturates.
+// Every variant gives the same int32 bits; the kernel is written once against this interface.
+#pragma once
+
+#ifndef ATTNKIT_KERNEL_NS
+#error "simd_int8.h is for kernel files compiled once per ISA (ATTNKIT_KERNEL_NS undefined)"
+#endif
+
+#include <cstdint>
+#include <cstring>
+
+#include "attnkit/simd.h"
+
+namespace attnkit {
+namespace ATTNKIT_KERNEL_NS {
+
+inline std::int32_t load_quad(const std::uint8_t* a) {
+  std::int32_t q;
+  std::memcpy(&q, a, sizeof q);
+  return q;
+}
+
+// The four u8 of one k group as the s16 pairs (a0, a2) and (a1, a3), 8 bytes: the operands pmaddwd
+// takes against the even and odd weight bytes, prepared once per row instead of once per column tile.
+inline void split_quad(const std::uint8_t* q, std::uint8_t* dst) {
+  const std::int16_t s[4] = {q[0], q[2], q[1], q[3]};
+  std::memcpy(dst, s, sizeof s);
+}
+
+#if defined(__AVX512BW__)
+
+struct DotExact {
+  static constexpr int W = 16, MR = 8;  // 16 accumulators + 4 weight halves + 2 row halves + temporaries
+  static constexpr int kQuadBytes = 8;
+  using Acc = __m512i;
+  struct A {
+    __m512i even, odd;
+  };
+  using B = A;
+  static Acc zero() { return _mm512_setzero_si512(); }
+  static void pack_quad(const std::uint8_t* q, std::uint8_t* dst) { split_quad(q, dst); }
+  static A broadcast(const std::uint8_t* a) {
+    return {_mm512_set1_epi32(load_quad(a)), _mm512_set1_epi32(load_quad(a + 4))};
+  }
+  static B load(const std::int8_t* w) {
+    const __m512i x = _mm512_loadu_si512(w);
+    return {_mm512_srai_epi16(_mm512_slli_epi16(x, 8), 8), _mm512_srai_epi16(x, 8)};
+  }
+  static Acc mac(Acc acc, const A& a, const B& b) {
+    return _mm512_add_epi32(acc, _mm512_add_epi32(_mm512_madd_epi16(a.even, b.even), _mm512_madd_epi16(a.odd, b.odd)));
+  }
+  static void store(Acc acc, std::int32_t* p) { _mm512_storeu_si512(p, acc); }
+};
+
+#if defined(__AVX512VNNI__)
+struct DotVnni {
+  static constexpr int W = 16, MR = 12;  // 24 accumulators, 2 weight vectors, 1 broadcast
+  static constexpr int kQuadBytes = 4;
+  using Acc = __m512i;
+  using A = __m512i;
+  using B = __m512i;
+  static Acc zero() { return _mm512_setzero_si512(); }
+  static void pack_quad(const std::uint8_t* q, std::uint8_t* dst) { std::memcpy(dst, q, 4); }
+  static A broadcast(const std::uint8_t* a) { return _mm512_set1_epi32(load_quad(a)); }
+  static B load(const std::int8_t* w) { return _mm512_loadu_si512(w); }
+  static Acc mac(Acc acc, A a, B b) { return _mm512_dpbusd_epi32(acc, a, b); }
+  static void store(Acc acc, std::int32_t* p) { _mm512_storeu_si512(p, acc); }
+};
+#endif
+
+#elif defined(__AVX2__)
+
+struct DotExact {
+  static constexpr int W = 8, MR = 4;  // 8 accumulators + 4 weight halves + 2 row halves + temporaries
+  static constexpr int kQuadBytes = 8;
+  using Acc = __m256i;
+  struct A {
+    __m256i even, odd;
+  };
+  using B = A;
+  static Acc zero() { return _mm256_setzero_si256(); }
+  static void pack_quad(const std::uint8_t* q, std::uint8_t* dst) { split_quad(q, dst); }
+  static A broadcast(const std::uint8_t* a) {
+    return {_mm256_set1_epi32(load_quad(a)), _mm256_set1_epi32(load_quad(a + 4))};
+  }
+  static B load(const std::int8_t* w) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+    return {_mm256_srai_epi16(_mm256_slli_epi16(x, 8), 8), _mm256_srai_epi16(x, 8)};
+  }
+  static Acc mac(Acc acc, const A& a, const B& b) {
+    return _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_madd_epi16(a.even, b.even), _mm256_madd_epi16(a.odd, b.odd)));
+  }
+  static void store(Acc acc, std::int32_t* p) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), acc); }
+};
+
+#else  // plain lanes: the same algorithm, four columns at a time
+
+struct DotExact {
+  static constexpr int W = 4, MR = 4;
+  static constexpr int kQuadBytes = 4;
+  struct Acc {
+    std::int32_t v[W];
+  };
+  struct A {
+    std::int32_t v[4];
+  };
+  using B = Acc;  // W lanes of four packed bytes each
+  static Acc zero() { return {}; }
+  static void pack_quad(const std::uint8_t* q, std::uint8_t* dst) { std::memcpy(dst, q, 4); }
+  static A broadcast(const std::uint8_t* a) { return {{a[0], a[1], a[2], a[3]}}; }
+  static B load(const std::int8_t* w) {
+    B b;
+    std::memcpy(b.v, w, sizeof b.v);
+    return b;
+  }
+  static Acc mac(Acc acc, const A& a, const B& b) {
+    for (int l = 0; l < W; ++l) {
+      std::int8_t w[4];
+      std::memcpy(w, &b.v[l], 4);
+      acc.v[l] += a.v[0] * w[0] + a.v[1] * w[1] + a.v[2] * w[2] + a.v[3] * w[3];
+    }
+    return acc;
+  }
+  static void store(Acc acc, std::int32_t* p) { std::memcpy(p, acc.v, sizeof acc.v); }
+};
+
+#endif
+
+// Stores the W lanes of q (integers in [0, 255], held as float) as bytes.
+inline void store_u8(Vec<float> q, std::uint8_t* p) {
+#if defined(__AVX512F__)
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q.v)));
+#elif defined(__AVX2__) && defined(__FMA__)
+  const __m256i i = _mm256_cvtps_epi32(q.v);
+  const __m128i s16 = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi16(s16, s16));
+#elif defined(__SSE2__)
+  const __m128i i = _mm_cvtps_epi32(q.v);
+  const __m128i s16 = _mm_packs_epi32(i, i);
+  const std::int32_t b = _mm_cvtsi128_si32(_mm_packus_epi16(s16, s16));
+  std::memcpy(p, &b, sizeof b);
+#else
+  *p = static_cast<std::uint8_t>(q.v);
+#endif
+}
+
+// W int32 as float (exact below 2^24, else rounded to nearest).
+inline Vec<float> load_as_float(const std::int32_t* p) {
+#if defined(__AVX512F__)
+  return {_mm512_cvtepi32_ps(_mm512_loadu_si512(p))};
+#elif defined(__AVX2__) && defined(__FMA__)
+  return {_mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
+#elif defined(__SSE2__)
+  return {_mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
+#else
+  return Vec<float>::set1(static_cast<float>(*p));
+#endif
+}
+
+}  // namespace ATTNKIT_KERNEL_NS
+}  // namespace attnkit
