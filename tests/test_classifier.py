@@ -330,12 +330,38 @@ def test_predict_with_bad_items_names_them(fitted):
      ("learning_rate", 0.0), ("weight_decay", -1.0), ("max_iter", 0), ("early_stopping", "yes"),
      ("early_stopping_metric", "accuracy"),
      ("validation_fraction", 1.0), ("n_iter_no_change", 0), ("tol", -1.0), ("class_weight", "auto"),
-     ("warm_start", None), ("random_state", "seed"), ("verbose", -1), ("features", "logits"), ("n_jobs", 0)],
+     ("warm_start", None), ("random_state", "seed"), ("verbose", -1), ("features", "logits"), ("n_jobs", 0),
+     ("inference_dtype", "bfloat16")],
 )
 def test_unknown_parameter_values_are_refused(param, value):
     clf = TransformerClassifier(**SMALL).set_params(**{param: value})
     with pytest.raises(InvalidParameterError, match=f"The '{param}' parameter of TransformerClassifier must be"):
         clf.fit(["a", "b"], [0, 1])
+
+
+def test_int8_inference_agrees_with_float32_and_follows_further_training(learner, negation):
+    X, y, X_test, _ = negation
+    clf = copy.deepcopy(learner)
+    exact = clf.decision_function(X_test)
+    quantised = clf.set_params(inference_dtype="int8").decision_function(X_test)
+    assert not np.array_equal(quantised, exact)
+    assert np.max(np.abs(quantised - exact)) < 0.05 * np.max(np.abs(exact))
+    assert np.mean(clf.predict(X_test) == clf.set_params(inference_dtype="float32").predict(X_test)) > 0.95
+    clf.set_params(inference_dtype="int8").partial_fit(X[:64], y[:64])  # new weights: a new int8 runner
+    np.testing.assert_allclose(clf.decision_function(X_test),
+                               copy.deepcopy(clf).set_params(inference_dtype="int8").decision_function(X_test))
+    assert not np.allclose(clf.decision_function(X_test), quantised)
+    with pytest.raises(ValueError, match=r"inference_dtype must be one of \('float32', 'int8'\), got 'int4'"):
+        clf.set_params(inference_dtype="int4").predict(X_test)
+
+
+def test_int8_inference_needs_softmax_attention_without_relative_positions():
+    texts, labels = ["a b c", "c b a", "a a b", "b b c"], [0, 1, 0, 1]
+    for options in ({"attention": "linear"}, {"positional": "relative"}):
+        clf = TransformerClassifier(**SMALL, **options).fit(texts, labels)
+        assert clf.predict(texts).shape == (4,)
+        with pytest.raises(ValueError, match="inference_dtype='int8' needs softmax attention without relative"):
+            clf.set_params(inference_dtype="int8").predict(texts)
 
 
 def test_d_model_must_divide_into_heads():

@@ -2,6 +2,7 @@
 tokenize -> TextEncoder -> pool -> normalize pipeline, do not depend on batching, survive every way of
 storing the embedder, and every bad parameter is named; the real all-MiniLM-L6-v2 where it is installed."""
 
+import copy
 import doctest
 import pickle
 import shutil
@@ -300,12 +301,27 @@ def test_pipeline_with_logistic_regression_learns_a_tiny_task(tiny):
 @pytest.mark.parametrize(
     ("param", "value"),
     [("model", 3), ("pooling", "sum"), ("normalize", "yes"), ("max_len", 0), ("max_len", 2.0), ("batch_size", 0),
-     ("weights", "trained"), ("random_state", "seed")],
+     ("weights", "trained"), ("random_state", "seed"), ("inference_dtype", "float16"), ("inference_dtype", None)],
 )
 def test_bad_parameters_are_named(tiny, param, value):
     embedder = TransformerEmbedder(tiny).set_params(**{param: value})
     with pytest.raises(InvalidParameterError, match=f"The '{param}' parameter of TransformerEmbedder must be"):
         embedder.fit()
+
+
+def test_inference_dtype_set_after_fit_is_checked_at_transform(fitted):
+    embedder = copy.deepcopy(fitted).set_params(inference_dtype="int4")
+    with pytest.raises(ValueError, match=r"inference_dtype must be one of \('float32', 'int8'\), got 'int4'"):
+        embedder.transform(TEXTS)
+
+
+def test_int8_embeddings_follow_float32_and_switch_without_refitting(tiny):
+    embedder = TransformerEmbedder(tiny).fit()
+    exact = embedder.transform(TEXTS)
+    quantised = embedder.set_params(inference_dtype="int8").transform(TEXTS)
+    assert quantised.dtype == np.float32 and not np.array_equal(quantised, exact)
+    assert np.min(np.sum(quantised * exact, axis=1)) > 0.99  # unit vectors: the cosine
+    np.testing.assert_array_equal(embedder.set_params(inference_dtype="float32").transform(TEXTS), exact)
 
 
 def test_bad_checkpoints_and_lengths(tiny, tmp_path):
@@ -370,6 +386,13 @@ def test_minilm_warns_about_a_long_text(minilm):
     with pytest.warns(UserWarning, match="1 of 2 texts are longer than max_len=256 tokens"):
         out = minilm.transform(["word " * 400, "a short one"])
     np.testing.assert_array_equal(out[0], minilm.transform(["word " * 254])[0])  # 254 + [CLS] + [SEP]: not cut
+
+
+def test_minilm_int8_embeddings_stay_within_cosine_0_99_of_float32(minilm):
+    texts = ["A man is playing a guitar.", "The stock market fell sharply today.", "not bad at all, actually fun",
+             "a gorgeous , witty , seductive movie .", "the plot is thin and the jokes fall flat ."]
+    int8 = copy.deepcopy(minilm).set_params(inference_dtype="int8")
+    assert np.min(np.sum(int8.transform(texts) * minilm.transform(texts), axis=1)) >= 0.99
 
 
 def test_docstring_example_runs(minilm):

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnkit import nn
+from attnkit import nn, ops
 from attnkit.nn.transformer import Stack
 
 
@@ -110,3 +110,28 @@ def test_one_runner_serves_concurrent_threads_with_their_own_buffers():
 
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(check, cases))
+
+
+def test_int8_runs_every_linear_map_in_int8_and_stays_close_to_float32():
+    rng = np.random.default_rng(6)
+    encoder = nn.Encoder(2, 32, 4, 64, rng, dropout=0.0, norm_first=False, activation="gelu")
+    x = rng.standard_normal((4, 10, 32)).astype(np.float32)
+    lengths = np.array([10, 7, 1, 4])
+    real = np.arange(10) < lengths[:, None]
+    exact = nn.PackedEncoder(encoder)(x, key_lengths=lengths)
+    runner = nn.PackedEncoder(encoder, dtype="int8")
+    quantised = runner(x, key_lengths=lengths)
+    assert quantised.dtype == np.float32 and not quantised[~real].any()
+    assert all(isinstance(linear.weight, ops.QuantizedLinearWeight)
+               for layer in runner.layers for linear in (layer.qkv, layer.out, layer.ff1, layer.ff2))
+    a, b = quantised[real], exact[real]
+    cosine = np.sum(a * b, axis=1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    assert cosine.min() > 0.99 and not np.array_equal(a, b)
+
+
+def test_int8_needs_a_float32_encoder_and_dtypes_are_named():
+    encoder = nn.Encoder(1, 8, 2, 16, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="dtype='int8' needs a float32 encoder.*got float64"):
+        nn.PackedEncoder(encoder.astype(np.float64), dtype="int8")
+    with pytest.raises(ValueError, match=r"dtype must be one of \(None, 'int8'\), got 'int4'"):
+        nn.PackedEncoder(encoder, dtype="int4")

@@ -48,6 +48,7 @@ __all__ = ["NetworkEstimator", "Samples"]
 # Building a cached network takes a lock, so that threads predicting at once with a freshly loaded or
 # unpickled estimator share one network instead of each building and rebinding its own.
 _CACHE_LOCK = threading.RLock()
+INFERENCE_DTYPES = ("float32", "int8")
 
 
 @dataclasses.dataclass
@@ -214,6 +215,7 @@ class NetworkEstimator(NJobsMixin, BaseEstimator):
         return dataclasses.replace(options, **fields)
 
     def _record(self, history, incremental):
+        self._forget_inference_runners()  # they hold weights from before this training
         if not incremental:
             history.optimizer_state = None  # a fit plans its own schedule and optimiser; only partial_fit resumes
         self._training_state = history.to_dict()
@@ -241,6 +243,27 @@ class NetworkEstimator(NJobsMixin, BaseEstimator):
                 if key not in cache:
                     cache[key] = build()
         return cache[key]
+
+    def _inference_runner(self):
+        """The network's packed inference runner (:meth:`attnkit.nn.TextEncoder.inference_runner`) in
+        ``inference_dtype``, built on first use and kept until training changes the weights; None when the
+        layers cannot run packed (float32 then runs the padded layers)."""
+        dtype = self.inference_dtype
+        if not isinstance(dtype, str) or dtype not in INFERENCE_DTYPES:
+            raise ValueError(f"inference_dtype must be one of {INFERENCE_DTYPES}, got {dtype!r}")
+        runner = self._cached(("runner", dtype), lambda: self._network().inference_runner(
+            None if dtype == "float32" else dtype))
+        if runner is None and dtype == "int8":
+            config = self._network_config
+            raise ValueError(f"inference_dtype='int8' needs softmax attention without relative positions; this "
+                             f"{type(self).__name__} was fitted with attention={config.get('attention', 'softmax')!r}, "
+                             f"positional={config.get('positional')!r}")
+        return runner
+
+    def _forget_inference_runners(self):
+        cache = self.__dict__.get("_cache", {})
+        for key in [key for key in cache if isinstance(key, tuple) and key[0] == "runner"]:
+            del cache[key]
 
     def _build_network(self):
         return self._network_class(rng=np.random.default_rng(self._network_seed), **self._network_config)

@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from attnkit._random import generator
 from attnkit._validation import Interval, Options, validate_params
-from attnkit.estimators._base import NetworkEstimator
+from attnkit.estimators._base import INFERENCE_DTYPES, NetworkEstimator
 from attnkit.estimators._token_input import TEXT
 from attnkit.io import register_estimator
 from attnkit.nn import SequencePooling, TextEncoder
@@ -76,6 +76,12 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         but one; the count of before is restored when the call returns. The count is the process's, as
         with :func:`attnkit.set_num_threads`; other libraries' threads (NumPy's BLAS) are left alone.
 
+    inference_dtype : {"float32", "int8"}, default="float32"
+        Arithmetic of the encoder's linear maps: "int8" quantises their weights per output channel once
+        and every token's activations on the fly (:func:`attnkit.ops.int8_linear`), several times faster
+        on CPUs with AVX-512 VNNI; all-MiniLM-L6-v2's embeddings stay within cosine 0.99 of float32's.
+        Takes effect at the next ``transform``.
+
     Attributes
     ----------
     pooling_ : str
@@ -102,7 +108,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
     checkpoint: :meth:`save` / :func:`attnkit.load`, pickle, joblib and Dask workers work with it alone
     (the ``pretrained`` extra, for the tokenizer, is still needed). ``fit`` ignores ``X`` and ``y``
     (beyond checking that ``X`` is texts), so the embedder fits in a Pipeline. Parameters changed with
-    ``set_params`` take effect at the next ``fit``, except ``batch_size``.
+    ``set_params`` take effect at the next ``fit``, except ``batch_size`` and ``inference_dtype``.
 
     Examples
     --------
@@ -126,10 +132,11 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
         "weights": [Options(str, {"pretrained", "random"})],
         "random_state": ["random_state"],
+        "inference_dtype": [Options(str, set(INFERENCE_DTYPES))],
     }
 
     def __init__(self, model=None, *, pooling=None, normalize=None, max_len=None, batch_size=32, weights="pretrained",
-                 random_state=None, n_jobs=None):
+                 random_state=None, n_jobs=None, inference_dtype="float32"):
         self.model = model
         self.pooling = pooling
         self.normalize = normalize
@@ -138,6 +145,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         self.weights = weights
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.inference_dtype = inference_dtype
 
     # ----------------------------------------------------------------------------- public API
     def fit(self, X: Texts | None = None, y: Any = None) -> "TransformerEmbedder":
@@ -210,8 +218,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         """
         check_is_fitted(self)
         ids = self._encode(X, stacklevel=5)  # the user, set_output's and n_jobs' wrappers, transform, _encode
-        network, pool = self._network(), SequencePooling(self.pooling_)
-        runner = network.inference_runner()
+        network, pool, runner = self._network(), SequencePooling(self.pooling_), self._inference_runner()
         out = np.empty((len(ids), self._n_features_out), dtype=np.float32)
         for rows, batch, lengths in self._batches(ids):
             hidden = network.infer(batch, lengths=lengths, runner=runner)

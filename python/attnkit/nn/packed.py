@@ -22,6 +22,7 @@ from attnkit.nn.layers import LayerNorm
 __all__ = ["PackedEncoder"]
 
 _GELU_FORMS = {"gelu": "none", "gelu_tanh": "tanh"}
+DTYPES = (None, "int8")
 
 
 class PackedEncoder:
@@ -32,19 +33,30 @@ class PackedEncoder:
     encoder : Encoder
         A stack of :class:`~attnkit.nn.EncoderLayer` with softmax attention and no relative positions
         (:meth:`supports`); the others run through :meth:`Encoder.infer`'s padded path.
+    dtype : {None, "int8"}, default=None
+        None: the encoder's own float dtype throughout. "int8" (a float32 encoder): the four linear maps
+        of every layer (Q/K/V, attention output, both feed-forward ones) run as
+        :func:`attnkit.ops.int8_linear` over weights quantised per output channel here; attention, norms,
+        activations and residuals stay float32.
 
     Notes
     -----
-    The runner keeps the concatenated Q/K/V weights it builds here and reads every other parameter from
-    the layers when called: build a new one after the weights change (training, ``load_state_dict``).
+    The runner keeps the weights it builds here (Q/K/V side by side; int8: every linear map's) and reads
+    the others from the layers when called: build a new one after the weights change (training,
+    ``load_state_dict``). One runner may serve several threads at once.
     """
 
-    def __init__(self, encoder):
+    def __init__(self, encoder, *, dtype=None):
         if not self.supports(encoder):
             raise ValueError("PackedEncoder needs an Encoder whose layers use softmax attention without relative "
                              "positions; run Encoder.infer instead")
+        if dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+        if dtype == "int8" and encoder.dtype != np.float32:
+            raise ValueError(f"dtype='int8' needs a float32 encoder (its activations stay float32), got "
+                             f"{encoder.dtype}; convert it with encoder.astype(np.float32)")
         self.dtype = encoder.dtype
-        self.layers = [_LayerPlan(encoder.children[f"layer{i}"]) for i in range(encoder.n_layers)]
+        self.layers = [_LayerPlan(encoder.children[f"layer{i}"], dtype) for i in range(encoder.n_layers)]
         self.final_norm = encoder.children.get("norm")
         self._local = threading.local()  # buffers per thread: one runner may serve concurrent calls
 
@@ -106,22 +118,37 @@ def _norm(module, x):
     return ops.rms_norm(x, module.params["gamma"], module.eps)
 
 
-class _LayerPlan:
-    """One EncoderLayer over packed rows: its blocks' modules and the fused Q/K/V weights."""
+class _Linear:
+    """``x @ weight + bias`` of packed rows into a reused buffer: float (the layer's own arrays) or int8
+    (:func:`attnkit.ops.int8_linear` over the weight quantised here, once)."""
 
-    def __init__(self, layer):
+    def __init__(self, weight, bias, dtype):
+        self.weight = ops.quantize_linear_weight(weight) if dtype == "int8" else weight
+        self.bias, self.width = bias, weight.shape[1]
+
+    def __call__(self, x, out):
+        if isinstance(self.weight, ops.QuantizedLinearWeight):
+            return ops.int8_linear(x, self.weight, bias=self.bias, out=out)
+        return ops.matmul(x, self.weight, bias=self.bias, out=out)
+
+
+class _LayerPlan:
+    """One EncoderLayer over packed rows: its norms and its four linear maps, Q/K/V as one."""
+
+    def __init__(self, layer, dtype):
         attention_block, ff_block = layer.children["self_attention"], layer.children["feed_forward"]
         self.norm_first = attention_block.norm_first
         self.attention_norm, self.ff_norm = attention_block.children["norm"], ff_block.children["norm"]
         attention: MultiHeadAttention = attention_block.children["sublayer"]
         self.heads, self.d_head = attention.n_heads, attention.d_head
         p = attention.params
-        self.wqkv = np.concatenate([p["wq"], p["wk"], p["wv"]], axis=1)
-        self.bqkv = np.concatenate([p["bq"], p["bk"], p["bv"]])
-        self.wo, self.bo = p["wo"], p["bo"]
+        self.qkv = _Linear(np.concatenate([p["wq"], p["wk"], p["wv"]], axis=1),
+                           np.concatenate([p["bq"], p["bk"], p["bv"]]), dtype)
+        self.out = _Linear(p["wo"], p["bo"], dtype)
         ff = ff_block.children["sublayer"]
         self.activation = ff.activation
-        self.linear1, self.linear2 = (ff.children[k].params for k in ("linear1", "linear2"))
+        self.ff1, self.ff2 = (_Linear(ff.children[k].params["weight"], ff.children[k].params["bias"], dtype)
+                              for k in ("linear1", "linear2"))
 
     def __call__(self, x, rows, batch, n, lengths, buffer):
         x = self._block(x, self.attention_norm, lambda h: self._attend(h, rows, batch, n, lengths, buffer))
@@ -135,7 +162,7 @@ class _LayerPlan:
 
     def _attend(self, h, rows, batch, n, lengths, buffer):
         tokens, inner = h.shape[0], self.heads * self.d_head
-        qkv = ops.matmul(h, self.wqkv, bias=self.bqkv, out=buffer("qkv", (tokens, 3 * inner)))
+        qkv = self.qkv(h, buffer("qkv", (tokens, self.qkv.width)))
         # Padded (B, N, 3, H, dh) home of the packed rows: the kernel reads q, k, v there in place, skips
         # keys past each length, and the outputs of padding queries are never gathered. Zeroed once so
         # padding rows hold finite values.
@@ -146,14 +173,12 @@ class _LayerPlan:
         assert isinstance(heads, np.ndarray)  # without return_weights / return_context
         # One gather from (B, H, N, dh) straight to packed (T, H, dh) rows.
         merged = heads.swapaxes(1, 2)[rows // n, rows % n].reshape(tokens, inner)
-        return ops.matmul(merged, self.wo, bias=self.bo, out=buffer("attention_out", (tokens, self.wo.shape[1])))
+        return self.out(merged, buffer("attention_out", (tokens, self.out.width)))
 
     def _feed_forward(self, h, buffer):
-        hidden = ops.matmul(h, self.linear1["weight"], bias=self.linear1["bias"],
-                            out=buffer("ff_hidden", (h.shape[0], self.linear1["weight"].shape[1])))
+        hidden = self.ff1(h, buffer("ff_hidden", (h.shape[0], self.ff1.width)))
         if self.activation == "relu":
             hidden = np.maximum(hidden, 0, out=hidden)
         else:
             hidden = ops.gelu(hidden, approximate=_GELU_FORMS[self.activation])
-        return ops.matmul(hidden, self.linear2["weight"], bias=self.linear2["bias"],
-                          out=buffer("ff_out", (h.shape[0], self.linear2["weight"].shape[1])))
+        return self.ff2(hidden, buffer("ff_out", (h.shape[0], self.ff2.width)))

@@ -102,11 +102,12 @@ class TextEncoder(Module):
             return runner(x, key_lengths=lengths)
         return self.children["encoder"].infer(x, key_lengths=lengths)
 
-    def inference_runner(self):
+    def inference_runner(self, dtype=None):
         """A :class:`PackedEncoder` of this model's encoder for :meth:`infer`'s ``runner`` (None when its
-        layers cannot run packed): built once, it serves every batch until the weights change."""
+        layers cannot run packed): built once, it serves every batch until the weights change. ``dtype``:
+        as :class:`PackedEncoder`'s (``"int8"``: int8 linear maps)."""
         encoder = self.children["encoder"]
-        return PackedEncoder(encoder) if PackedEncoder.supports(encoder) else None
+        return PackedEncoder(encoder, dtype=dtype) if PackedEncoder.supports(encoder) else None
 
     def backward_encode(self, grad, cache):
         """Accumulates the embedding and encoder gradients from d loss / d :meth:`encode`'s output."""
