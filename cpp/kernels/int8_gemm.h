@@ -120,36 +120,31 @@ inline void micro_tile(const std::uint8_t* __restrict qa, const std::int8_t* __r
 }
 
 // Rows [0, mr) x columns [j0, j0 + nr) of C from the tile of sums: the raw sums into g.acc, or
-// sx sw (acc - zx colsum) (+ bias) into g.c. The scalar tail rounds as the vector lanes do.
+// sx sw (acc - zx colsum) (+ bias) into g.c, in one pass that GCC vectorises (no contraction in this
+// file, so every lane and every ISA rounds the same two products and one sum).
 template <class Dot>
-inline void epilogue(const Int8LinearArgs& g, std::int64_t i0, int mr, std::int64_t j0, int nr, std::int32_t* tile,
-                     const float* sx, const std::int32_t* zx) {
-  using V = Vec<float>;
+inline void epilogue(const Int8LinearArgs& g, std::int64_t i0, int mr, std::int64_t j0, int nr,
+                     const std::int32_t* __restrict tile, const float* sx, const std::int32_t* zx) {
   constexpr int NR = Int8Shape<Dot>::NR;
+  const float* __restrict sw = g.w_scale + j0;
+  const std::int32_t* __restrict colsum = g.w_colsum + j0;
+  const float* __restrict bias = g.bias ? g.bias + j0 : nullptr;
   for (int i = 0; i < mr; ++i) {
-    std::int32_t* t = tile + i * NR;
+    const std::int32_t* t = tile + i * NR;
     if (g.acc) {
       std::memcpy(g.acc + (i0 + i) * g.n + j0, t, sizeof(std::int32_t) * std::size_t(nr));
       continue;
     }
     // Unsigned, so that the wrap of two int32 products is defined; the difference fits (k <= 65536).
     const std::uint32_t z = std::uint32_t(zx[i]);
-    for (int j = 0; j < nr; ++j) t[j] = std::int32_t(std::uint32_t(t[j]) - z * std::uint32_t(g.w_colsum[j0 + j]));
-    const float* sw = g.w_scale + j0;
-    const float* bias = g.bias ? g.bias + j0 : nullptr;
-    float* c = g.c + (i0 + i) * g.c_row_stride + j0;
-    const V s = V::set1(sx[i]);
-    int j = 0;
-    for (; j + V::W <= nr; j += V::W) {
-      V r = load_as_float(t + j) * (s * V::load(sw + j));
-      if (bias) r = r + V::load(bias + j);
-      r.store(c + j);
-    }
-    for (; j < nr; ++j) {
-      float r = float(t[j]) * (sx[i] * sw[j]);
-      if (bias) r = r + bias[j];
-      c[j] = r;
-    }
+    const float s = sx[i];
+    float* __restrict c = g.c + (i0 + i) * g.c_row_stride + j0;
+    if (bias)
+      for (int j = 0; j < nr; ++j)
+        c[j] = float(std::int32_t(std::uint32_t(t[j]) - z * std::uint32_t(colsum[j]))) * (s * sw[j]) + bias[j];
+    else
+      for (int j = 0; j < nr; ++j)
+        c[j] = float(std::int32_t(std::uint32_t(t[j]) - z * std::uint32_t(colsum[j]))) * (s * sw[j]);
   }
 }
 

@@ -150,18 +150,5 @@ inline void store_u8(Vec<float> q, std::uint8_t* p) {
 #endif
 }
 
-// W int32 as float (exact below 2^24, else rounded to nearest).
-inline Vec<float> load_as_float(const std::int32_t* p) {
-#if defined(__AVX512F__)
-  return {_mm512_cvtepi32_ps(_mm512_loadu_si512(p))};
-#elif defined(__AVX2__) && defined(__FMA__)
-  return {_mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
-#elif defined(__SSE2__)
-  return {_mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
-#else
-  return Vec<float>::set1(static_cast<float>(*p));
-#endif
-}
-
 }  // namespace ATTNKIT_KERNEL_NS
 }  // namespace attnkit
