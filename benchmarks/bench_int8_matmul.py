@@ -15,21 +15,26 @@ s8 weights, u8 activations quantised per tensor: ``DynamicQuantizeMatMul``/``Mat
 torch's ``quantize_dynamic`` of an ``nn.Linear`` (fbgemm: per-tensor u8 activations, and on x86
 ``reduce_range`` 7-bit activations against the pmaddubsw saturation attnkit avoids exactly).
 
-What the first runs found (Zen 4, AMD EPYC, 2 cores shared with other jobs, load average 5-6, so
-every timing carries a dagger; CPU-time measurements of attnkit alone agreed with the ratios):
+What the runs found (Zen 4, AMD EPYC, 2 cores shared with other jobs at load average 5-6, so every
+wall time carries a dagger and swings by tens of percent between runs; the one-thread CPU-time table is
+the steadier one):
 
-- With VNNI the kernel runs ~3x attnkit's float32 GEMM at every shape and thread count (2048 x 384 x
-  1536 on one core: ~7.2 ms of CPU against ~22 ms, ~170 of 224 GMAC/s peak at 1 vpdpbusd a cycle),
-  quantisation of x included. Against onnxruntime it is on par at one thread (0.9-1.15x) and ahead at two
-  (1.0-1.7x; onnxruntime's threads spin and lose more to the other jobs).
+- With VNNI the kernel takes ~1/3 of the CPU time of attnkit's float32 GEMM (2.97-3.29x at one thread,
+  2.4-3.9x in wall time at one and two threads), quantisation of x included: 2048 x 384 x 1536 in 6.9 ms
+  of CPU against 22.6 ms, ~175 GMAC/s of the ~224 that one vpdpbusd a cycle allows.
+- Against onnxruntime's dynamic int8 MatMul: 0.89-0.95x its CPU time at one thread (torch's dynamic
+  Linear 0.89-1.01x), so not quite on par; in wall time at two threads ahead at most shapes (0.97-1.80x
+  in the last run). Quantising x costs ~1.2 ms of the 7 at k = 1536 (two passes over the 12 MB of x and
+  one over the quantised rows to lay them out in MR-row panels) and is where the rest would come from.
 - Without VNNI (the exact pmaddwd product, AVX-512BW or AVX2) it is 1.3-1.5x float32: two pmaddwd and
   two adds per 64 products where VNNI needs one instruction. The 7-bit activations that would let
   pmaddubsw run without saturating (torch's reduce_range) would double the activation error instead.
 - Error: attnkit's per-row activation scales give ~0.008 of the largest output, onnxruntime's
   per-tensor activation scale ~0.012, torch's 7-bit per-tensor activations ~0.02.
-- Quantised rows laid out in MR-row panels (one pointer for the 12 broadcasts; GCC had spilled the 12
-  row pointers) and the exact path's (a0, a2), (a1, a3) pairs prepared once per row: the exact path
-  went from 16.8 to 15.4 ms of CPU at 2048 x 384 x 1536, VNNI unchanged within noise.
+- Tuning steps (CPU time, 2048 x 384 x 1536, one core): quantised rows laid out in MR-row panels (one
+  pointer for the 12 broadcasts; GCC had spilled the 12 row pointers) and the exact path's (a0, a2),
+  (a1, a3) pairs prepared once per row: exact path 16.8 -> 15.4 ms, VNNI within noise; a one-pass
+  epilogue: VNNI 7.25 -> 6.8 ms.
 
 Run ``python benchmarks/bench_int8_matmul.py --help`` for the options.
 """
