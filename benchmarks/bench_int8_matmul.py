@@ -200,8 +200,8 @@ def bench(report, args, shapes, torch, threads):
         report.data[f"{threads}T {m}x{k}x{n}"] = {name: timing.as_dict() for name, timing in t.items()}
         report.data[f"{threads}T {m}x{k}x{n}"]["errors"] = errors
         if cpu is not None:
-            c = {name: cpu_time(fn) for name, fn in fns.items() if fn is not None and name in ("f32", lead, "onnxruntime",
-                                                                                              "torch")}
+            timed = ("f32", lead, "onnxruntime", "torch")
+            c = {name: cpu_time(fn) for name, fn in fns.items() if fn is not None and name in timed}
             cpu.add_row(f"{m}, {k}, {n}", *(f"{1e3 * c[name]:.3g} ms" if name in c else "–"
                                              for name in ("f32", lead, "onnxruntime", "torch")),
                         *(harness.fmt_ratio(c[name] / c[lead]) if name in c else "–"
