@@ -19,13 +19,13 @@ What the runs found (Zen 4, AMD EPYC, 2 cores shared with other jobs at load ave
 wall time carries a dagger and swings by tens of percent between runs; the one-thread CPU-time table is
 the steadier one):
 
-- With VNNI the kernel takes ~1/3 of the CPU time of attnkit's float32 GEMM (2.97-3.29x at one thread,
-  2.4-3.9x in wall time at one and two threads), quantisation of x included: 2048 x 384 x 1536 in 6.9 ms
-  of CPU against 22.6 ms, ~175 GMAC/s of the ~224 that one vpdpbusd a cycle allows.
-- Against onnxruntime's dynamic int8 MatMul: 0.89-0.95x its CPU time at one thread (torch's dynamic
-  Linear 0.89-1.01x), so not quite on par; in wall time at two threads ahead at most shapes (0.97-1.80x
-  in the last run). Quantising x costs ~1.2 ms of the 7 at k = 1536 (two passes over the 12 MB of x and
-  one over the quantised rows to lay them out in MR-row panels) and is where the rest would come from.
+- With VNNI the kernel takes under 1/3 of the CPU time of attnkit's float32 GEMM (3.2-3.4x at one
+  thread, 2.8-4.3x in wall time at one and two threads), quantisation of x included: 2048 x 384 x 1536
+  in 6.6 ms of CPU against 22.3 ms, ~180 GMAC/s of the ~224 that one vpdpbusd a cycle allows.
+- Against onnxruntime's dynamic int8 MatMul: 0.93-1.12x its CPU time at one thread (torch's dynamic
+  Linear 0.96-1.15x), on par; in wall time at two threads ahead at every shape of the last run
+  (1.19-1.96x). Quantising x costs ~0.85 ms of the 7 at k = 1536 (two passes over the 12 MB of x and
+  one over the quantised rows to lay them out in MR-row panels): the place to look for more.
 - Without VNNI (the exact pmaddwd product, AVX-512BW or AVX2) it is 1.3-1.5x float32: two pmaddwd and
   two adds per 64 products where VNNI needs one instruction. The 7-bit activations that would let
   pmaddubsw run without saturating (torch's reduce_range) would double the activation error instead.
@@ -34,7 +34,8 @@ the steadier one):
 - Tuning steps (CPU time, 2048 x 384 x 1536, one core): quantised rows laid out in MR-row panels (one
   pointer for the 12 broadcasts; GCC had spilled the 12 row pointers) and the exact path's (a0, a2),
   (a1, a3) pairs prepared once per row: exact path 16.8 -> 15.4 ms, VNNI within noise; a one-pass
-  epilogue: VNNI 7.25 -> 6.8 ms.
+  epilogue: VNNI 7.25 -> 6.8 ms; two accumulator chains in the min/max pass and a pointer-stepped panel
+  copy: 2048 x 1536 x 16 (almost all quantisation) 1.64 -> 1.43 ms.
 
 Run ``python benchmarks/bench_int8_matmul.py --help`` for the options.
 """
