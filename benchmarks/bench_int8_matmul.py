@@ -15,27 +15,35 @@ s8 weights, u8 activations quantised per tensor: ``DynamicQuantizeMatMul``/``Mat
 torch's ``quantize_dynamic`` of an ``nn.Linear`` (fbgemm: per-tensor u8 activations, and on x86
 ``reduce_range`` 7-bit activations against the pmaddubsw saturation attnkit avoids exactly).
 
-What the first runs found (Zen 4, AMD EPYC, 2 cores shared with other jobs, load average 5-6, so
-every timing carries a dagger; CPU-time measurements of attnkit alone agreed with the ratios):
+What the runs found (Zen 4, AMD EPYC, 2 cores shared with other jobs at load average 5-6, so every
+wall time carries a dagger and swings by tens of percent between runs; the one-thread CPU-time table is
+the steadier one):
 
-- With VNNI the kernel runs ~3x attnkit's float32 GEMM at every shape and thread count (2048 x 384 x
-  1536 on one core: ~7.2 ms of CPU against ~22 ms, ~170 of 224 GMAC/s peak at 1 vpdpbusd a cycle),
-  quantisation of x included. Against onnxruntime it is on par at one thread (0.9-1.15x) and ahead at two
-  (1.0-1.7x; onnxruntime's threads spin and lose more to the other jobs).
+- With VNNI the kernel takes under 1/3 of the CPU time of attnkit's float32 GEMM (3.2-3.4x at one
+  thread, 2.8-4.3x in wall time at one and two threads), quantisation of x included: 2048 x 384 x 1536
+  in 6.6 ms of CPU against 22.3 ms, ~180 GMAC/s of the ~224 that one vpdpbusd a cycle allows.
+- Against onnxruntime's dynamic int8 MatMul: 0.93-1.12x its CPU time at one thread (torch's dynamic
+  Linear 0.96-1.15x), on par; in wall time at two threads ahead at every shape of the last run
+  (1.19-1.96x). Quantising x costs ~0.85 ms of the 7 at k = 1536 (two passes over the 12 MB of x and
+  one over the quantised rows to lay them out in MR-row panels): the place to look for more.
 - Without VNNI (the exact pmaddwd product, AVX-512BW or AVX2) it is 1.3-1.5x float32: two pmaddwd and
   two adds per 64 products where VNNI needs one instruction. The 7-bit activations that would let
   pmaddubsw run without saturating (torch's reduce_range) would double the activation error instead.
 - Error: attnkit's per-row activation scales give ~0.008 of the largest output, onnxruntime's
   per-tensor activation scale ~0.012, torch's 7-bit per-tensor activations ~0.02.
-- Quantised rows laid out in MR-row panels (one pointer for the 12 broadcasts; GCC had spilled the 12
-  row pointers) and the exact path's (a0, a2), (a1, a3) pairs prepared once per row: the exact path
-  went from 16.8 to 15.4 ms of CPU at 2048 x 384 x 1536, VNNI unchanged within noise.
+- Tuning steps (CPU time, 2048 x 384 x 1536, one core): quantised rows laid out in MR-row panels (one
+  pointer for the 12 broadcasts; GCC had spilled the 12 row pointers) and the exact path's (a0, a2),
+  (a1, a3) pairs prepared once per row: exact path 16.8 -> 15.4 ms, VNNI within noise; a one-pass
+  epilogue: VNNI 7.25 -> 6.8 ms; two accumulator chains in the min/max pass and a pointer-stepped panel
+  copy: 2048 x 1536 x 16 (almost all quantisation) 1.64 -> 1.43 ms.
 
 Run ``python benchmarks/bench_int8_matmul.py --help`` for the options.
 """
 
+import math
 import os
 import tempfile
+import time
 from pathlib import Path
 
 # As in bench_matmul.py: attnkit's passive OpenMP wait policy before _harness imports torch.
@@ -115,6 +123,21 @@ def float_call(x, weight, bias, out, threads, isa):
     return call
 
 
+def cpu_time(fn, blocks=5, min_seconds=0.05):
+    """Least CPU time of this process per call over ``blocks`` loops of calls: on a shared machine the
+    time a one-thread call spends descheduled counts in its wall time but not here."""
+    start = time.process_time()
+    fn()
+    calls = max(1, math.ceil(min_seconds / max(time.process_time() - start, 1e-6)))
+    best = math.inf
+    for _ in range(blocks):
+        start = time.process_time()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.process_time() - start) / calls)
+    return best
+
+
 def rel_error(y, exact):
     return float(np.max(np.abs(np.asarray(y, np.float64) - exact)) / np.max(np.abs(exact)))
 
@@ -136,6 +159,12 @@ def bench(report, args, shapes, torch, threads):
         f"({lead}; > 1: attnkit int8 is faster). *rel. error*: max |y - x @ W - b| / max |x @ W + b| "
         "against the float64 product (x standard normal, W uniform +-1/sqrt(k) as nn.Linear's init).",
     )
+    cpu = None if threads > 1 else report.table(
+        "1 thread, CPU time", ["m, k, n", "attnkit f32", f"attnkit {lead}", "onnxruntime int8", "torch int8",
+                               f"{lead} / f32", f"{lead} / onnxruntime", f"{lead} / torch"],
+        "The least CPU time of the process per call over 5 loops of calls, after the table above: with other "
+        "jobs on the machine, a one-thread call's wall time includes the time it waits for a core, this "
+        "does not (caches and memory bandwidth are still shared).")
     rng = np.random.default_rng(0)
     for m, k, n in shapes:
         x = rng.standard_normal((m, k)).astype(np.float32)
@@ -171,6 +200,14 @@ def bench(report, args, shapes, torch, threads):
         )
         report.data[f"{threads}T {m}x{k}x{n}"] = {name: timing.as_dict() for name, timing in t.items()}
         report.data[f"{threads}T {m}x{k}x{n}"]["errors"] = errors
+        if cpu is not None:
+            timed = ("f32", lead, "onnxruntime", "torch")
+            c = {name: cpu_time(fn) for name, fn in fns.items() if fn is not None and name in timed}
+            cpu.add_row(f"{m}, {k}, {n}", *(f"{1e3 * c[name]:.3g} ms" if name in c else "–"
+                                             for name in ("f32", lead, "onnxruntime", "torch")),
+                        *(harness.fmt_ratio(c[name] / c[lead]) if name in c else "–"
+                          for name in ("f32", "onnxruntime", "torch")))
+            report.data[f"{threads}T {m}x{k}x{n}"]["cpu seconds"] = c
     _core.set_isa(best)
     if vnni:
         _core.set_int8_vnni(True)

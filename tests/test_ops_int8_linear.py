@@ -140,7 +140,8 @@ def test_range_wider_than_float32(variant):
     qweight = ops.quantize_linear_weight(weight)
     y = ops.int8_linear(x, qweight)
     assert np.all(np.isfinite(y))
-    assert np.all(np.abs(y - reference.int8_linear(x, qweight.values, qweight.scale)) <= 1e-6 * _magnitude(x, qweight, None))
+    expected = reference.int8_linear(x, qweight.values, qweight.scale)
+    assert np.all(np.abs(y - expected) <= 1e-6 * _magnitude(x, qweight, None))
     np.testing.assert_allclose(y, x.astype(np.float64) @ weight, rtol=0.05, atol=0.05 * np.abs(y).max())
 
 

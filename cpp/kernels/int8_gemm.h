@@ -54,13 +54,23 @@ constexpr std::int64_t kInt8MinParallelWork = std::int64_t(1) << 26;
 inline float quantize_row(const float* x, std::int64_t k, std::int64_t k4, std::uint8_t* q, std::int32_t* zx) {
   using V = Vec<float>;
   constexpr int W = V::W;
-  V lo = V::zero(), hi = V::zero(), bad = V::zero();
-  for_each_lane<float>(k, [&](std::int64_t j, int count) {
-    const V v = load_partial(x + j, count);
+  // Two sets of running min, max and v * 0 (NaN once a NaN or inf was seen: min and max drop NaN), so
+  // that the loop is not bound by the latency of one chain of additions (it took 1/5 of the call at n = 16).
+  V lo = V::zero(), hi = V::zero(), bad = V::zero(), lo2 = V::zero(), hi2 = V::zero(), bad2 = V::zero();
+  std::int64_t j0 = 0;
+  for (; j0 + 2 * W <= k; j0 += 2 * W) {
+    const V v = V::load(x + j0), v2 = V::load(x + j0 + W);
+    lo = V::min(lo, v), lo2 = V::min(lo2, v2);
+    hi = V::max(hi, v), hi2 = V::max(hi2, v2);
+    bad = bad + v * V::zero(), bad2 = bad2 + v2 * V::zero();
+  }
+  for_each_lane<float>(k - j0, [&](std::int64_t j, int count) {
+    const V v = load_partial(x + j0 + j, count);
     lo = V::min(lo, v);
     hi = V::max(hi, v);
-    bad = bad + v * V::zero();  // NaN when v is NaN or inf
+    bad = bad + v * V::zero();
   });
+  lo = V::min(lo, lo2), hi = V::max(hi, hi2), bad = bad + bad2;
   *zx = 0;
   std::memset(q, 0, std::size_t(k4));
   if (!(bad.reduce_add() == 0.0f)) return std::numeric_limits<float>::quiet_NaN();
@@ -120,36 +130,31 @@ inline void micro_tile(const std::uint8_t* __restrict qa, const std::int8_t* __r
 }
 
 // Rows [0, mr) x columns [j0, j0 + nr) of C from the tile of sums: the raw sums into g.acc, or
-// sx sw (acc - zx colsum) (+ bias) into g.c. The scalar tail rounds as the vector lanes do.
+// sx sw (acc - zx colsum) (+ bias) into g.c, in one pass that GCC vectorises (no contraction in this
+// file, so every lane and every ISA rounds the same two products and one sum).
 template <class Dot>
-inline void epilogue(const Int8LinearArgs& g, std::int64_t i0, int mr, std::int64_t j0, int nr, std::int32_t* tile,
-                     const float* sx, const std::int32_t* zx) {
-  using V = Vec<float>;
+inline void epilogue(const Int8LinearArgs& g, std::int64_t i0, int mr, std::int64_t j0, int nr,
+                     const std::int32_t* __restrict tile, const float* sx, const std::int32_t* zx) {
   constexpr int NR = Int8Shape<Dot>::NR;
+  const float* __restrict sw = g.w_scale + j0;
+  const std::int32_t* __restrict colsum = g.w_colsum + j0;
+  const float* __restrict bias = g.bias ? g.bias + j0 : nullptr;
   for (int i = 0; i < mr; ++i) {
-    std::int32_t* t = tile + i * NR;
+    const std::int32_t* t = tile + i * NR;
     if (g.acc) {
       std::memcpy(g.acc + (i0 + i) * g.n + j0, t, sizeof(std::int32_t) * std::size_t(nr));
       continue;
     }
     // Unsigned, so that the wrap of two int32 products is defined; the difference fits (k <= 65536).
     const std::uint32_t z = std::uint32_t(zx[i]);
-    for (int j = 0; j < nr; ++j) t[j] = std::int32_t(std::uint32_t(t[j]) - z * std::uint32_t(g.w_colsum[j0 + j]));
-    const float* sw = g.w_scale + j0;
-    const float* bias = g.bias ? g.bias + j0 : nullptr;
-    float* c = g.c + (i0 + i) * g.c_row_stride + j0;
-    const V s = V::set1(sx[i]);
-    int j = 0;
-    for (; j + V::W <= nr; j += V::W) {
-      V r = load_as_float(t + j) * (s * V::load(sw + j));
-      if (bias) r = r + V::load(bias + j);
-      r.store(c + j);
-    }
-    for (; j < nr; ++j) {
-      float r = float(t[j]) * (sx[i] * sw[j]);
-      if (bias) r = r + bias[j];
-      c[j] = r;
-    }
+    const float s = sx[i];
+    float* __restrict c = g.c + (i0 + i) * g.c_row_stride + j0;
+    if (bias)
+      for (int j = 0; j < nr; ++j)
+        c[j] = float(std::int32_t(std::uint32_t(t[j]) - z * std::uint32_t(colsum[j]))) * (s * sw[j]) + bias[j];
+    else
+      for (int j = 0; j < nr; ++j)
+        c[j] = float(std::int32_t(std::uint32_t(t[j]) - z * std::uint32_t(colsum[j]))) * (s * sw[j]);
   }
 }
 
@@ -170,7 +175,7 @@ void rectangle(const Int8LinearArgs& g, std::int64_t r0, std::int64_t r1, std::i
     for (std::int64_t i = 0; i < rows; ++i) {
       sx[i] = quantize_row(g.x + (i0 + i) * g.x_row_stride, k, k4, row, zx + i);
       std::uint8_t* panel = qa + i / MR * panel_bytes + i % MR * Q;
-      for (std::int64_t p = 0; p < k4; p += 4) Dot::pack_quad(row + p, panel + p / 4 * MR * Q);
+      for (const std::uint8_t* quad = row; quad < row + k4; quad += 4, panel += MR * Q) Dot::pack_quad(quad, panel);
     }
     for (std::int64_t jr = c0; jr < c1; jr += NR)
       for (std::int64_t ir = 0; ir < rows; ir += MR) {

@@ -144,8 +144,8 @@ def show_config(file: TextIO | None = None) -> None:
         Where to print.
     """
     info = config()
-    order = ["version", "isa", "isa_available", "isa_requested", "int8_kernel", "threads", "openmp_wait", "cpu", "machine",
-             "compiler", "openmp", "python", "numpy"]
+    order = ["version", "isa", "isa_available", "isa_requested", "int8_kernel", "threads", "openmp_wait", "cpu",
+             "machine", "compiler", "openmp", "python", "numpy"]
     keys = order + sorted(k for k in info if k not in order)
     width = max(len(k) for k in keys)
     for key in keys:

@@ -2,10 +2,11 @@
 //
 // Dot: W int32 lanes (columns of the packed weights), each lane the exact sum of four u8 x s8
 // products: acc + a0 w0 + a1 w1 + a2 w2 + a3 w3, with a four u8 of one row broadcast and w four s8
-// of each column. pack_quad lays out a row's four u8 (kQuadBytes) as broadcast reads them. VNNI does it in one vpdpbusd. Without VNNI, the usual pmaddubsw sums two products
-// into a saturating s16 (2 x 255 x 127 = 64770 > 32767: a silently wrong answer), so DotExact splits
-// even and odd bytes into s16 and uses pmaddwd (s16 x s16 pairs into s32), which never saturates.
-// Every variant gives the same int32 bits; the kernel is written once against this interface.
+// of each column; pack_quad lays out a row's four u8 (kQuadBytes) as broadcast reads them. VNNI does
+// it in one vpdpbusd. Without VNNI, the usual pmaddubsw sums two products into a saturating s16
+// (2 x 255 x 127 = 64770 > 32767: a silently wrong answer), so DotExact splits even and odd bytes into
+// s16 and uses pmaddwd (s16 x s16 pairs into s32), which never saturates. Every variant gives the same
+// int32 bits; the kernel is written once against this interface.
 #pragma once
 
 #ifndef ATTNKIT_KERNEL_NS
@@ -147,19 +148,6 @@ inline void store_u8(Vec<float> q, std::uint8_t* p) {
   std::memcpy(p, &b, sizeof b);
 #else
   *p = static_cast<std::uint8_t>(q.v);
-#endif
-}
-
-// W int32 as float (exact below 2^24, else rounded to nearest).
-inline Vec<float> load_as_float(const std::int32_t* p) {
-#if defined(__AVX512F__)
-  return {_mm512_cvtepi32_ps(_mm512_loadu_si512(p))};
-#elif defined(__AVX2__) && defined(__FMA__)
-  return {_mm256_cvtepi32_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
-#elif defined(__SSE2__)
-  return {_mm_cvtepi32_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))};
-#else
-  return Vec<float>::set1(static_cast<float>(*p));
 #endif
 }
 

@@ -148,48 +148,50 @@ def int8_linear(x: ArrayLike, qweight: QuantizedLinearWeight, *, bias: ArrayLike
     >>> ops.int8_linear(np.array([[1.0, -1.0]], np.float32), q, bias=[0.5, 0.0]).round(2).tolist()
     [[1.5, -1.0]]
     """
-    x, qweight, bias = _check(x, qweight, bias)
-    (k, n), m = qweight.shape, math.prod(x.shape[:-1])
-    shape = (*x.shape[:-1], n)
+    rows, bias_row = _check(x, qweight, bias)
+    (k, n), m = qweight.shape, math.prod(rows.shape[:-1])
+    shape = (*rows.shape[:-1], n)
     if out is None:
         out = np.empty(shape, np.float32)
     else:
         _check_out(out, shape)
-    _core.int8_linear(x.reshape(m, k), qweight.packed, qweight.scale, qweight.column_sum, bias,
+    _core.int8_linear(rows.reshape(m, k), qweight.packed, qweight.scale, qweight.column_sum, bias_row,
                       out.reshape(m, n), None)
     return out
 
 
 def _accumulators(x: ArrayLike, qweight: QuantizedLinearWeight) -> np.ndarray:
     """The kernel's int32 sums ``qx @ values`` of :func:`int8_linear` (no zero point), for tests."""
-    x, qweight, _ = _check(x, qweight, None)
-    (k, n), m = qweight.shape, math.prod(x.shape[:-1])
-    acc = np.empty((*x.shape[:-1], n), np.int32)
-    _core.int8_linear(x.reshape(m, k), qweight.packed, qweight.scale, qweight.column_sum, None, None,
+    rows, _ = _check(x, qweight, None)
+    (k, n), m = qweight.shape, math.prod(rows.shape[:-1])
+    acc = np.empty((*rows.shape[:-1], n), np.int32)
+    _core.int8_linear(rows.reshape(m, k), qweight.packed, qweight.scale, qweight.column_sum, None, None,
                       acc.reshape(m, n))
     return acc
 
 
-def _check(x, qweight, bias):
+def _check(x: ArrayLike, qweight: QuantizedLinearWeight,
+           bias: ArrayLike | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """``x`` as C-ordered float32 rows and ``bias`` as contiguous float32, after the checks."""
     if not isinstance(qweight, QuantizedLinearWeight):
         raise TypeError(f"qweight must be a QuantizedLinearWeight (from quantize_linear_weight), "
                         f"got {type(qweight).__name__}")
-    x = float_array(x, "x")
-    if x.dtype != np.float32:
+    arr = float_array(x, "x")
+    if arr.dtype != np.float32:
         raise TypeError(f"x must be float32 (int8_linear computes in float32; cast with x.astype(np.float32)), "
-                        f"got dtype {x.dtype}")
+                        f"got dtype {arr.dtype}")
     k, n = qweight.shape
-    if x.ndim < 1 or x.shape[-1] != k:
-        raise ValueError(f"x must have shape (..., k) with k = {k} to match qweight {qweight.shape}, got {x.shape}")
-    if bias is not None:
-        bias = float_array(bias, "bias")
-        if bias.shape != (n,):
-            raise ValueError(f"bias must have shape (n,) = ({n},) to match qweight {qweight.shape}, got {bias.shape}")
-        bias = np.ascontiguousarray(bias, dtype=np.float32)
-    return np.ascontiguousarray(x), qweight, bias
+    if arr.ndim < 1 or arr.shape[-1] != k:
+        raise ValueError(f"x must have shape (..., k) with k = {k} to match qweight {qweight.shape}, got {arr.shape}")
+    if bias is None:
+        return np.ascontiguousarray(arr), None
+    b = float_array(bias, "bias")
+    if b.shape != (n,):
+        raise ValueError(f"bias must have shape (n,) = ({n},) to match qweight {qweight.shape}, got {b.shape}")
+    return np.ascontiguousarray(arr), np.ascontiguousarray(b, dtype=np.float32)
 
 
-def _check_out(out, shape):
+def _check_out(out: np.ndarray, shape: tuple[int, ...]) -> None:
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
     if out.dtype != np.float32:
