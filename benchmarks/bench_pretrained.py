@@ -307,14 +307,11 @@ def part_training(report, ctx):
             tuner.step(batch)
 
     fns = {"attnkit": lambda: run(ours), "torch": None if theirs is None else (lambda: run(theirs))}
-    timings = harness.compare(fns, repeats=args.repeats, min_repeat_seconds=0.0, max_seconds=EMBED_MAX_SECONDS)
     examples = sum(b.ids.shape[0] for b in batches)
     shapes = ", ".join(f"{b.ids.shape[0]}x{b.ids.shape[1]}" for b in batches)
-    a, t = timings["attnkit"], timings.get("torch")
-    r = harness.ratio(t, a)
     table = report.table(
-        f"Fine-tuning throughput: batch {TRAIN_BATCH} of SST-2 training sentences, float32, {args.threads} threads",
-        ["library", f"{len(batches)} steps", "examples/s", "tokens/s", "attnkit / torch", "target", "met",
+        f"Fine-tuning throughput: batch {TRAIN_BATCH} of SST-2 training sentences, float32",
+        ["threads", "library", f"{len(batches)} steps", "examples/s", "tokens/s", "attnkit / torch", "target", "met",
          "max abs logit diff"],
         f"One repeat = one optimisation step (forward, cross-entropy, zero-grad, backward, AdamW lr={models.LR}, "
         f"weight decay {models.WEIGHT_DECAY} on matrices) on each of the same {len(batches)} padded batches "
@@ -326,16 +323,30 @@ def part_training(report, ctx):
         f"`BertModel` (no pooler, hidden dropout {TRAIN_DROPOUT}, attention-probability dropout 0 as attnkit has "
         "none) + dropout + `nn.Linear` holding attnkit's initial head, `torch.optim.AdamW` (default "
         "implementation). Every parameter trains, the 30,522 x 384 word-embedding table included. *max abs logit "
-        "diff*: the two in evaluation mode before training. *tokens/s*: real tokens.",
+        "diff*: the two in evaluation mode before training. *tokens/s*: real tokens. The target is the "
+        f"{args.threads}-thread ratio's.",
     )
     tokens = sum(b.tokens for b in batches)
-    for name, timing in timings.items():
-        table.add_row(name, harness.fmt_time(timing), _rate(examples, timing), _rate(tokens, timing),
-                      harness.fmt_ratio(r) if name == "attnkit" else "", f">= {TARGET_TRAIN}x" if name == "attnkit"
-                      else "", _verdict(r, r is not None and r >= TARGET_TRAIN) if name == "attnkit" else "",
-                      "–" if diff is None else f"{diff:.2g}")
-    report.data["training"] = {"examples": examples, "tokens": tokens, "shapes": shapes, "logit_diff": diff,
-                               "ratio": r, **{name: t.as_dict() for name, t in timings.items()}}
+    first = None
+    for threads in thread_counts(args):
+        harness.set_threads(threads, ctx.torch)
+        timings = harness.compare(fns, repeats=args.repeats, min_repeat_seconds=0.0, max_seconds=EMBED_MAX_SECONDS)
+        a, t = timings["attnkit"], timings.get("torch")
+        r = harness.ratio(t, a)
+        met = _verdict(r, r is not None and r >= TARGET_TRAIN) if threads == args.threads else "–"
+        for name, timing in timings.items():
+            ours_row = name == "attnkit"
+            table.add_row(threads, name, harness.fmt_time(timing), _rate(examples, timing), _rate(tokens, timing),
+                          harness.fmt_ratio(r) if ours_row else "", f">= {TARGET_TRAIN}x" if ours_row else "",
+                          met if ours_row else "", "–" if diff is None else f"{diff:.2g}")
+        if first is None:
+            first = r
+            report.data["training"] = {"examples": examples, "tokens": tokens, "shapes": shapes, "logit_diff": diff,
+                                       "ratio": r, **{name: t.as_dict() for name, t in timings.items()}}
+        report.data.setdefault("training_by_threads", {})[threads] = {
+            "ratio": r, **{name: t.as_dict() for name, t in timings.items()}}
+    harness.set_threads(args.threads, ctx.torch)
+    r = first
     profile_training(report, ctx, ours, theirs, batches)
     return r
 

@@ -1,7 +1,7 @@
 """attnkit's dynamically quantised int8 linear map (``ops.int8_linear``) against its float32 GEMM
 (``ops.matmul``), NumPy (OpenBLAS) float32, onnxruntime's dynamic int8 MatMul and torch's dynamic
 int8 Linear, at the dense-layer shapes of a MiniLM encoder (hidden 384, intermediate 1536) for
-2048 and 4096 (= 32 x 128) tokens, at 1 and 2 threads. One table file (``results/int8_matmul.md``).
+2048 and 4096 (= 32 x 128) tokens, at 1 and 2 threads. One table file (``results/int8_linear.md``).
 
 Every int8 time includes quantising the activations (attnkit and onnxruntime quantise per call;
 torch too); weights are quantised once beforehand. Every call computes ``x @ W + b`` into a
@@ -37,7 +37,7 @@ the steadier one):
   epilogue: VNNI 7.25 -> 6.8 ms; two accumulator chains in the min/max pass and a pointer-stepped panel
   copy: 2048 x 1536 x 16 (almost all quantisation) 1.64 -> 1.43 ms.
 
-Run ``python benchmarks/bench_int8_matmul.py --help`` for the options.
+Run ``python benchmarks/bench_int8_linear.py --help`` for the options.
 """
 
 import math
@@ -177,9 +177,9 @@ def bench(report, args, shapes, torch, threads):
         tx = None if torch is None else torch.from_numpy(x)
         fns = {"f32": float_call(x, weight, bias, out, threads, best)}
         fns.update({v: int8_call(x, qweight, bias, out, threads, isa, on) for v, isa, on in variants})
-        fns["numpy"] = lambda: np.add(np.matmul(x, weight, out=out), bias, out=out)
-        fns["onnxruntime"] = None if session is None else (lambda: session.run(None, {"x": x})[0])
-        fns["torch"] = None if tlinear is None else (lambda: tlinear(tx).numpy())
+        fns["numpy"] = lambda x=x, w=weight, o=out, b=bias: np.add(np.matmul(x, w, out=o), b, out=o)
+        fns["onnxruntime"] = None if session is None else (lambda s=session, x=x: s.run(None, {"x": x})[0])
+        fns["torch"] = None if tlinear is None else (lambda f=tlinear, x=tx: f(x).numpy())
         results = {}
         for name, fn in fns.items():
             if fn is not None:
@@ -233,7 +233,7 @@ def targets(report, threads_list):
 
 def main(argv=None):
     parser = harness.make_parser(__doc__.splitlines()[0])
-    args = harness.parse_args(parser, "int8_matmul", argv)
+    args = harness.parse_args(parser, "int8_linear", argv)
     torch = harness.load_torch()
     report = harness.Report(args, "int8 linear map (dynamic quantisation) vs float32 and other int8 runtimes", torch)
     report.env["int8 kernel"] = (f"{_core.get_int8_variant()} (VNNI "
