@@ -36,13 +36,14 @@ void add_chunk_state(const CausalChunk<T>& c, std::int64_t D, std::int64_t dv, d
   add_into(Z, w.zsum, D);
 }
 
-// The output rows of chunk c of batch item b, from the state before it (w.Sf, w.Zf).
+// The output rows of chunk c of batch item b, from the state before it (w.Sf, w.Zf; S zero unless with_s).
 template <class T>
-void chunk_rows(const CausalLinearArgs<T>& a, std::int64_t b, const CausalChunk<T>& c, const ForwardWork<T>& w) {
+void chunk_rows(const CausalLinearArgs<T>& a, std::int64_t b, const CausalChunk<T>& c, const ForwardWork<T>& w,
+                bool with_s) {
   const std::int64_t D = a.D, dv = a.dv, rows = c.rows, kn = c.kn;
   T* out = a.out + (b * a.n + c.r0) * dv;
   for (std::int64_t x = 0; x < rows * dv; ++x) out[x] = T(0);
-  tile_product(out, dv, c.pq, D, 1, w.Sf, dv, rows, D, dv);  // phi(Q) S_prev
+  if (with_s) tile_product(out, dv, c.pq, D, 1, w.Sf, dv, rows, D, dv);  // phi(Q) S_prev
   if (kn > 0) {
     transpose(w.pkT, c.pk, kn, D);
     lower_product(w.A, kn, c.pq, D, w.pkT, kn, rows, D, kn);
@@ -62,12 +63,16 @@ template <class T>
 void causal_segment(const CausalLinearArgs<T>& a, std::int64_t b, std::int64_t r0, std::int64_t r1, double* S,
                     double* Z, const ForwardWork<T>& w) {
   const std::int64_t D = a.D, dv = a.dv;
+  // Short sequences are one or two chunks: skip the products with a state still zero, and the
+  // update after the last row unless the caller wants that state.
+  bool empty = r0 == 0;
   for (std::int64_t cs = r0; cs < r1; cs += kChunk) {
     for (std::int64_t x = 0; x < D * dv; ++x) w.Sf[x] = T(S[x]);
     for (std::int64_t x = 0; x < D; ++x) w.Zf[x] = T(Z[x]);
     const CausalChunk<T> c = load_chunk(a, b, cs, w.buf);
-    chunk_rows(a, b, c, w);
-    add_chunk_state(c, D, dv, S, Z, w);
+    chunk_rows(a, b, c, w, !empty);
+    if (cs + kChunk < a.n || a.state_s) add_chunk_state(c, D, dv, S, Z, w);
+    empty = empty && c.kn == 0;
   }
 }
 

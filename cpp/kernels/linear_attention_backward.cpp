@@ -19,26 +19,32 @@ namespace {
 template <class T>
 struct BackwardWork {
   ChunkBuffers<T> buf;
-  T *pkT, *vT, *A, *G, *dnum, *Sf, *SfT, *prod, *Zf, *Zi, *zsum;  // Sf, SfT, Zf: S, Z or R, Y rounded
+  T *pkT, *vT, *dnum, *Sf, *SfT, *prod, *Zf, *Zi, *zsum;  // Sf, SfT, Zf: S, Z or R, Y rounded
   double *S, *Z;  // S, Z in the forward sweep, then R, Y in the reverse one
+  // Per chunk, its triangles A and G (2 x kChunk x kChunk) from the forward sweep, which the reverse
+  // one reads again: kept, not recomputed (O(n kChunk) per thread, the size of a few rows of q).
+  T* scores;
+  T* A(std::int64_t r0) const { return scores + r0 / kChunk * 2 * kChunk * kChunk; }
+  T* G(std::int64_t r0) const { return A(r0) + kChunk * kChunk; }
 };
 
-// w.A = tril(phi(Q) phi(K)^T) (rows x kn) of chunk c.
+// A = tril(phi(Q) phi(K)^T) (rows x kn) of chunk c.
 template <class T>
 void key_scores(const CausalChunk<T>& c, std::int64_t D, const BackwardWork<T>& w) {
   transpose(w.pkT, c.pk, c.kn, D);
-  lower_product(w.A, c.kn, c.pq, D, w.pkT, c.kn, c.rows, D, c.kn);
+  lower_product(w.A(c.r0), c.kn, c.pq, D, w.pkT, c.kn, c.rows, D, c.kn);
 }
 
-// w.G = tril(dnum V^T + dden 1^T) (rows x kn) of chunk c: G_ij = dnum_i.v_j + dden_i for j <= i.
+// G = tril(dnum V^T + dden 1^T) (rows x kn) of chunk c: G_ij = dnum_i.v_j + dden_i for j <= i.
 template <class T>
 void gradient_scores(const CausalChunk<T>& c, const T* dnum, const T* dden, std::int64_t dv,
                      const BackwardWork<T>& w) {
   const std::int64_t rows = c.rows, kn = c.kn;
+  T* G = w.G(c.r0);
   transpose(w.vT, c.v, kn, dv);
-  lower_product(w.G, kn, dnum, dv, w.vT, kn, rows, dv, kn);
+  lower_product(G, kn, dnum, dv, w.vT, kn, rows, dv, kn);
   for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t j = 0; j < min_scalar(r + 1, kn); ++j) w.G[r * kn + j] += dden[r];
+    for (std::int64_t j = 0; j < min_scalar(r + 1, kn); ++j) G[r * kn + j] += dden[r];
 }
 
 // S (or R) += and Z (or Y) += x^T y and x^T s (s null: ones) over rows, summed in T.
@@ -61,10 +67,11 @@ void round_state(std::int64_t D, std::int64_t dv, const BackwardWork<T>& w) {
   for (std::int64_t x = 0; x < D; ++x) w.Zf[x] = T(w.Z[x]);
 }
 
-// Forward sweep over chunk c: dnum into g.dv's rows (until the reverse sweep), dden into dden, and dq.
+// Forward sweep over chunk c: dnum into g.dv's rows (until the reverse sweep), dden into dden, dq, and
+// the chunk's triangles. S is zero unless with_s.
 template <class T>
 void query_chunk(const CausalLinearBackwardArgs<T>& g, std::int64_t b, const CausalChunk<T>& c, T* dden,
-                 const BackwardWork<T>& w) {
+                 const BackwardWork<T>& w, bool with_s) {
   const CausalLinearArgs<T>& a = g.fwd;
   const std::int64_t D = a.D, dv = a.dv, rows = c.rows, kn = c.kn, row0 = b * a.n + c.r0;
   T* dnum = g.dv + row0 * dv;
@@ -73,24 +80,25 @@ void query_chunk(const CausalLinearBackwardArgs<T>& g, std::int64_t b, const Cau
   for (std::int64_t x = 0; x < D; ++x) w.Zi[x] = w.Zf[x];
   for (std::int64_t r = 0; r < rows; ++r) {
     // Rows the forward zeroed pass no gradient; a NaN den stays NaN.
-    const GuardedDen<T> den = guarded_den(c, w.A, w.Zf, w.Zi, r, D, a.eps);
+    const GuardedDen<T> den = guarded_den(c, w.A(c.r0), w.Zf, w.Zi, r, D, a.eps);
     const T inv = den.zeroed ? T(0) : T(1) / den.den;
     for (std::int64_t x = 0; x < dv; ++x) dnum[r * dv + x] = g.dout[(row0 + r) * dv + x] * inv;
     dden[r] = den.zeroed ? T(0) : -dot(g.dout + (row0 + r) * dv, a.out + (row0 + r) * dv, dv) * inv;
     for (std::int64_t x = 0; x < D; ++x) dq[r * D + x] = w.Zf[x] * dden[r];
   }
-  tile_product(dq, D, dnum, dv, 1, w.SfT, D, rows, dv, D);  // + dnum S_prev^T
+  if (with_s) tile_product(dq, D, dnum, dv, 1, w.SfT, D, rows, dv, D);  // + dnum S_prev^T
   if (kn > 0) {
     gradient_scores(c, dnum, dden, dv, w);
-    lower_times(dq, D, w.G, kn, 1, c.pk, D, rows, kn, D);  // + G phi(K)
+    lower_times(dq, D, w.G(c.r0), kn, 1, c.pk, D, rows, kn, D);  // + G phi(K)
   }
   times_phi_derivative(a.phi, a.q + row0 * D, dq, rows * D);
 }
 
-// Reverse sweep over chunk c: dk and dv of its rows (zero at padded keys) from the suffix state after it.
+// Reverse sweep over chunk c: dk and dv of its rows (zero at padded keys) from the suffix state after it
+// (R zero unless with_r) and the forward sweep's triangles.
 template <class T>
 void key_chunk(const CausalLinearBackwardArgs<T>& g, std::int64_t b, const CausalChunk<T>& c, const T* dden,
-               const BackwardWork<T>& w) {
+               const BackwardWork<T>& w, bool with_r) {
   const CausalLinearArgs<T>& a = g.fwd;
   const std::int64_t D = a.D, dv = a.dv, rows = c.rows, kn = c.kn, row0 = b * a.n + c.r0;
   const std::uint8_t* keep = a.keep ? a.keep + row0 : nullptr;
@@ -100,13 +108,13 @@ void key_chunk(const CausalLinearBackwardArgs<T>& g, std::int64_t b, const Causa
   for (std::int64_t x = 0; x < kn * dv; ++x) dvo[x] = T(0);
   for (std::int64_t j = 0; j < kn; ++j)
     for (std::int64_t x = 0; x < D; ++x) dk[j * D + x] = w.Zf[x];  // Y_next
+  if (kn > 0 && with_r) {
+    tile_product(dk, D, c.v, dv, 1, w.SfT, D, kn, dv, D);    // + V R_next^T
+    tile_product(dvo, dv, c.pk, D, 1, w.Sf, dv, kn, D, dv);  // phi(K) R_next
+  }
   if (kn > 0) {
-    key_scores(c, D, w);
-    gradient_scores(c, w.dnum, dden, dv, w);
-    tile_product(dk, D, c.v, dv, 1, w.SfT, D, kn, dv, D);      // + V R_next^T
-    upper_times(dk, D, w.G, 1, kn, c.pq, D, kn, rows, D);      // + G^T phi(Q)
-    tile_product(dvo, dv, c.pk, D, 1, w.Sf, dv, kn, D, dv);    // phi(K) R_next
-    upper_times(dvo, dv, w.A, 1, kn, w.dnum, dv, kn, rows, dv);  // + A^T dnum
+    upper_times(dk, D, w.G(c.r0), 1, kn, c.pq, D, kn, rows, D);      // + G^T phi(Q)
+    upper_times(dvo, dv, w.A(c.r0), 1, kn, w.dnum, dv, kn, rows, dv);  // + A^T dnum
   }
   for (std::int64_t j = 0; j < rows; ++j) {
     if (j < kn && (!keep || keep[j])) continue;
@@ -127,19 +135,22 @@ void backward_item(const CausalLinearBackwardArgs<T>& g, std::int64_t b, const B
   T* dden = dden_all + b * n;
   for (std::int64_t x = 0; x < D * dv; ++x) w.S[x] = 0.0;
   for (std::int64_t x = 0; x < D; ++x) w.Z[x] = 0.0;
+  // As in the forward: no products with a state still zero, no update after a sweep's last chunk.
+  bool empty = true;
   for (std::int64_t cs = 0; cs < n; cs += kChunk) {
     round_state(D, dv, w);
     const CausalChunk<T> c = load_chunk(a, b, cs, w.buf);
-    query_chunk(g, b, c, dden + cs, w);
-    add_state(c.pk, c.v, static_cast<const T*>(nullptr), c.kn, D, dv, w);
+    query_chunk(g, b, c, dden + cs, w, !empty);
+    if (cs + kChunk < n) add_state(c.pk, c.v, static_cast<const T*>(nullptr), c.kn, D, dv, w);
+    empty = empty && c.kn == 0;
   }
   for (std::int64_t x = 0; x < D * dv; ++x) w.S[x] = 0.0;
   for (std::int64_t x = 0; x < D; ++x) w.Z[x] = 0.0;
   for (std::int64_t cs = (n - 1) / kChunk * kChunk; cs >= 0; cs -= kChunk) {
     round_state(D, dv, w);
     const CausalChunk<T> c = load_chunk(a, b, cs, w.buf);
-    key_chunk(g, b, c, dden + cs, w);
-    add_state(c.pq, w.dnum, dden + cs, c.rows, D, dv, w);  // R += phi(Q)^T dnum, Y += phi(Q)^T dden
+    key_chunk(g, b, c, dden + cs, w, cs + kChunk < n);
+    if (cs > 0) add_state(c.pq, w.dnum, dden + cs, c.rows, D, dv, w);  // R += phi(Q)^T dnum, Y += phi(Q)^T dden
   }
 }
 
@@ -151,9 +162,11 @@ void causal_linear_attention_backward(const CausalLinearBackwardArgs<T>& g) {
   const std::int64_t batch = a.batch, n = a.n, D = a.D, dv = a.dv;
   if (batch == 0 || n == 0) return;
   const int threads = int(min_scalar<std::int64_t>(kernel_threads(), batch));
-  const std::int64_t per_t = 3 * kChunk * D + 3 * kChunk * dv + 2 * kChunk * kChunk + 3 * D * dv + 3 * D + 64;
+  const std::int64_t per_t = 3 * kChunk * D + 3 * kChunk * dv + 3 * D * dv + 3 * D + 64;
+  const std::int64_t per_s = (n + kChunk - 1) / kChunk * 2 * kChunk * kChunk;
   const std::int64_t per_d = D * dv + D;
   auto scratch = allocate<T>(std::size_t(threads * per_t));
+  auto scores = allocate<T>(std::size_t(threads * per_s));
   auto states = allocate<double>(std::size_t(threads * per_d));
   auto dden = allocate<T>(std::size_t(batch * n));
 
@@ -163,10 +176,11 @@ void causal_linear_attention_backward(const CausalLinearBackwardArgs<T>& g) {
     double* s = states.get() + std::int64_t(omp_get_thread_num()) * per_d;
     BackwardWork<T> w;
     w.buf.pq = p, w.buf.pk = p + kChunk * D, w.buf.v = p + 2 * kChunk * D;
-    w.pkT = w.buf.v + kChunk * dv, w.vT = w.pkT + kChunk * D, w.A = w.vT + kChunk * dv;
-    w.G = w.A + kChunk * kChunk, w.dnum = w.G + kChunk * kChunk, w.Sf = w.dnum + kChunk * dv;
+    w.pkT = w.buf.v + kChunk * dv, w.vT = w.pkT + kChunk * D, w.dnum = w.vT + kChunk * dv;
+    w.Sf = w.dnum + kChunk * dv;
     w.SfT = w.Sf + D * dv, w.prod = w.SfT + D * dv, w.Zf = w.prod + D * dv, w.Zi = w.Zf + D, w.zsum = w.Zi + D;
     w.S = s, w.Z = s + D * dv;
+    w.scores = scores.get() + std::int64_t(omp_get_thread_num()) * per_s;
     backward_item(g, b, w, dden.get());
   }
 }
