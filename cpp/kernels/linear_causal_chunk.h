@@ -24,8 +24,9 @@ struct ChunkBuffers {
   T *pq, *pk, *v;
 };
 
-// The chunk starting at row r0 of item b. Features go into buf (for precomputed features q is read in
-// place; queries false: keys only); the rows of padded keys are zeroed without reading k or v there (a NaN must not leak as 0 * NaN).
+// The chunk starting at row r0 of item b (queries false: its keys only). Features go into buf (precomputed
+// ones are read in place); the rows of padded keys are zeroed without reading k or v there (a NaN must
+// not leak as 0 * NaN).
 template <class T>
 CausalChunk<T> load_chunk(const CausalLinearArgs<T>& a, std::int64_t b, std::int64_t r0, const ChunkBuffers<T>& buf,
                           bool queries = true) {
