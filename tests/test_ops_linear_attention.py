@@ -125,6 +125,22 @@ def reference_elu(x):
     return np.where(x > 0, x + 1, np.exp(np.minimum(x, 0)))
 
 
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 130])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fm", ["elu", "relu", "favor"])
+def test_causal_rows_across_chunk_boundaries(isa, kernel_threads, n, dtype, fm):
+    # The causal kernel runs by chunks of 64 rows: sequences and key_lengths ending just before, at and
+    # after a boundary or mid-chunk; one batch item alone is cut into segments when threads outnumber items.
+    feature_map = PositiveRandomFeatureMap(12, random_state=n) if fm == "favor" else fm
+    q, k, v = _qkv(n, (4,), n, n, 8, 6, dtype)
+    for batch, lengths in (((4,), [n, min(63, n), min(65, n), (n + 1) // 2]), ((1,), [max(n - 1, 0)])):
+        q1, k1, v1 = (a[: batch[0]] for a in (q, k, v))
+        for kw in ({}, dict(key_lengths=np.array(lengths))):
+            out = linear_attention(q1, k1, v1, feature_map=feature_map, causal=True, **kw)
+            expected = reference.linear_attention(q1, k1, v1, feature_map=feature_map, causal=True, **kw)
+            np.testing.assert_allclose(out, expected, **TOL[dtype])
+
+
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 130))
 def test_causal_output_ignores_the_future(isa, seed, n):
     q, k, v = _qkv(seed, (2,), n, n, 6, 3, np.float64)

@@ -134,19 +134,42 @@ def test_broadcast_and_padding_gradients():
     np.testing.assert_allclose(dk, full[1].sum(axis=1, keepdims=True), rtol=1e-10)
 
 
-@pytest.mark.parametrize("fm", ["elu", "relu"])
-def test_non_causal_kernel_never_reads_padded_keys(isa, fm):
-    # The non-causal kernel applies these maps itself and skips padded keys: non-finite values there
-    # change nothing, and their gradients are exactly 0.
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("fm", ["elu", "relu", "favor"])
+def test_padded_keys_are_never_read(isa, causal, fm):
+    # The kernels apply elu and relu themselves and skip padded keys: non-finite values there change
+    # nothing, and their gradients are exactly 0 (no 0 * NaN), also through a map's own backward (favor).
     q, k, v, w, _ = _problem(3, 70, 5, 3, (2, 2), "none")
-    lengths = np.array([3, 70])
+    feature_map, lengths = MAPS[fm](3), np.array([3, 70])
     dirty_k, dirty_v = k.copy(), v.copy()
     dirty_k[0, :, 3:], dirty_v[0, :, 3:] = np.nan, np.inf
-    clean = linear_attention_backward(w, q, k, v, feature_map=fm, key_lengths=lengths)
-    dirty = linear_attention_backward(w, q, dirty_k, dirty_v, feature_map=fm, key_lengths=lengths)
+    clean = linear_attention_backward(w, q, k, v, feature_map=feature_map, causal=causal, key_lengths=lengths)
+    dirty = linear_attention_backward(w, q, dirty_k, dirty_v, feature_map=feature_map, causal=causal,
+                                      key_lengths=lengths)
     for a, b in zip(dirty, clean):
         np.testing.assert_array_equal(a, b)
     assert np.all(dirty[1][0, :, 3:] == 0) and np.all(dirty[2][0, :, 3:] == 0)
+
+
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 130])
+@pytest.mark.parametrize("fm", ["elu", "relu", "favor"])
+def test_causal_gradients_across_chunk_boundaries(isa, n, fm):
+    # The causal backward runs by chunks of 64 rows, forward then in reverse: key_lengths ending just
+    # before, at and after a boundary or mid-chunk; float64 against finite differences, float32 against it.
+    q, k, v, w, _ = _problem(n, n, 4, 3, (4,), "none")
+    feature_map = MAPS[fm](n)
+    kw = dict(key_lengths=np.array([n, min(63, n), min(65, n), (n + 1) // 2]))
+
+    def loss(q, k, v):
+        return float(np.sum(linear_attention(q, k, v, feature_map=feature_map, causal=True, **kw) * w))
+
+    grads = linear_attention_backward(w, q, k, v, feature_map=feature_map, causal=True, **kw)
+    check_grad(loss, {"q": q, "k": k, "v": v}, dict(zip("qkv", grads)), rtol=1e-4, atol=1e-7, max_entries=24,
+               rng=n)
+    g32 = linear_attention_backward(*(a.astype(np.float32) for a in (w, q, k, v)), feature_map=feature_map,
+                                    causal=True, **kw)
+    for a, b in zip(g32, grads):  # n = 1: dq is exactly 0 in float64, rounding noise in float32
+        np.testing.assert_allclose(a, b, rtol=2e-3, atol=2e-4 * np.abs(b).max() + 1e-6)
 
 
 @pytest.mark.parametrize("fm", ["elu", "favor"])

@@ -1,15 +1,16 @@
-// Causal linear attention by chunked prefix sums (see attnkit/linear_attention.h).
+// Causal linear attention by chunks of rows (see CausalLinearArgs in attnkit/linear_attention.h).
 //
-// Rows are taken in chunks of C: inside a chunk the visible pairs are summed directly (C^2 / 2 dot
-// products), the earlier chunks through the running state (S, Z), which is kept in double and
-// rounded to T once per chunk for the products. When there are fewer batch items than threads, each
-// sequence is cut into segments: the segments' state totals are summed first (phase 1), prefix-added
-// (phase 2), and then every segment runs from its own starting state (phase 3).
+// Per chunk of C rows, all GEMM-shaped: out = phi(Q) S_prev + tril(phi(Q) phi(K)^T) V, the normaliser
+// likewise from Z_prev and the same triangle, then S += phi(K)^T V, Z += the column sums of phi(K).
+// The products run in T; S and Z are carried in double, rounded to T once per chunk. When there are
+// fewer batch items than threads, each sequence is cut into segments: the segments' state totals are
+// summed first (phase 1), prefix-added (phase 2), and then every segment runs from its own starting
+// state (phase 3).
 #include <omp.h>
-
 
 #include "attnkit/isa.h"
 #include "kernels.h"
+#include "linear_causal_chunk.h"
 #include "linear_tiles.h"
 
 namespace attnkit {
@@ -18,58 +19,60 @@ namespace ATTNKIT_KERNEL_NS {
 namespace {
 
 template <class T>
-struct Workspace {
-  T *Sf, *Zf, *Zi, *dS, *dZ, *coef;  // Zi: Z_i, that is Zf plus the chunk's keys up to row i
+struct ForwardWork {
+  ChunkBuffers<T> buf;
+  T *pkT, *A, *Sf, *prod, *Zf, *Zi, *zsum;  // pkT: phi(K)^T (D x kn); A: the triangle (rows x kn)
 };
 
-// dS = sum_{j in [r0, r1)} phi_k[j] v[j]^T, dZ = sum phi_k[j], accumulated in T over one chunk.
+// S (D x dv) += phi(K)^T V and Z (D) += the column sums of phi(K) over chunk c's keys, summed in T.
 template <class T>
-void chunk_state(const CausalLinearArgs<T>& a, std::int64_t b, std::int64_t r0, std::int64_t r1,
-                 const Workspace<T>& w) {
-  const std::int64_t D = a.D, dv = a.dv;
-  const T* pk = a.phi_k + (b * a.n + r0) * D;
-  const T* v = a.v + (b * a.n + r0) * dv;
-  const std::int64_t rows = r1 - r0;
-  for (std::int64_t x = 0; x < D * dv; ++x) w.dS[x] = T(0);
-  for (std::int64_t d = 0; d < D; ++d) w.dZ[d] = T(0);
-  for (std::int64_t d = 0; d < D; ++d) {
-    T z = T(0);
-    for (std::int64_t j = 0; j < rows; ++j) z += (w.coef[j] = pk[j * D + d]);
-    w.dZ[d] = z;
-    axpy_rows(w.dS + d * dv, w.coef, v, dv, rows, dv);
+void add_chunk_state(const CausalChunk<T>& c, std::int64_t D, std::int64_t dv, double* S, double* Z,
+                     const ForwardWork<T>& w) {
+  if (c.kn == 0) return;
+  for (std::int64_t x = 0; x < D * dv; ++x) w.prod[x] = T(0);
+  for (std::int64_t x = 0; x < D; ++x) w.zsum[x] = T(0);
+  add_outer_products<T>(w.prod, w.zsum, c.pk, c.v, nullptr, c.kn, D, dv);
+  add_into(S, w.prod, D * dv);
+  add_into(Z, w.zsum, D);
+}
+
+// The output rows of chunk c of batch item b, from the state before it (w.Sf, w.Zf; S zero unless with_s).
+template <class T>
+void chunk_rows(const CausalLinearArgs<T>& a, std::int64_t b, const CausalChunk<T>& c, const ForwardWork<T>& w,
+                bool with_s) {
+  const std::int64_t D = a.D, dv = a.dv, rows = c.rows, kn = c.kn;
+  T* out = a.out + (b * a.n + c.r0) * dv;
+  for (std::int64_t x = 0; x < rows * dv; ++x) out[x] = T(0);
+  if (with_s) tile_product(out, dv, c.pq, D, 1, w.Sf, dv, rows, D, dv);  // phi(Q) S_prev
+  if (kn > 0) {
+    transpose(w.pkT, c.pk, kn, D);
+    lower_product(w.A, kn, c.pq, D, w.pkT, kn, rows, D, kn);
+    lower_times(out, dv, w.A, kn, 1, c.v, dv, rows, kn, dv);  // + tril(phi(Q) phi(K)^T) V
+  }
+  for (std::int64_t x = 0; x < D; ++x) w.Zi[x] = w.Zf[x];
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const GuardedDen<T> g = guarded_den(c, w.A, w.Zf, w.Zi, r, D, a.eps);
+    const T inv = T(1) / g.den;
+    T* o = out + r * dv;
+    for (std::int64_t x = 0; x < dv; ++x) o[x] = g.zeroed ? T(0) : o[x] * inv;
   }
 }
 
-// Rows [r0, r1) of batch item b, from state (S, Z), which is advanced past r1.
+// Rows [r0, r1) of batch item b (r0 a multiple of kChunk), from state (S, Z), which is advanced past r1.
 template <class T>
-void causal_segment(const CausalLinearArgs<T>& a, std::int64_t b, std::int64_t r0, std::int64_t r1,
-                    double* S, double* Z, const Workspace<T>& w) {
-  const std::int64_t D = a.D, dv = a.dv, n = a.n;
-  const T eps = a.eps;
+void causal_segment(const CausalLinearArgs<T>& a, std::int64_t b, std::int64_t r0, std::int64_t r1, double* S,
+                    double* Z, const ForwardWork<T>& w) {
+  const std::int64_t D = a.D, dv = a.dv;
+  // Short sequences are one or two chunks: skip the products with a state still zero, and the
+  // update after the last row unless the caller wants that state.
+  bool empty = r0 == 0;
   for (std::int64_t cs = r0; cs < r1; cs += kChunk) {
-    const std::int64_t ce = min_scalar(cs + kChunk, r1);
     for (std::int64_t x = 0; x < D * dv; ++x) w.Sf[x] = T(S[x]);
-    for (std::int64_t d = 0; d < D; ++d) w.Zi[d] = w.Zf[d] = T(Z[d]);
-    for (std::int64_t i = cs; i < ce; ++i) {
-      const T* pq = a.phi_q + (b * n + i) * D;
-      T* o = a.out + (b * n + i) * dv;
-      for (std::int64_t c = 0; c < dv; ++c) o[c] = T(0);
-      axpy_rows(o, pq, w.Sf, dv, D, dv);  // phi_q[i] S_{cs-1}
-      T den = dot(pq, w.Zf, D);
-      const std::int64_t visible = i - cs + 1;  // keys cs..i of this chunk
-      for (std::int64_t j = 0; j < visible; ++j) {
-        w.coef[j] = dot(pq, a.phi_k + (b * n + cs + j) * D, D);
-        den += w.coef[j];
-      }
-      axpy_rows(o, w.coef, a.v + (b * n + cs) * dv, dv, visible, dv);
-      add_into(w.Zi, a.phi_k + (b * n + i) * D, D);
-      const bool zeroed = zeroed_row(den, dot<true>(pq, w.Zi, D), eps);
-      const T inv = T(1) / den;
-      for (std::int64_t c = 0; c < dv; ++c) o[c] = zeroed ? T(0) : o[c] * inv;
-    }
-    chunk_state(a, b, cs, ce, w);
-    add_into(S, w.dS, D * dv);
-    add_into(Z, w.dZ, D);
+    for (std::int64_t x = 0; x < D; ++x) w.Zf[x] = T(Z[x]);
+    const CausalChunk<T> c = load_chunk(a, b, cs, w.buf);
+    chunk_rows(a, b, c, w, !empty);
+    if (cs + kChunk < a.n || a.state_s) add_chunk_state(c, D, dv, S, Z, w);
+    empty = empty && c.kn == 0;
   }
 }
 
@@ -86,14 +89,17 @@ void causal_linear_attention(const CausalLinearArgs<T>& a) {
   const std::int64_t tasks = batch * nseg;
   const int threads = int(min_scalar<std::int64_t>(max_threads, tasks));
   const std::int64_t state = D * dv + D;  // S then Z, in double
-  const std::int64_t per_thread = 2 * D * dv + 3 * D + kChunk + 64;
+  const std::int64_t per_thread = 3 * kChunk * D + kChunk * dv + kChunk * kChunk + 2 * D * dv + 3 * D + 64;
   auto states = allocate<double>(std::size_t(tasks * state));
   auto scratch = allocate<T>(std::size_t(threads * per_thread));
   auto seg_begin = [&](std::int64_t s) { return min_scalar(n, (s * nchunks / nseg) * kChunk); };
   auto workspace = [&](int t) {
-    T* base = scratch.get() + std::int64_t(t) * per_thread;
-    T* zf = base + D * dv;
-    return Workspace<T>{base, zf, zf + D, zf + 2 * D, zf + 2 * D + D * dv, zf + 2 * D + D * dv + D};
+    T* p = scratch.get() + std::int64_t(t) * per_thread;
+    ForwardWork<T> w;
+    w.buf.pq = p, w.buf.pk = p + kChunk * D, w.buf.v = p + 2 * kChunk * D;
+    w.pkT = w.buf.v + kChunk * dv, w.A = w.pkT + kChunk * D, w.Sf = w.A + kChunk * kChunk;
+    w.prod = w.Sf + D * dv, w.Zf = w.prod + D * dv, w.Zi = w.Zf + D, w.zsum = w.Zi + D;
+    return w;
   };
   for (std::int64_t x = 0; x < tasks * state; ++x) states.get()[x] = 0.0;
 
@@ -103,13 +109,10 @@ void causal_linear_attention(const CausalLinearArgs<T>& a) {
     for (std::int64_t task = 0; task < tasks; ++task) {
       const std::int64_t b = task / nseg, s = task % nseg;
       if (s == nseg - 1) continue;
-      const Workspace<T> w = workspace(omp_get_thread_num());
+      const ForwardWork<T> w = workspace(omp_get_thread_num());
       double* S = states.get() + (b * nseg + s + 1) * state;
-      for (std::int64_t cs = seg_begin(s); cs < seg_begin(s + 1); cs += kChunk) {
-        chunk_state(a, b, cs, min_scalar(cs + kChunk, seg_begin(s + 1)), w);
-        add_into(S, w.dS, D * dv);
-        add_into(S + D * dv, w.dZ, D);
-      }
+      for (std::int64_t cs = seg_begin(s); cs < seg_begin(s + 1); cs += kChunk)
+        add_chunk_state(load_chunk(a, b, cs, w.buf, false), D, dv, S, S + D * dv, w);
     }
     // Phase 2: prefix sums over segments give each segment its starting state.
     for (std::int64_t b = 0; b < batch; ++b)

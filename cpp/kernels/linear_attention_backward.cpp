@@ -1,11 +1,14 @@
 // Backward of causal linear attention (see CausalLinearBackwardArgs in attnkit/linear_attention.h),
-// linear in n: a forward-time sweep with the prefix state (S, Z) gives dphi_q, then a reverse-time
-// sweep with the suffix state (R, Y) gives dphi_k and dv. Inside a chunk the pairs j <= i are summed
-// directly; both states are carried in double. Parallel over batch items.
+// by chunks of rows as the forward, parallel over batch items. A forward-time sweep with the prefix
+// state (S, Z) gives den, dnum, dden and dq = dnum S_prev^T + dden Z_prev^T + G phi(K), with
+// G = tril(dnum V^T + dden 1^T) inside the chunk; a reverse-time sweep with the suffix state (R, Y)
+// gives dk = V R_next^T + Y_next + G^T phi(Q) and dv = phi(K) R_next + tril(phi(Q) phi(K)^T)^T dnum.
+// Both states are carried in double; the chunk's products run in T.
 #include <omp.h>
 
 #include "attnkit/isa.h"
 #include "kernels.h"
+#include "linear_causal_chunk.h"
 #include "linear_tiles.h"
 
 namespace attnkit {
@@ -15,106 +18,139 @@ namespace {
 
 template <class T>
 struct BackwardWork {
-  T *SfT, *Zf, *Zi, *Rf, *RfT, *Yf, *coef, *dnum, *dden;  // Zi: Z_i, as in the forward
-  double *S, *Z, *R, *Y;
+  ChunkBuffers<T> buf;
+  T *pkT, *vT, *dnum, *Sf, *SfT, *prod, *Zf, *Zi, *zsum;  // Sf, SfT, Zf: S, Z or R, Y rounded
+  double *S, *Z;  // S, Z in the forward sweep, then R, Y in the reverse one
+  // Per chunk, its triangles A and G (2 x kChunk x kChunk) from the forward sweep, which the reverse
+  // one reads again: kept, not recomputed (O(n kChunk) per thread, the size of a few rows of q).
+  T* scores;
+  T* A(std::int64_t r0) const { return scores + r0 / kChunk * 2 * kChunk * kChunk; }
+  T* G(std::int64_t r0) const { return A(r0) + kChunk * kChunk; }
 };
 
-// a[r][c] = x[c][r] for an (rows x cols) double matrix into T.
+// A = tril(phi(Q) phi(K)^T) (rows x kn) of chunk c.
 template <class T>
-void transpose_into(T* out, const double* x, std::int64_t rows, std::int64_t cols) {
+void key_scores(const CausalChunk<T>& c, std::int64_t D, const BackwardWork<T>& w) {
+  transpose(w.pkT, c.pk, c.kn, D);
+  lower_product(w.A(c.r0), c.kn, c.pq, D, w.pkT, c.kn, c.rows, D, c.kn);
+}
+
+// G = tril(dnum V^T + dden 1^T) (rows x kn) of chunk c: G_ij = dnum_i.v_j + dden_i for j <= i.
+template <class T>
+void gradient_scores(const CausalChunk<T>& c, const T* dnum, const T* dden, std::int64_t dv,
+                     const BackwardWork<T>& w) {
+  const std::int64_t rows = c.rows, kn = c.kn;
+  T* G = w.G(c.r0);
+  transpose(w.vT, c.v, kn, dv);
+  lower_product(G, kn, dnum, dv, w.vT, kn, rows, dv, kn);
   for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < cols; ++c) out[c * rows + r] = T(x[r * cols + c]);
+    for (std::int64_t j = 0; j < min_scalar(r + 1, kn); ++j) G[r * kn + j] += dden[r];
+}
+
+// S (or R) += and Z (or Y) += x^T y and x^T s (s null: ones) over rows, summed in T.
+template <class T>
+void add_state(const T* x, const T* y, const T* s, std::int64_t rows, std::int64_t D, std::int64_t dv,
+               const BackwardWork<T>& w) {
+  if (rows == 0) return;
+  for (std::int64_t i = 0; i < D * dv; ++i) w.prod[i] = T(0);
+  for (std::int64_t i = 0; i < D; ++i) w.zsum[i] = T(0);
+  add_outer_products<T>(w.prod, w.zsum, x, y, s, rows, D, dv);
+  add_into(w.S, w.prod, D * dv);
+  add_into(w.Z, w.zsum, D);
+}
+
+// The state in double rounded to T: Sf (D x dv), SfT = Sf^T, Zf.
+template <class T>
+void round_state(std::int64_t D, std::int64_t dv, const BackwardWork<T>& w) {
+  for (std::int64_t x = 0; x < D * dv; ++x) w.Sf[x] = T(w.S[x]);
+  transpose(w.SfT, w.Sf, D, dv);
+  for (std::int64_t x = 0; x < D; ++x) w.Zf[x] = T(w.Z[x]);
+}
+
+// Forward sweep over chunk c: dnum into g.dv's rows (until the reverse sweep), dden into dden, dq, and
+// the chunk's triangles. S is zero unless with_s.
+template <class T>
+void query_chunk(const CausalLinearBackwardArgs<T>& g, std::int64_t b, const CausalChunk<T>& c, T* dden,
+                 const BackwardWork<T>& w, bool with_s) {
+  const CausalLinearArgs<T>& a = g.fwd;
+  const std::int64_t D = a.D, dv = a.dv, rows = c.rows, kn = c.kn, row0 = b * a.n + c.r0;
+  T* dnum = g.dv + row0 * dv;
+  T* dq = g.dq + row0 * D;
+  if (kn > 0) key_scores(c, D, w);
+  for (std::int64_t x = 0; x < D; ++x) w.Zi[x] = w.Zf[x];
+  for (std::int64_t r = 0; r < rows; ++r) {
+    // Rows the forward zeroed pass no gradient; a NaN den stays NaN.
+    const GuardedDen<T> den = guarded_den(c, w.A(c.r0), w.Zf, w.Zi, r, D, a.eps);
+    const T inv = den.zeroed ? T(0) : T(1) / den.den;
+    for (std::int64_t x = 0; x < dv; ++x) dnum[r * dv + x] = g.dout[(row0 + r) * dv + x] * inv;
+    dden[r] = den.zeroed ? T(0) : -dot(g.dout + (row0 + r) * dv, a.out + (row0 + r) * dv, dv) * inv;
+    for (std::int64_t x = 0; x < D; ++x) dq[r * D + x] = w.Zf[x] * dden[r];
+  }
+  if (with_s) tile_product(dq, D, dnum, dv, 1, w.SfT, D, rows, dv, D);  // + dnum S_prev^T
+  if (kn > 0) {
+    gradient_scores(c, dnum, dden, dv, w);
+    lower_times(dq, D, w.G(c.r0), kn, 1, c.pk, D, rows, kn, D);  // + G phi(K)
+  }
+  times_phi_derivative(a.phi, a.q + row0 * D, dq, rows * D);
+}
+
+// Reverse sweep over chunk c: dk and dv of its rows (zero at padded keys) from the suffix state after it
+// (R zero unless with_r) and the forward sweep's triangles.
+template <class T>
+void key_chunk(const CausalLinearBackwardArgs<T>& g, std::int64_t b, const CausalChunk<T>& c, const T* dden,
+               const BackwardWork<T>& w, bool with_r) {
+  const CausalLinearArgs<T>& a = g.fwd;
+  const std::int64_t D = a.D, dv = a.dv, rows = c.rows, kn = c.kn, row0 = b * a.n + c.r0;
+  const std::uint8_t* keep = a.keep ? a.keep + row0 : nullptr;
+  T* dk = g.dk + row0 * D;
+  T* dvo = g.dv + row0 * dv;
+  for (std::int64_t x = 0; x < rows * dv; ++x) w.dnum[x] = dvo[x];
+  for (std::int64_t x = 0; x < kn * dv; ++x) dvo[x] = T(0);
+  for (std::int64_t j = 0; j < kn; ++j)
+    for (std::int64_t x = 0; x < D; ++x) dk[j * D + x] = w.Zf[x];  // Y_next
+  if (kn > 0 && with_r) {
+    tile_product(dk, D, c.v, dv, 1, w.SfT, D, kn, dv, D);    // + V R_next^T
+    tile_product(dvo, dv, c.pk, D, 1, w.Sf, dv, kn, D, dv);  // phi(K) R_next
+  }
+  if (kn > 0) {
+    upper_times(dk, D, w.G(c.r0), 1, kn, c.pq, D, kn, rows, D);      // + G^T phi(Q)
+    upper_times(dvo, dv, w.A(c.r0), 1, kn, w.dnum, dv, kn, rows, dv);  // + A^T dnum
+  }
+  for (std::int64_t j = 0; j < rows; ++j) {
+    if (j < kn && (!keep || keep[j])) continue;
+    for (std::int64_t x = 0; x < D; ++x) dk[j * D + x] = T(0);
+    for (std::int64_t x = 0; x < dv; ++x) dvo[j * dv + x] = T(0);
+  }
+  for (std::int64_t j = first_kept(keep, 0, kn); j < kn;) {  // k read at real keys only
+    const std::int64_t end = run_end(keep, j, kn);
+    times_phi_derivative(a.phi, a.k + (row0 + j) * D, dk + j * D, (end - j) * D);
+    j = first_kept(keep, end, kn);
+  }
 }
 
 template <class T>
-void round_into(T* out, const double* x, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) out[i] = T(x[i]);
-}
-
-template <class T>
-void backward_item(const CausalLinearBackwardArgs<T>& g, std::int64_t b, const BackwardWork<T>& w,
-                   T* dden_all) {
+void backward_item(const CausalLinearBackwardArgs<T>& g, std::int64_t b, const BackwardWork<T>& w, T* dden_all) {
   const CausalLinearArgs<T>& a = g.fwd;
   const std::int64_t n = a.n, D = a.D, dv = a.dv;
-  const T eps = a.eps;
-  const T* phi_q = a.phi_q + b * n * D;
-  const T* phi_k = a.phi_k + b * n * D;
-  const T* v = a.v + b * n * dv;
-  const T* out = a.out + b * n * dv;
-  const T* dout = g.dout + b * n * dv;
-  T* dphi_q = g.dphi_q + b * n * D;
-  T* dphi_k = g.dphi_k + b * n * D;
-  T* dvo = g.dv + b * n * dv;  // holds dnum between the sweeps, then dv
   T* dden = dden_all + b * n;
-  for (std::int64_t x = 0; x < D * dv; ++x) w.S[x] = 0.0, w.R[x] = 0.0;
-  for (std::int64_t x = 0; x < D; ++x) w.Z[x] = 0.0, w.Y[x] = 0.0;
-
-  // Forward sweep: den_i from Z_i; dnum_i, dden_i; dphi_q[i] = S_i dnum_i + Z_i dden_i.
+  for (std::int64_t x = 0; x < D * dv; ++x) w.S[x] = 0.0;
+  for (std::int64_t x = 0; x < D; ++x) w.Z[x] = 0.0;
+  // As in the forward: no products with a state still zero, no update after a sweep's last chunk.
+  bool empty = true;
   for (std::int64_t cs = 0; cs < n; cs += kChunk) {
-    const std::int64_t ce = min_scalar(cs + kChunk, n);
-    transpose_into(w.SfT, w.S, D, dv);
-    round_into(w.Zf, w.Z, D);
-    for (std::int64_t x = 0; x < D; ++x) w.Zi[x] = w.Zf[x];
-    for (std::int64_t i = cs; i < ce; ++i) {
-      const T* pq = phi_q + i * D;
-      T den = dot(pq, w.Zf, D);
-      for (std::int64_t j = cs; j <= i; ++j) den += dot(pq, phi_k + j * D, D);
-      add_into(w.Zi, phi_k + i * D, D);
-      // Rows the forward zeroed pass no gradient; a NaN den stays NaN.
-      const bool zeroed = zeroed_row(den, dot<true>(pq, w.Zi, D), eps);
-      const T inv = zeroed ? T(0) : T(1) / den;
-      T* dn = dvo + i * dv;
-      for (std::int64_t c = 0; c < dv; ++c) dn[c] = dout[i * dv + c] * inv;
-      dden[i] = zeroed ? T(0) : -dot(dout + i * dv, out + i * dv, dv) * inv;
-      T* dq = dphi_q + i * D;
-      for (std::int64_t x = 0; x < D; ++x) dq[x] = w.Zf[x] * dden[i];
-      axpy_rows(dq, dn, w.SfT, D, dv, D);  // S_prev dnum_i
-      const std::int64_t visible = i - cs + 1;
-      for (std::int64_t j = 0; j < visible; ++j) w.coef[j] = dot(v + (cs + j) * dv, dn, dv) + dden[i];
-      axpy_rows(dq, w.coef, phi_k + cs * D, D, visible, D);
-    }
-    for (std::int64_t j = cs; j < ce; ++j) {  // S += phi_k[j] v[j]^T, Z += phi_k[j]
-      const T* pk = phi_k + j * D;
-      for (std::int64_t x = 0; x < D; ++x) {
-        w.Z[x] += double(pk[x]);
-        for (std::int64_t c = 0; c < dv; ++c) w.S[x * dv + c] += double(pk[x]) * double(v[j * dv + c]);
-      }
-    }
+    round_state(D, dv, w);
+    const CausalChunk<T> c = load_chunk(a, b, cs, w.buf);
+    query_chunk(g, b, c, dden + cs, w, !empty);
+    if (cs + kChunk < n) add_state(c.pk, c.v, static_cast<const T*>(nullptr), c.kn, D, dv, w);
+    empty = empty && c.kn == 0;
   }
-
-  // Reverse sweep: dphi_k[j] = R_j v[j] + Y_j, dv[j] = R_j^T phi_k[j], R_j = sum_{i>=j} phi_q[i] dnum_i^T.
-  const std::int64_t last = (n - 1) / kChunk * kChunk;
-  for (std::int64_t cs = last; cs >= 0; cs -= kChunk) {
-    const std::int64_t ce = min_scalar(cs + kChunk, n), rows = ce - cs;
-    round_into(w.Rf, w.R, D * dv);
-    transpose_into(w.RfT, w.R, D, dv);
-    round_into(w.Yf, w.Y, D);
-    for (std::int64_t x = 0; x < rows * dv; ++x) w.dnum[x] = dvo[cs * dv + x];
-    for (std::int64_t x = 0; x < rows; ++x) w.dden[x] = dden[cs + x];
-    for (std::int64_t j = cs; j < ce; ++j) {
-      const T* pk = phi_k + j * D;
-      const T* vj = v + j * dv;
-      T* dk = dphi_k + j * D;
-      for (std::int64_t x = 0; x < D; ++x) dk[x] = w.Yf[x];
-      axpy_rows(dk, vj, w.RfT, D, dv, D);  // R_next v_j
-      T* dvj = dvo + j * dv;
-      for (std::int64_t c = 0; c < dv; ++c) dvj[c] = T(0);
-      axpy_rows(dvj, pk, w.Rf, dv, D, dv);  // R_next^T phi_k[j]
-      const std::int64_t count = ce - j;     // queries i = j .. ce-1 of this chunk
-      for (std::int64_t u = 0; u < count; ++u)
-        w.coef[u] = dot(w.dnum + (j - cs + u) * dv, vj, dv) + w.dden[j - cs + u];
-      axpy_rows(dk, w.coef, phi_q + j * D, D, count, D);
-      for (std::int64_t u = 0; u < count; ++u) w.coef[u] = dot(phi_q + (j + u) * D, pk, D);
-      axpy_rows(dvj, w.coef, w.dnum + (j - cs) * dv, dv, count, dv);
-    }
-    for (std::int64_t i = cs; i < ce; ++i) {  // R += phi_q[i] dnum_i^T, Y += phi_q[i] dden_i
-      const T* pq = phi_q + i * D;
-      const T* dn = w.dnum + (i - cs) * dv;
-      for (std::int64_t x = 0; x < D; ++x) {
-        w.Y[x] += double(pq[x]) * double(w.dden[i - cs]);
-        for (std::int64_t c = 0; c < dv; ++c) w.R[x * dv + c] += double(pq[x]) * double(dn[c]);
-      }
-    }
+  for (std::int64_t x = 0; x < D * dv; ++x) w.S[x] = 0.0;
+  for (std::int64_t x = 0; x < D; ++x) w.Z[x] = 0.0;
+  for (std::int64_t cs = (n - 1) / kChunk * kChunk; cs >= 0; cs -= kChunk) {
+    round_state(D, dv, w);
+    const CausalChunk<T> c = load_chunk(a, b, cs, w.buf);
+    key_chunk(g, b, c, dden + cs, w, cs + kChunk < n);
+    if (cs > 0) add_state(c.pq, w.dnum, dden + cs, c.rows, D, dv, w);  // R += phi(Q)^T dnum, Y += phi(Q)^T dden
   }
 }
 
@@ -126,21 +162,25 @@ void causal_linear_attention_backward(const CausalLinearBackwardArgs<T>& g) {
   const std::int64_t batch = a.batch, n = a.n, D = a.D, dv = a.dv;
   if (batch == 0 || n == 0) return;
   const int threads = int(min_scalar<std::int64_t>(kernel_threads(), batch));
-  const std::int64_t per_t = 3 * D * dv + 3 * D + 2 * kChunk + kChunk * dv + 64;
-  const std::int64_t per_d = 2 * D * dv + 2 * D;
+  const std::int64_t per_t = 3 * kChunk * D + 3 * kChunk * dv + 3 * D * dv + 3 * D + 64;
+  const std::int64_t per_s = (n + kChunk - 1) / kChunk * 2 * kChunk * kChunk;
+  const std::int64_t per_d = D * dv + D;
   auto scratch = allocate<T>(std::size_t(threads * per_t));
+  auto scores = allocate<T>(std::size_t(threads * per_s));
   auto states = allocate<double>(std::size_t(threads * per_d));
   auto dden = allocate<T>(std::size_t(batch * n));
 
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (std::int64_t b = 0; b < batch; ++b) {
-    T* t = scratch.get() + std::int64_t(omp_get_thread_num()) * per_t;
+    T* p = scratch.get() + std::int64_t(omp_get_thread_num()) * per_t;
     double* s = states.get() + std::int64_t(omp_get_thread_num()) * per_d;
     BackwardWork<T> w;
-    w.SfT = t, w.Rf = t + D * dv, w.RfT = t + 2 * D * dv;
-    w.Zf = t + 3 * D * dv, w.Zi = w.Zf + D, w.Yf = w.Zi + D, w.coef = w.Yf + D, w.dden = w.coef + kChunk;
-    w.dnum = w.dden + kChunk;
-    w.S = s, w.R = s + D * dv, w.Z = s + 2 * D * dv, w.Y = w.Z + D;
+    w.buf.pq = p, w.buf.pk = p + kChunk * D, w.buf.v = p + 2 * kChunk * D;
+    w.pkT = w.buf.v + kChunk * dv, w.vT = w.pkT + kChunk * D, w.dnum = w.vT + kChunk * dv;
+    w.Sf = w.dnum + kChunk * dv;
+    w.SfT = w.Sf + D * dv, w.prod = w.SfT + D * dv, w.Zf = w.prod + D * dv, w.Zi = w.Zf + D, w.zsum = w.Zi + D;
+    w.S = s, w.Z = s + D * dv;
+    w.scores = scores.get() + std::int64_t(omp_get_thread_num()) * per_s;
     backward_item(g, b, w, dden.get());
   }
 }

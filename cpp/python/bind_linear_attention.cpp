@@ -10,22 +10,49 @@ namespace attnkit {
 
 namespace {
 
+// The keep bytes (batch, n) uint8 or None (null), and a LinearFeatures code, checked.
+const std::uint8_t* keep_bytes(const py::object& keep, py::ssize_t batch, py::ssize_t n) {
+  if (keep.is_none()) return nullptr;
+  auto m = exactly<CArray<std::uint8_t>>(keep, "keep");
+  require(m.ndim() == 2 && m.shape(0) == batch && m.shape(1) == n, "keep must be (batch, n) like k's rows");
+  return m.data();  // keep (the caller's argument) owns the memory
+}
+LinearFeatures checked_features(int features) {
+  require(features >= 0 && features <= 2, "features must be 0 (precomputed), 1 (elu) or 2 (relu)");
+  return static_cast<LinearFeatures>(features);
+}
+
+// Views of the causal problem: q, k (batch, n, D), v (batch, n, dv), keep (batch, n) uint8 or None,
+// out (batch, n, dv); features: a LinearFeatures value.
 template <class T>
-void causal_linear_attention(CArray<T> phi_q, CArray<T> phi_k, CArray<T> v, CArray<T> out, double eps,
-                             const py::object& state_s, const py::object& state_z) {
-  require(phi_q.ndim() == 3 && phi_k.ndim() == 3 && v.ndim() == 3 && out.ndim() == 3,
-          "phi_q, phi_k, v and out must be 3-D");
-  const auto batch = phi_q.shape(0), n = phi_q.shape(1), D = phi_q.shape(2), dv = v.shape(2);
-  require(phi_k.shape(0) == batch && phi_k.shape(1) == n && phi_k.shape(2) == D, "phi_k must match phi_q");
+CausalLinearArgs<T> causal_args(const CArray<T>& q, const CArray<T>& k, const CArray<T>& v, const py::object& keep,
+                                const CArray<T>& out, int features, double eps) {
+  require(q.ndim() == 3 && k.ndim() == 3 && v.ndim() == 3 && out.ndim() == 3, "q, k, v and out must be 3-D");
+  const auto batch = q.shape(0), n = q.shape(1), D = q.shape(2), dv = v.shape(2);
+  require(k.shape(0) == batch && k.shape(1) == n && k.shape(2) == D, "k must be shaped like q (batch, n, D)");
   require(v.shape(0) == batch && v.shape(1) == n, "v must be (batch, n, dv)");
   require(out.shape(0) == batch && out.shape(1) == n && out.shape(2) == dv, "out must be (batch, n, dv)");
-  CausalLinearArgs<T> a{phi_q.data(), phi_k.data(), v.data(), out.mutable_data(), batch, n, D, dv, T(eps)};
+  CausalLinearArgs<T> a;
+  a.q = q.data(), a.k = k.data(), a.v = v.data(), a.out = const_cast<T*>(out.data());
+  a.keep = keep_bytes(keep, batch, n);
+  a.batch = batch, a.n = n, a.D = D, a.dv = dv;
+  a.phi = checked_features(features);
+  a.eps = T(eps);
+  return a;
+}
+
+template <class T>
+void causal_linear_attention(CArray<T> q, CArray<T> k, CArray<T> v, const py::object& keep, CArray<T> out,
+                             int features, double eps, const py::object& state_s, const py::object& state_z) {
+  CausalLinearArgs<T> a = causal_args(q, k, v, keep, out, features, eps);
+  a.out = out.mutable_data();
   CArray<double> s, z;
   if (!state_s.is_none()) {
     s = exactly<CArray<double>>(state_s, "state_s");
     z = exactly<CArray<double>>(state_z, "state_z");
-    require(s.ndim() == 3 && s.shape(0) == batch && s.shape(1) == D && s.shape(2) == dv, "state_s must be (batch, D, dv)");
-    require(z.ndim() == 2 && z.shape(0) == batch && z.shape(1) == D, "state_z must be (batch, D)");
+    require(s.ndim() == 3 && s.shape(0) == a.batch && s.shape(1) == a.D && s.shape(2) == a.dv,
+            "state_s must be (batch, D, dv)");
+    require(z.ndim() == 2 && z.shape(0) == a.batch && z.shape(1) == a.D, "state_z must be (batch, D)");
     a.state_s = s.mutable_data();
     a.state_z = z.mutable_data();
   }
@@ -34,24 +61,18 @@ void causal_linear_attention(CArray<T> phi_q, CArray<T> phi_k, CArray<T> v, CArr
 }
 
 template <class T>
-void causal_linear_attention_backward(CArray<T> phi_q, CArray<T> phi_k, CArray<T> v, CArray<T> out, double eps,
-                                      CArray<T> dout, CArray<T> dphi_q, CArray<T> dphi_k, CArray<T> dv) {
-  require(phi_q.ndim() == 3 && phi_k.ndim() == 3 && v.ndim() == 3 && out.ndim() == 3 && dout.ndim() == 3,
-          "phi_q, phi_k, v, out and dout must be 3-D");
-  const auto batch = phi_q.shape(0), n = phi_q.shape(1), D = phi_q.shape(2), dvw = v.shape(2);
-  auto same = [](const CArray<T>& x, py::ssize_t a, py::ssize_t b, py::ssize_t c) {
-    return x.ndim() == 3 && x.shape(0) == a && x.shape(1) == b && x.shape(2) == c;
-  };
-  require(same(phi_k, batch, n, D) && same(dphi_q, batch, n, D) && same(dphi_k, batch, n, D),
-          "phi_k, dphi_q and dphi_k must be shaped like phi_q (batch, n, D)");
-  require(same(v, batch, n, dvw) && same(out, batch, n, dvw) && same(dout, batch, n, dvw) && same(dv, batch, n, dvw),
-          "v, out, dout and dv must be (batch, n, dv)");
+void causal_linear_attention_backward(CArray<T> q, CArray<T> k, CArray<T> v, const py::object& keep, CArray<T> out,
+                                      int features, double eps, CArray<T> dout, CArray<T> dq, CArray<T> dk,
+                                      CArray<T> dv) {
   CausalLinearBackwardArgs<T> g;
-  g.fwd = CausalLinearArgs<T>{phi_q.data(), phi_k.data(), v.data(), const_cast<T*>(out.data()), batch, n, D, dvw, T(eps)};
+  g.fwd = causal_args(q, k, v, keep, out, features, eps);
+  auto same = [](const CArray<T>& x, const CArray<T>& like) {
+    return x.ndim() == 3 && x.shape(0) == like.shape(0) && x.shape(1) == like.shape(1) && x.shape(2) == like.shape(2);
+  };
+  require(same(dout, out), "dout must be shaped like out (batch, n, dv)");
+  require(same(dq, q) && same(dk, k) && same(dv, v), "dq, dk and dv must be shaped like q, k and v");
   g.dout = dout.data();
-  g.dphi_q = dphi_q.mutable_data();
-  g.dphi_k = dphi_k.mutable_data();
-  g.dv = dv.mutable_data();
+  g.dq = dq.mutable_data(), g.dk = dk.mutable_data(), g.dv = dv.mutable_data();
   py::gil_scoped_release release;
   active_kernels().get<T>().causal_linear_attention_backward(g);
 }
@@ -70,18 +91,13 @@ LinearArgs<T> linear_args(const CArray<T>& q, const CArray<T>& k, const CArray<T
   require(out.shape(0) == batch && out.shape(1) == nq && out.shape(2) == dv, "out must be (batch, nq, dv)");
   require(s.shape(0) == batch && s.shape(1) == D && s.shape(2) == dv, "s must be (batch, D, dv)");
   require(z.shape(0) == batch && z.shape(1) == D, "z must be (batch, D)");
-  require(features >= 0 && features <= 2, "features must be 0 (precomputed), 1 (elu) or 2 (relu)");
   LinearArgs<T> a;
   a.q = q.data(), a.k = k.data(), a.v = v.data();
   a.out = const_cast<T*>(out.data()), a.s = const_cast<T*>(s.data()), a.z = const_cast<T*>(z.data());
+  a.keep = keep_bytes(keep, batch, nk);
   a.batch = batch, a.nq = nq, a.nk = nk, a.D = D, a.dv = dv;
-  a.phi = static_cast<LinearFeatures>(features);
+  a.phi = checked_features(features);
   a.eps = T(eps);
-  if (!keep.is_none()) {
-    auto m = exactly<CArray<std::uint8_t>>(keep, "keep");
-    require(m.ndim() == 2 && m.shape(0) == batch && m.shape(1) == nk, "keep must be (batch, nk)");
-    a.keep = m.data();  // keep (the caller's argument) owns the memory
-  }
   return a;
 }
 
@@ -116,13 +132,13 @@ void linear_attention_backward(CArray<T> q, CArray<T> k, CArray<T> v, const py::
 void bind_linear_attention(py::module_& m) {
   for_each_dtype([&m](auto tag) {
     using T = typename decltype(tag)::type;
-    m.def("causal_linear_attention", &causal_linear_attention<T>, py::arg("phi_q").noconvert(),
-          py::arg("phi_k").noconvert(), py::arg("v").noconvert(), py::arg("out").noconvert(),
-          py::arg("eps"), py::arg("state_s"), py::arg("state_z"));
-    m.def("causal_linear_attention_backward", &causal_linear_attention_backward<T>, py::arg("phi_q").noconvert(),
-          py::arg("phi_k").noconvert(), py::arg("v").noconvert(), py::arg("out").noconvert(), py::arg("eps"),
-          py::arg("dout").noconvert(), py::arg("dphi_q").noconvert(), py::arg("dphi_k").noconvert(),
-          py::arg("dv").noconvert());
+    m.def("causal_linear_attention", &causal_linear_attention<T>, py::arg("q").noconvert(), py::arg("k").noconvert(),
+          py::arg("v").noconvert(), py::arg("keep"), py::arg("out").noconvert(), py::arg("features"), py::arg("eps"),
+          py::arg("state_s"), py::arg("state_z"));
+    m.def("causal_linear_attention_backward", &causal_linear_attention_backward<T>, py::arg("q").noconvert(),
+          py::arg("k").noconvert(), py::arg("v").noconvert(), py::arg("keep"), py::arg("out").noconvert(),
+          py::arg("features"), py::arg("eps"), py::arg("dout").noconvert(), py::arg("dq").noconvert(),
+          py::arg("dk").noconvert(), py::arg("dv").noconvert());
     m.def("linear_attention", &linear_attention<T>, py::arg("q").noconvert(), py::arg("k").noconvert(),
           py::arg("v").noconvert(), py::arg("keep"), py::arg("out").noconvert(), py::arg("s").noconvert(),
           py::arg("z").noconvert(), py::arg("features"), py::arg("eps"));

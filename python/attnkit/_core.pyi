@@ -40,16 +40,16 @@ def available_isas() -> list[str]:
 def build_info() -> dict[str, str]:
     ...
 @typing.overload
-def causal_linear_attention(phi_q: numpy.typing.NDArray[numpy.float32], phi_k: numpy.typing.NDArray[numpy.float32], v: numpy.typing.NDArray[numpy.float32], out: numpy.typing.NDArray[numpy.float32], eps: typing.SupportsFloat | typing.SupportsIndex, state_s: typing.Any, state_z: typing.Any) -> None:
+def causal_linear_attention(q: numpy.typing.NDArray[numpy.float32], k: numpy.typing.NDArray[numpy.float32], v: numpy.typing.NDArray[numpy.float32], keep: typing.Any, out: numpy.typing.NDArray[numpy.float32], features: typing.SupportsInt | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, state_s: typing.Any, state_z: typing.Any) -> None:
     ...
 @typing.overload
-def causal_linear_attention(phi_q: numpy.typing.NDArray[numpy.float64], phi_k: numpy.typing.NDArray[numpy.float64], v: numpy.typing.NDArray[numpy.float64], out: numpy.typing.NDArray[numpy.float64], eps: typing.SupportsFloat | typing.SupportsIndex, state_s: typing.Any, state_z: typing.Any) -> None:
+def causal_linear_attention(q: numpy.typing.NDArray[numpy.float64], k: numpy.typing.NDArray[numpy.float64], v: numpy.typing.NDArray[numpy.float64], keep: typing.Any, out: numpy.typing.NDArray[numpy.float64], features: typing.SupportsInt | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, state_s: typing.Any, state_z: typing.Any) -> None:
     ...
 @typing.overload
-def causal_linear_attention_backward(phi_q: numpy.typing.NDArray[numpy.float32], phi_k: numpy.typing.NDArray[numpy.float32], v: numpy.typing.NDArray[numpy.float32], out: numpy.typing.NDArray[numpy.float32], eps: typing.SupportsFloat | typing.SupportsIndex, dout: numpy.typing.NDArray[numpy.float32], dphi_q: numpy.typing.NDArray[numpy.float32], dphi_k: numpy.typing.NDArray[numpy.float32], dv: numpy.typing.NDArray[numpy.float32]) -> None:
+def causal_linear_attention_backward(q: numpy.typing.NDArray[numpy.float32], k: numpy.typing.NDArray[numpy.float32], v: numpy.typing.NDArray[numpy.float32], keep: typing.Any, out: numpy.typing.NDArray[numpy.float32], features: typing.SupportsInt | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, dout: numpy.typing.NDArray[numpy.float32], dq: numpy.typing.NDArray[numpy.float32], dk: numpy.typing.NDArray[numpy.float32], dv: numpy.typing.NDArray[numpy.float32]) -> None:
     ...
 @typing.overload
-def causal_linear_attention_backward(phi_q: numpy.typing.NDArray[numpy.float64], phi_k: numpy.typing.NDArray[numpy.float64], v: numpy.typing.NDArray[numpy.float64], out: numpy.typing.NDArray[numpy.float64], eps: typing.SupportsFloat | typing.SupportsIndex, dout: numpy.typing.NDArray[numpy.float64], dphi_q: numpy.typing.NDArray[numpy.float64], dphi_k: numpy.typing.NDArray[numpy.float64], dv: numpy.typing.NDArray[numpy.float64]) -> None:
+def causal_linear_attention_backward(q: numpy.typing.NDArray[numpy.float64], k: numpy.typing.NDArray[numpy.float64], v: numpy.typing.NDArray[numpy.float64], keep: typing.Any, out: numpy.typing.NDArray[numpy.float64], features: typing.SupportsInt | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, dout: numpy.typing.NDArray[numpy.float64], dq: numpy.typing.NDArray[numpy.float64], dk: numpy.typing.NDArray[numpy.float64], dv: numpy.typing.NDArray[numpy.float64]) -> None:
     ...
 @typing.overload
 def cross_entropy(logits: numpy.typing.NDArray[numpy.float32], targets: numpy.typing.NDArray[numpy.int64], weight: typing.Any, loss: numpy.typing.NDArray[numpy.float32], dlogits: typing.Any, ignore_index: typing.SupportsInt | typing.SupportsIndex, label_smoothing: typing.SupportsFloat | typing.SupportsIndex) -> None:

@@ -1,50 +1,51 @@
-// Causal kernelized linear attention by prefix sums, linear in n:
-//   S_i = sum_{j<=i} phi_k[j] v[j]^T  (D x dv),  Z_i = sum_{j<=i} phi_k[j]  (D),
-//   out[i] = phi_q[i]^T S_i / den_i,  den_i = phi_q[i]^T Z_i;  0 where den_i <= eps * sum_D |phi_q[i]| |Z_i|.
-// The guard is relative because out does not depend on the scale of phi while den does: FAVOR+
-// features of long keys legitimately give den ~ 1e-9. For non-negative features only den = 0 (no key
-// visible) gives zeros; for features of both signs also estimates that cancelled or went negative.
-// A NaN den gives NaN.
-// phi_q, phi_k: (batch, n, D), v: (batch, n, dv), out: (batch, n, dv), all contiguous.
-// S and Z are carried in double between chunks so the error does not grow with n. Optional
-// state_s (batch, D, dv) and state_z (batch, D) (double) give the state after the last row, for
-// continuing step by step.
 #pragma once
 #include <cstdint>
 
 namespace attnkit {
 
+// The feature map phi the kernels apply on the fly, elementwise (D = d):
+//   elu: phi(x) = exp(min(x, 0)) + max(x, 0) (elu + 1),  relu: phi(x) = max(x, 0),
+//   features: q and k already hold phi(q), phi(k) (any map, computed by the caller).
+enum class LinearFeatures : int { features = 0, elu = 1, relu = 2 };
+
+// Causal kernelized linear attention by prefix sums, linear in n, phi as in LinearFeatures:
+//   S_i = sum_{j<=i kept} phi(k[j]) v[j]^T  (D x dv),  Z_i = sum_{j<=i kept} phi(k[j])  (D),
+//   out[i] = phi(q[i])^T S_i / den_i,  den_i = phi(q[i])^T Z_i;  0 where den_i <= eps * sum_D |phi(q[i])| |Z_i|.
+// The guard is relative because out does not depend on the scale of phi while den does: FAVOR+
+// features of long keys legitimately give den ~ 1e-9. For non-negative features only den = 0 (no key
+// visible) gives zeros; for features of both signs also estimates that cancelled or went negative.
+// A NaN den gives NaN.
+// q, k: (batch, n, D), v: (batch, n, dv), keep: (batch, n) bytes, nonzero = real key (null: every key
+// is; padded keys are never read), out: (batch, n, dv), all contiguous. Computed by chunks of rows
+// (GEMM-shaped products); S and Z are carried in double between chunks so the error does not grow
+// with n. Optional state_s (batch, D, dv) and state_z (batch, D) (double) give the state after the
+// last row, for continuing step by step.
 template <class T>
 struct CausalLinearArgs {
-  const T *phi_q, *phi_k, *v;
-  T* out;
+  const T *q = nullptr, *k = nullptr, *v = nullptr;
+  const std::uint8_t* keep = nullptr;
+  T* out = nullptr;
   std::int64_t batch = 0, n = 0, D = 0, dv = 0;
+  LinearFeatures phi = LinearFeatures::elu;
   T eps = T(1e-6);  // relative guard, see above
   double* state_s = nullptr;
   double* state_z = nullptr;
 };
 
-// Backward of causal linear attention, linear in n (reverse-time sums). With den_i = phi_q[i].Z_i,
+// Backward of causal linear attention, linear in n (reverse-time sums). With den_i = phi(q[i]).Z_i,
 // rows the forward's guard kept: dnum_i = dout[i] / den_i, dden_i = -dout[i].out[i] / den_i; others 0.
-//   dphi_q[i] = S_i dnum_i + Z_i dden_i
-//   R_j = sum_{i>=j} phi_q[i] dnum_i^T (D x dv),  Y_j = sum_{i>=j} phi_q[i] dden_i (D)
-//   dphi_k[j] = R_j v[j] + Y_j,   dv[j] = R_j^T phi_k[j]
-// Inputs as the forward plus out and dout (batch, n, dv); outputs contiguous, overwritten.
+//   dphi(q[i]) = S_i dnum_i + Z_i dden_i
+//   R_j = sum_{i>=j} phi(q[i]) dnum_i^T (D x dv),  Y_j = sum_{i>=j} phi(q[i]) dden_i (D)
+//   dphi(k[j]) = R_j v[j] + Y_j,   dv[j] = R_j^T phi(k[j])   (both 0 at padded keys)
+// and dq, dk are dphi times phi's derivative (the identity for LinearFeatures::features).
+// Inputs as the forward plus out and dout (batch, n, dv); dq, dk, dv shaped like q, k, v, overwritten.
 template <class T>
 struct CausalLinearBackwardArgs {
   CausalLinearArgs<T> fwd;  // fwd.out is read (the forward output)
   const T* dout = nullptr;
-  T *dphi_q = nullptr, *dphi_k = nullptr, *dv = nullptr;
+  T *dq = nullptr, *dk = nullptr, *dv = nullptr;
 };
 
-}  // namespace attnkit
-
-namespace attnkit {
-
-// The feature map phi the non-causal kernels apply on the fly, elementwise (D = d):
-//   elu: phi(x) = exp(min(x, 0)) + max(x, 0) (elu + 1),  relu: phi(x) = max(x, 0),
-//   features: q and k already hold phi(q), phi(k) (any map, computed by the caller).
-enum class LinearFeatures : int { features = 0, elu = 1, relu = 2 };
 
 // Non-causal linear attention, phi applied on the fly and padded keys skipped (never read):
 //   S = sum_{j kept} phi(k[j]) v[j]^T  (D x dv),  Z = sum_{j kept} phi(k[j])  (D),

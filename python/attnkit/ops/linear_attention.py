@@ -121,9 +121,8 @@ class LinearAttentionContext:
 
     Returned by ``linear_attention(..., return_context=True)``. It holds the validated problem (the
     broadcast inputs, the padding keep-mask, the feature map and eps) and what the forward computed:
-    the output, and with ``causal=True`` the features ``phi(q)`` and ``phi(k)``; otherwise the sums
-    ``S`` and ``Z`` (the features of elu and relu are recomputed by the kernel, those of other maps
-    kept). :meth:`backward` starts from those, so a training step neither checks its inputs nor
+    the output and, when not causal, the sums ``S`` and ``Z`` (the features of elu and relu are
+    recomputed by the kernels, those of other maps kept). :meth:`backward` starts from those, so a training step neither checks its inputs nor
     computes the sums twice.
 
     It refers to the forward's arrays, the output included: do not use it after any of them was
@@ -159,23 +158,21 @@ def _checked_dout(dout, p):
 
 
 def _backward(p, forward, dout):
-    """dq, dk, dv of a checked problem from its forward's results."""
-    if p.causal:
-        dphi_q, dphi_k, dv = _causal_linear_backward(p, forward, dout)
-        if p.keep is not None:
-            dphi_k = np.where(p.keep[..., None], dphi_k, 0)
-            dv = np.where(p.keep[..., None], dv, 0)
-    else:  # the kernel skips padded keys (zero gradients there)
-        rows_q, rows_k, rows_v = forward.rows
-        rows_dq, rows_dk, rows_dv = (np.empty_like(r) for r in forward.rows)
-        _core.linear_attention_backward(rows_q, rows_k, rows_v, forward.keep_rows, forward.out_rows, forward.s,
-                                        forward.z, forward.features, p.eps,
-                                        np.ascontiguousarray(dout).reshape(forward.out_rows.shape),
-                                        rows_dq, rows_dk, rows_dv)
-        dphi_q, dphi_k, dv = (g.reshape(p.batch + g.shape[1:]) for g in (rows_dq, rows_dk, rows_dv))
-        if forward.features != _FEATURES_PRECOMPUTED:  # the kernel applied phi's derivative
-            return _unbroadcast_grads(p, dphi_q, dphi_k, dv)
-    return _unbroadcast_grads(p, p.fm.queries_backward(p.q, dphi_q), p.fm.keys_backward(p.k, dphi_k), dv)
+    """dq, dk, dv of a checked problem from its forward's results (the kernels skip padded keys: zero
+    gradients there)."""
+    rows_q, rows_k, rows_v = forward.rows
+    rows_dq, rows_dk, rows_dv = (np.empty_like(r) for r in forward.rows)
+    kernel = _core.causal_linear_attention_backward if p.causal else _core.linear_attention_backward
+    sums = () if p.causal else (forward.s, forward.z)
+    kernel(rows_q, rows_k, rows_v, forward.keep_rows, forward.out_rows, *sums, forward.features, p.eps,
+           np.ascontiguousarray(dout).reshape(forward.out_rows.shape), rows_dq, rows_dk, rows_dv)
+    dphi_q, dphi_k, dv = (g.reshape(p.batch + g.shape[1:]) for g in (rows_dq, rows_dk, rows_dv))
+    if forward.features != _FEATURES_PRECOMPUTED:  # the kernel applied phi's derivative
+        return _unbroadcast_grads(p, dphi_q, dphi_k, dv)
+    dk = p.fm.keys_backward(p.k, dphi_k)
+    if p.keep is not None:  # where, not multiply: the map's backward at a padded NaN key gives 0 * NaN
+        dk = np.where(p.keep[..., None], dk, 0)
+    return _unbroadcast_grads(p, p.fm.queries_backward(p.q, dphi_q), dk, dv)
 
 
 def _unbroadcast_grads(p, dq, dk, dv):
@@ -186,9 +183,8 @@ def _unbroadcast_grads(p, dq, dk, dv):
 
 
 class _Problem:
-    """A validated linear-attention problem: broadcast inputs and the padding keep-mask; when causal,
-    also the features ``phi_q``, ``phi_k`` and ``v``, zeroed at padded keys (the non-causal kernel
-    computes the features itself, and skips padded keys)."""
+    """A validated linear-attention problem: broadcast inputs and the padding keep-mask (the kernels
+    compute elu and relu features themselves, and skip padded keys)."""
 
     def __init__(self, q, k, v, feature_map, causal, mask, key_lengths, eps):
         q, k, v, dtype = check_qkv(q, k, v)
@@ -220,39 +216,17 @@ class _Problem:
         self.k = np.broadcast_to(k, batch + k.shape[-2:]).astype(dtype, copy=False)
         self.v = np.broadcast_to(v, batch + v.shape[-2:]).astype(dtype, copy=False)
         self.keep = keep
-        if causal:
-            self.phi_q, self.phi_k = self.fm.queries(self.q), self.fm.keys(self.k)
-            if keep is not None:  # where, not multiply: a NaN at a padded key must not leak as 0 * NaN
-                self.phi_k = np.where(keep[..., None], self.phi_k, 0)
-                self.v = np.where(keep[..., None], self.v, 0)
         self.dtype, self.batch, self.nq, self.causal = dtype, batch, nq, causal
 
 
 class _Forward:
-    """The forward's results the backward starts from: the kernels' flat (batch, n, width) ``rows`` and
-    the output. Causal: rows of phi(q), phi(k), v (and, asked for, the state after the last row).
-    Otherwise rows of q, k, v (of phi(q), phi(k), v for maps the kernel does not apply itself),
-    the keep-mask rows and the sums ``s`` = S (batch, D, dv) and ``z`` = Z (batch, D)."""
+    """The forward's results the backward starts from: the kernels' flat (batch, n, width) ``rows`` of
+    q, k, v (of phi(q), phi(k), v for maps the kernels do not apply themselves), the keep-mask rows and
+    the output; non-causal, also the sums ``s`` = S (batch, D, dv) and ``z`` = Z (batch, D); causal and
+    asked for, the state after the last row."""
 
     def __init__(self, p, with_state=False):
         self.state = None
-        if not p.causal:
-            self._noncausal(p)
-            return
-        batch, (n, big_d), dv = p.batch, p.phi_q.shape[-2:], p.v.shape[-1]
-        flat = math.prod(batch)
-        rows_q, rows_k, rows_v = self.rows = _flat_rows((p.phi_q, p.phi_k, p.v), flat, n)
-        self.out_rows: Any = np.empty((flat, n, dv), p.phi_q.dtype)
-        if not with_state:
-            _core.causal_linear_attention(rows_q, rows_k, rows_v, self.out_rows, p.eps, None, None)
-        else:
-            s, z = np.empty((flat, big_d, dv)), np.empty((flat, big_d))
-            _core.causal_linear_attention(rows_q, rows_k, rows_v, self.out_rows, p.eps, s, z)
-            self.state = LinearAttentionState(p.fm, eps=p.eps, s=s.reshape(batch + (big_d, dv)),
-                                              z=z.reshape(batch + (big_d,)))
-        self.out = self.out_rows.reshape(batch + (n, dv))
-
-    def _noncausal(self, p):
         self.features = _kernel_features(p.fm)
         q, k = (p.q, p.k) if self.features != _FEATURES_PRECOMPUTED else (p.fm.queries(p.q), p.fm.keys(p.k))
         flat, big_d, dv = math.prod(p.batch), q.shape[-1], p.v.shape[-1]
@@ -260,11 +234,21 @@ class _Forward:
         self.keep_rows = None
         if p.keep is not None:
             self.keep_rows = np.ascontiguousarray(p.keep).reshape(flat, k.shape[-2]).view(np.uint8)
-        self.out_rows = np.empty((flat, p.nq, dv), p.dtype)
-        self.s, self.z = np.empty((flat, big_d, dv), p.dtype), np.empty((flat, big_d), p.dtype)
+        self.out_rows: Any = np.empty((flat, p.nq, dv), p.dtype)
         rows_q, rows_k, rows_v = self.rows
-        _core.linear_attention(rows_q, rows_k, rows_v, self.keep_rows, self.out_rows, self.s, self.z, self.features,
-                               p.eps)
+        if p.causal:
+            s = z = None
+            if with_state:
+                s, z = np.empty((flat, big_d, dv)), np.empty((flat, big_d))
+            _core.causal_linear_attention(rows_q, rows_k, rows_v, self.keep_rows, self.out_rows, self.features, p.eps,
+                                          s, z)
+            if with_state:
+                self.state = LinearAttentionState(p.fm, eps=p.eps, s=s.reshape(p.batch + (big_d, dv)),
+                                                  z=z.reshape(p.batch + (big_d,)))
+        else:
+            self.s, self.z = np.empty((flat, big_d, dv), p.dtype), np.empty((flat, big_d), p.dtype)
+            _core.linear_attention(rows_q, rows_k, rows_v, self.keep_rows, self.out_rows, self.s, self.z,
+                                   self.features, p.eps)
         self.out = self.out_rows.reshape(p.batch + (p.nq, dv))
 
 
@@ -272,7 +256,7 @@ _FEATURES_PRECOMPUTED = 0
 
 
 def _kernel_features(fm):
-    """The code (LinearFeatures in attnkit/linear_attention.h) of a map the non-causal kernel applies
+    """The code (LinearFeatures in attnkit/linear_attention.h) of a map the kernels apply
     itself; for others it takes features computed here. Exact types: a subclass may change the map."""
     return {feature_maps.EluFeatureMap: 1, feature_maps.ReluFeatureMap: 2}.get(type(fm), _FEATURES_PRECOMPUTED)
 
@@ -293,21 +277,6 @@ def _zeroed(den, mag, eps):
 def _normalise(num, den, mag, eps):
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where(_zeroed(den, mag, eps), 0, num / den).astype(num.dtype, copy=False)
-
-
-def _causal_linear_backward(p, forward, dout):
-    flat, (n, big_d), dv = math.prod(p.batch), p.phi_q.shape[-2:], p.v.shape[-1]
-    dq, dk, dv_ = (np.empty((flat, n, width), p.dtype) for width in (big_d, big_d, dv))
-    rows_q, rows_k, rows_v = forward.rows
-    _core.causal_linear_attention_backward(rows_q, rows_k, rows_v, forward.out_rows, p.eps,
-                                           np.ascontiguousarray(dout).reshape(flat, n, dv), dq, dk, dv_)
-    return tuple(g.reshape(p.batch + g.shape[1:]) for g in (dq, dk, dv_))
-
-
-def _flat_rows(arrays, flat, n):
-    """Each array (..., n, width) as a C-contiguous (flat, n, width) array (width spelled out: with a
-    zero-size batch or sequence, reshape cannot infer it)."""
-    return [np.ascontiguousarray(a).reshape(flat, n, a.shape[-1]) for a in arrays]
 
 
 class LinearAttentionState:
