@@ -112,7 +112,8 @@ void attention(const AttentionArgs<T>& a) {
       // Non-finite values are rare: scanning for them costs ~1/BQ of the work and keeps a NaN at a
       // masked key out of the rows that cannot see it.
       if (values_finite(vb, a.v.row_stride, jn, dv))
-        accumulate_rows(acc, dv, bq, alpha, St, bqp, std::int64_t(1), vb, a.v.row_stride, jn, dv);
+        accumulate_rows(acc, dv, bq, alpha, St, bqp, std::int64_t(1), vb, a.v.row_stride, jn, dv,
+                        causal_band(a, i0, j0));
       else
         accumulate_values_skipping_zeros(acc, dv, alpha, St, bqp, bq, vb, a.v.row_stride, jn);
     }

@@ -103,7 +103,9 @@ void attention_backward(const AttentionBackwardArgs<T>& g) {
         const T* krows[KR];
         for (std::int64_t jt = 0; jt < jv; jt += KR) {
           for (int r = 0; r < KR; ++r) krows[r] = jt + r < jv ? a.v.row(b, j0 + jt + r) : zero_row;
-          for (std::int64_t it = 0; it < bqp; it += QT) logits_tile(dOt + it, bqp, krows, dvw, dSt + jt * bqp + it, bqp);
+          // Tiles block_logits skipped (all invisible) have P = 0: their dP is never used.
+          for (std::int64_t it = causal_first_tile(a, i0, j0 + jt, QT); it < bqp; it += QT)
+            logits_tile(dOt + it, bqp, krows, dvw, dSt + jt * bqp + it, bqp);
         }
         // P = exp(S - lse); dS = P (dP - delta), exactly 0 where P is 0 (so NaN at invisible keys stays out).
         const V tiny = V::set1(std::numeric_limits<T>::denorm_min());
@@ -116,13 +118,14 @@ void attention_backward(const AttentionBackwardArgs<T>& g) {
           }
         }
         // dV[j] += sum_i P[j][i] dO[i];  dK[j] += sum_i dS[j][i] q[i]  (scale applied at the end)
+        const Band by_key = causal_band(a, i0, j0, true), by_query = causal_band(a, i0, j0);
         accumulate_rows(dv_acc, dvw, jv, static_cast<const T*>(nullptr), St, std::int64_t(1), bqp, dout + i0 * dvw,
-                        dvw, bq, dvw);
+                        dvw, bq, dvw, by_key);
         accumulate_rows(dk_acc, d, jv, static_cast<const T*>(nullptr), dSt, std::int64_t(1), bqp, a.q.row(b, i0),
-                        a.q.row_stride, bq, d);
+                        a.q.row_stride, bq, d, by_key);
         // dQ[i] += sum_j dS[j][i] k[j]
         accumulate_rows(dq_t + (b * nq + i0) * d, d, bq, static_cast<const T*>(nullptr), dSt, bqp, std::int64_t(1),
-                        a.k.row(b, j0), a.k.row_stride, jv, d);
+                        a.k.row(b, j0), a.k.row_stride, jv, d, by_query);
         if (g.dbias)
           for (std::int64_t i = 0; i < bq; ++i)
             for (std::int64_t j = 0; j < jv; ++j) g.dbias[(b * nq + i0 + i) * nk + j0 + j] = dSt[j * bqp + i];
