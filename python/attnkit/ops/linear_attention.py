@@ -122,8 +122,8 @@ class LinearAttentionContext:
     Returned by ``linear_attention(..., return_context=True)``. It holds the validated problem (the
     broadcast inputs, the padding keep-mask, the feature map and eps) and what the forward computed:
     the output and, when not causal, the sums ``S`` and ``Z`` (the features of elu and relu are
-    recomputed by the kernels, those of other maps kept). :meth:`backward` starts from those, so a training step neither checks its inputs nor
-    computes the sums twice.
+    recomputed by the kernels, those of other maps kept). :meth:`backward` starts from those, so a
+    training step neither checks its inputs nor computes the sums twice.
 
     It refers to the forward's arrays, the output included: do not use it after any of them was
     modified in place, or after a random feature map was redrawn.
@@ -162,10 +162,13 @@ def _backward(p, forward, dout):
     gradients there)."""
     rows_q, rows_k, rows_v = forward.rows
     rows_dq, rows_dk, rows_dv = (np.empty_like(r) for r in forward.rows)
-    kernel = _core.causal_linear_attention_backward if p.causal else _core.linear_attention_backward
-    sums = () if p.causal else (forward.s, forward.z)
-    kernel(rows_q, rows_k, rows_v, forward.keep_rows, forward.out_rows, *sums, forward.features, p.eps,
-           np.ascontiguousarray(dout).reshape(forward.out_rows.shape), rows_dq, rows_dk, rows_dv)
+    dout_rows = np.ascontiguousarray(dout).reshape(forward.out_rows.shape)
+    if p.causal:
+        _core.causal_linear_attention_backward(rows_q, rows_k, rows_v, forward.keep_rows, forward.out_rows,
+                                               forward.features, p.eps, dout_rows, rows_dq, rows_dk, rows_dv)
+    else:
+        _core.linear_attention_backward(rows_q, rows_k, rows_v, forward.keep_rows, forward.out_rows, forward.s,
+                                        forward.z, forward.features, p.eps, dout_rows, rows_dq, rows_dk, rows_dv)
     dphi_q, dphi_k, dv = (g.reshape(p.batch + g.shape[1:]) for g in (rows_dq, rows_dk, rows_dv))
     if forward.features != _FEATURES_PRECOMPUTED:  # the kernel applied phi's derivative
         return _unbroadcast_grads(p, dphi_q, dphi_k, dv)
@@ -242,7 +245,7 @@ class _Forward:
                 s, z = np.empty((flat, big_d, dv)), np.empty((flat, big_d))
             _core.causal_linear_attention(rows_q, rows_k, rows_v, self.keep_rows, self.out_rows, self.features, p.eps,
                                           s, z)
-            if with_state:
+            if s is not None and z is not None:
                 self.state = LinearAttentionState(p.fm, eps=p.eps, s=s.reshape(p.batch + (big_d, dv)),
                                                   z=z.reshape(p.batch + (big_d,)))
         else:
