@@ -4,7 +4,7 @@ What a user runs to embed texts with all-MiniLM-L6-v2 on a CPU, timed side by si
 
 - *attnkit*: ``TransformerEmbedder(batch_size=32).transform(texts)`` (tokenise, length-sorted batches, the
   packed encoder: every GEMM over real tokens only, one Q/K/V product, reused buffers; mean pooling,
-  normalisation), float32 and ``dtype="int8"``;
+  normalisation), float32 and ``inference_dtype="int8"``;
 - *sentence-transformers*: ``SentenceTransformer.encode(texts, batch_size=32)`` on torch;
 - *onnxruntime*: the checkpoint's ``BertModel`` exported with ``torch.onnx.export``, plain (*float32*),
   through onnxruntime's BERT optimiser (*float32 fused*: fused attention, LayerNorm, GELU) and that model
@@ -48,10 +48,6 @@ EMBEDDINGS: dict = {}  # threads -> library -> (n_texts, 384) array, for part 2 
 CLASSIFIER_SHAPE = dict(d_model=128, n_heads=4, n_layers=2, d_ff=256)  # TransformerClassifier's defaults
 
 
-def int8_available():
-    return "dtype" in TransformerEmbedder().get_params()
-
-
 def onnx_available():
     return all(importlib.util.find_spec(name) is not None for name in ("onnxruntime", "onnx"))
 
@@ -60,11 +56,11 @@ class Libraries:
     """Every embedder of the run: name -> ``embed(texts)``, None where a library is missing."""
 
     def __init__(self, args, torch, scratch, texts):
+        int8 = TransformerEmbedder(MODEL, batch_size=BATCH, inference_dtype="int8")
         self.fns = {"attnkit float32": TransformerEmbedder(MODEL, batch_size=BATCH).fit().transform,
-                    "attnkit int8": None, "sentence-transformers": None, "onnxruntime float32": None,
-                    "onnxruntime float32 fused": None, "onnxruntime int8": None}
-        if int8_available():
-            self.fns["attnkit int8"] = TransformerEmbedder(MODEL, batch_size=BATCH, dtype="int8").fit().transform
+                    "attnkit int8": int8.fit().transform,
+                    "sentence-transformers": None, "onnxruntime float32": None, "onnxruntime float32 fused": None,
+                    "onnxruntime int8": None}
         self.threads = None
         if torch is None:
             return
