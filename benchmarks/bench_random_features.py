@@ -57,35 +57,41 @@ def _max_abs_diff(ours, X):
 
 
 def bench_sizes(report, args, X_by_dtype, components):
-    """Part 1; returns {(dtype name, D): ratio}."""
+    """Part 1, with ``--threads`` threads and (unless quick) with one; returns {(dtype name, D): ratio} at
+    ``--threads``."""
     n = next(iter(X_by_dtype.values())).shape[0]
     table = report.table(
         f"Sizes: n={n}, f={N_FEATURES}, kind='cos'",
-        ["dtype", "D", "attnkit", "RBFSampler", "attnkit rows/s", "RBFSampler rows/s", "ratio",
+        ["threads", "dtype", "D", "attnkit", "RBFSampler", "attnkit rows/s", "RBFSampler rows/s", "ratio",
          "max abs diff"],
         "Median time of one `transform` call ± interquartile range of the repeats. *ratio* = "
         "RBFSampler time / attnkit time (> 1: attnkit is faster). *max abs diff*: attnkit vs "
         f"RBFSampler given attnkit's weights and phases, first {CHECK_ROWS} rows (float32 output "
-        "compared with float64's: RBFSampler computes in the weights' dtype).",
+        "compared with float64's: RBFSampler computes in the weights' dtype). *threads*: attnkit's and "
+        "NumPy's BLAS's (RBFSampler's product).",
     )
     ratios, raw = {}, []
-    for dtype, X in X_by_dtype.items():
-        for d in components:
-            ours, theirs = _fitted(X, d)
-            timings = harness.compare(
-                {"attnkit": _discard(ours.transform, X), "RBFSampler": _discard(theirs.transform, X)},
-                repeats=args.repeats,
-            )
-            a, r = timings["attnkit"], timings["RBFSampler"]
-            ratios[dtype, d] = harness.ratio(r, a)
-            err = _max_abs_diff(ours, X)
-            table.add_row(
-                dtype, d, harness.fmt_time(a), harness.fmt_time(r), harness.fmt_number(n / a.median),
-                harness.fmt_number(n / r.median), harness.fmt_ratio(ratios[dtype, d]),
-                harness.fmt_number(err, 2),
-            )
-            raw.append({"dtype": dtype, "n": n, "f": N_FEATURES, "D": d, "max_abs_diff": err,
-                        **{name: t.as_dict() for name, t in timings.items()}})
+    for threads in ([args.threads] if args.quick else sorted({args.threads, 1}, reverse=True)):
+        harness.set_threads(threads)
+        for dtype, X in X_by_dtype.items():
+            for d in components:
+                ours, theirs = _fitted(X, d)
+                timings = harness.compare(
+                    {"attnkit": _discard(ours.transform, X), "RBFSampler": _discard(theirs.transform, X)},
+                    repeats=args.repeats,
+                )
+                a, r = timings["attnkit"], timings["RBFSampler"]
+                if threads == args.threads:
+                    ratios[dtype, d] = harness.ratio(r, a)
+                err = _max_abs_diff(ours, X)
+                table.add_row(
+                    threads, dtype, d, harness.fmt_time(a), harness.fmt_time(r), harness.fmt_number(n / a.median),
+                    harness.fmt_number(n / r.median), harness.fmt_ratio(harness.ratio(r, a)),
+                    harness.fmt_number(err, 2),
+                )
+                raw.append({"threads": threads, "dtype": dtype, "n": n, "f": N_FEATURES, "D": d,
+                            "max_abs_diff": err, **{name: t.as_dict() for name, t in timings.items()}})
+    harness.set_threads(args.threads)
     report.data["sizes"] = raw
     return ratios
 
