@@ -312,10 +312,13 @@ class FeedForward(Module):
         self.add_child("dropout", Dropout(dropout, rng))
         self.add_child("linear2", Linear(d_ff, d_model, rng))
 
+    def activate(self, h):
+        """The block's activation of the hidden pre-activations ``h``."""
+        return _ACTIVATIONS[self.activation][0](h)
+
     def forward(self, x, training=False):
-        act, _ = _ACTIVATIONS[self.activation]
         h, cache1 = self.children["linear1"].forward(x, training)
-        a, cache_drop = self.children["dropout"].forward(act(h), training)
+        a, cache_drop = self.children["dropout"].forward(self.activate(h), training)
         out, cache2 = self.children["linear2"].forward(a, training)
         return out, (cache1, h, cache_drop, cache2)
 

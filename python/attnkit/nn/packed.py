@@ -11,17 +11,16 @@ same sequence of roundings as in :meth:`Encoder.forward` (attnkit's GEMM rounds 
 whatever the matrix sizes), so the real tokens' vectors equal the training forward's bit for bit.
 """
 
+import dataclasses
 import threading
 
 import numpy as np
 
 from attnkit import ops
 from attnkit.nn.attention import MultiHeadAttention
-from attnkit.nn.layers import LayerNorm
 
 __all__ = ["PackedEncoder"]
 
-_GELU_FORMS = {"gelu": "none", "gelu_tanh": "tanh"}
 DTYPES = (None, "int8")
 
 
@@ -92,11 +91,12 @@ class PackedEncoder:
             np.minimum(np.asarray(key_lengths, dtype=np.int64), n)
         # Row of the padded (B * N) layout of each real token, sequence by sequence.
         rows = (np.arange(n) < lengths[:, None]).reshape(-1).nonzero()[0]
+        packing = _Packing(rows, *np.divmod(rows, n), batch, n, lengths)
         h = np.ascontiguousarray(x.reshape(batch * n, width)[rows], dtype=self.dtype)
         for layer in self.layers:
-            h = layer(h, rows, batch, n, lengths, self._buffer)
+            h = layer(h, packing, self._buffer)
         if self.final_norm is not None:
-            h = _norm(self.final_norm, h)
+            h = self.final_norm.forward(h)[0]
         out = np.zeros((batch * n, width), dtype=h.dtype)
         out[rows] = h
         return out.reshape(batch, n, width)
@@ -111,11 +111,16 @@ class PackedEncoder:
         return buffer[:size].reshape(shape)
 
 
-def _norm(module, x):
-    """Inference of a LayerNorm or RMSNorm module on rows x."""
-    if isinstance(module, LayerNorm):
-        return ops.layer_norm(x, module.params["gamma"], module.params["beta"], module.eps)
-    return ops.rms_norm(x, module.params["gamma"], module.eps)
+@dataclasses.dataclass(frozen=True)
+class _Packing:
+    """Where a batch's real tokens sit: row of the padded (B * N) layout, sequence and position of each."""
+
+    rows: np.ndarray
+    sequence: np.ndarray
+    position: np.ndarray
+    batch: int
+    n: int
+    lengths: np.ndarray
 
 
 class _Linear:
@@ -146,39 +151,36 @@ class _LayerPlan:
                            np.concatenate([p["bq"], p["bk"], p["bv"]]), dtype)
         self.out = _Linear(p["wo"], p["bo"], dtype)
         ff = ff_block.children["sublayer"]
-        self.activation = ff.activation
+        self.activate = ff.activate
         self.ff1, self.ff2 = (_Linear(ff.children[k].params["weight"], ff.children[k].params["bias"], dtype)
                               for k in ("linear1", "linear2"))
 
-    def __call__(self, x, rows, batch, n, lengths, buffer):
-        x = self._block(x, self.attention_norm, lambda h: self._attend(h, rows, batch, n, lengths, buffer))
+    def __call__(self, x, packing, buffer):
+        x = self._block(x, self.attention_norm, lambda h: self._attend(h, packing, buffer))
         return self._block(x, self.ff_norm, lambda h: self._feed_forward(h, buffer))
 
     def _block(self, x, norm, sublayer):
         """Pre-LN ``x + F(Norm(x))`` or post-LN ``Norm(x + F(x))``, as :class:`Residual` in inference."""
         if self.norm_first:
-            return x + sublayer(_norm(norm, x))
-        return _norm(norm, x + sublayer(x))
+            return x + sublayer(norm.forward(x)[0])
+        return norm.forward(x + sublayer(x))[0]
 
-    def _attend(self, h, rows, batch, n, lengths, buffer):
+    def _attend(self, h, packing, buffer):
         tokens, inner = h.shape[0], self.heads * self.d_head
         qkv = self.qkv(h, buffer("qkv", (tokens, self.qkv.width)))
         # Padded (B, N, 3, H, dh) home of the packed rows: the kernel reads q, k, v there in place, skips
         # keys past each length, and the outputs of padding queries are never gathered. Zeroed once so
         # padding rows hold finite values.
+        batch, n = packing.batch, packing.n
         padded = buffer("padded_qkv", (batch * n, 3 * inner), zero=True)
-        padded[rows] = qkv
+        padded[packing.rows] = qkv
         q, k, v = (padded.reshape(batch, n, 3, self.heads, self.d_head)[:, :, i].swapaxes(1, 2) for i in range(3))
-        heads = ops.scaled_dot_product_attention(q, k, v, key_lengths=lengths)
+        heads = ops.scaled_dot_product_attention(q, k, v, key_lengths=packing.lengths)
         assert isinstance(heads, np.ndarray)  # without return_weights / return_context
         # One gather from (B, H, N, dh) straight to packed (T, H, dh) rows.
-        merged = heads.swapaxes(1, 2)[rows // n, rows % n].reshape(tokens, inner)
+        merged = heads.swapaxes(1, 2)[packing.sequence, packing.position].reshape(tokens, inner)
         return self.out(merged, buffer("attention_out", (tokens, self.out.width)))
 
     def _feed_forward(self, h, buffer):
-        hidden = self.ff1(h, buffer("ff_hidden", (h.shape[0], self.ff1.width)))
-        if self.activation == "relu":
-            hidden = np.maximum(hidden, 0, out=hidden)
-        else:
-            hidden = ops.gelu(hidden, approximate=_GELU_FORMS[self.activation])
+        hidden = self.activate(self.ff1(h, buffer("ff_hidden", (h.shape[0], self.ff1.width))))
         return self.ff2(hidden, buffer("ff_out", (h.shape[0], self.ff2.width)))
