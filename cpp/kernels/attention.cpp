@@ -76,7 +76,9 @@ void attention(const AttentionArgs<T>& a) {
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t b = task / nqb, i0 = (task % nqb) * Tl::BQ;
-    const std::int64_t bq = min_scalar(Tl::BQ + i0, nq) - i0, bqp = round_up(bq, Tl::QQ);
+    const std::int64_t qlen = a.query_length ? a.query_length[b] : nq;
+    if (i0 >= qlen) continue;
+    const std::int64_t bq = min_scalar(Tl::BQ + i0, qlen) - i0, bqp = round_up(bq, Tl::QQ);
     T* base = scratch.of(omp_get_thread_num());
     T *Qt = base + scratch.qt, *St = base + scratch.st, *acc = base + scratch.acc;
     T *m = base + scratch.stats, *l = m + bqp, *alpha = l + bqp, *zero_row = base + scratch.zero;
@@ -118,12 +120,13 @@ void attention(const AttentionArgs<T>& a) {
         accumulate_values_skipping_zeros(acc, dv, alpha, St, bqp, bq, vb, a.v.row_stride, jn);
     }
 
-    T* out = a.out + (b * nq + i0) * dv;
+    const std::int64_t ors = a.out_offset ? a.out_row_stride : dv;
+    T* out = a.out + (a.out_offset ? a.out_offset[b] : b * nq * dv) + i0 * ors;
     for (std::int64_t i = 0; i < bq; ++i) {
       const T li = l[i];
       // li == 0: nothing visible -> zeros. NaN li (NaN inputs) falls through and stays NaN.
       const T inv = T(1) / li;
-      for (std::int64_t c = 0; c < dv; ++c) out[i * dv + c] = li == T(0) ? T(0) : acc[i * dv + c] * inv;
+      for (std::int64_t c = 0; c < dv; ++c) out[i * ors + c] = li == T(0) ? T(0) : acc[i * dv + c] * inv;
       if (a.lse) a.lse[b * nq + i0 + i] = li == T(0) ? neg_inf : m[i] + std::log(li);
     }
   }

@@ -30,10 +30,10 @@ A exactly(const py::handle& obj, const char* name) {
 
 // An operand is (array, batch offsets, row stride): matrix b of the batch starts batch_offset[b]
 // elements after the array's first element; rows are row_stride elements apart; elements within a row
-// are contiguous (cols of them).
+// are contiguous (cols of them). Item b has `rows` rows, or item_rows[b] where given (packed items).
 template <class T>
 BatchedRows<T> batched_rows(const py::tuple& operand, std::int64_t batch, std::int64_t rows,
-                            std::int64_t cols, const char* name) {
+                            std::int64_t cols, const char* name, const std::int64_t* item_rows = nullptr) {
   require(operand.size() == 3, std::string(name) + ": expected (array, offsets, row_stride)");
   // isinstance first: a cast that converted would copy, and the view would outlive the copy.
   require(py::isinstance<py::array_t<T>>(operand[0]), std::string(name) + ": array of the kernel's dtype expected");
@@ -52,10 +52,12 @@ BatchedRows<T> batched_rows(const py::tuple& operand, std::int64_t batch, std::i
     const std::int64_t reach = (arr.shape(ax) - 1) * (arr.strides(ax) / item);
     (reach < 0 ? lo : hi) += reach;
   }
-  if (rows > 0 && cols > 0) {
-    const std::int64_t row_reach = (rows - 1) * row_stride;
+  if (cols > 0) {
     const auto* o = off.data();
     for (std::int64_t b = 0; b < batch; ++b) {
+      const std::int64_t n = item_rows ? item_rows[b] : rows;
+      if (n <= 0) continue;
+      const std::int64_t row_reach = (n - 1) * row_stride;
       const std::int64_t first = o[b] + (row_reach < 0 ? row_reach : 0);
       const std::int64_t last = o[b] + (row_reach > 0 ? row_reach : 0) + cols - 1;
       require(first >= lo && last <= hi, std::string(name) + ": view reaches outside the array");

@@ -109,6 +109,40 @@ void attention_backward(const py::tuple& q, const py::tuple& k, const py::tuple&
   active_kernels().get<T>().attention_backward(g);
 }
 
+// Self-attention of items packed end to end: item b has lengths[b] queries and keys (rows of q, k,
+// v and out at the operands' offsets); rows past an item's length are neither read nor written.
+template <class T>
+void packed_attention(const py::tuple& q, const py::tuple& k, const py::tuple& v, Offsets lengths,
+                      bool causal, double scale, std::int64_t d, std::int64_t dv, CArray<T> out,
+                      Offsets out_offsets) {
+  require(lengths.ndim() == 1, "lengths must be 1-D");
+  const std::int64_t batch = lengths.shape(0);
+  const std::int64_t* n = lengths.data();
+  std::int64_t longest = 0;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    require(n[b] >= 0, "lengths must be non-negative");
+    longest = n[b] > longest ? n[b] : longest;
+  }
+  require(d > 0 && dv >= 0, "d must be positive and dv non-negative");
+  AttentionArgs<T> a;
+  a.batch = batch, a.nq = longest, a.nk = longest, a.d = d, a.dv = dv;
+  a.q = batched_rows<T>(q, batch, longest, d, "q", n);
+  a.k = batched_rows<T>(k, batch, longest, d, "k", n);
+  a.v = batched_rows<T>(v, batch, longest, dv, "v", n);
+  require(out.ndim() == 2, "out must be 2-D: (rows, width)");
+  const BatchedRows<T> o = batched_rows<T>(py::make_tuple(out, out_offsets, out.shape(1)), batch, longest, dv,
+                                           "out", n);
+  a.out = out.mutable_data();
+  a.out_offset = o.batch_offset;
+  a.out_row_stride = o.row_stride;
+  a.key_length = n;
+  a.query_length = n;
+  a.causal = causal;
+  a.scale = T(scale);
+  py::gil_scoped_release release;
+  active_kernels().get<T>().attention(a);
+}
+
 }  // namespace
 
 void bind_attention(py::module_& m) {
@@ -124,6 +158,9 @@ void bind_attention(py::module_& m) {
           py::arg("bias"), py::arg("key_lengths"), py::arg("causal"), py::arg("scale"), py::arg("lse").noconvert(),
           py::arg("dout").noconvert(), py::arg("delta").noconvert(), py::arg("dq").noconvert(),
           py::arg("dk").noconvert(), py::arg("dv").noconvert(), py::arg("dbias"));
+    m.def("packed_attention", &packed_attention<T>, py::arg("q"), py::arg("k"), py::arg("v"),
+          py::arg("lengths").noconvert(), py::arg("causal"), py::arg("scale"), py::arg("d"), py::arg("dv"),
+          py::arg("out").noconvert(), py::arg("out_offsets").noconvert());
   });
 }
 

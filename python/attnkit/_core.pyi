@@ -8,7 +8,7 @@ import typing
 import numpy
 import numpy.typing
 
-__all__: list[str] = ['adamw_update', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_int8_variant', 'get_isa', 'get_num_threads', 'int8_linear', 'int8_vnni_available', 'layer_norm', 'layer_norm_backward', 'linear_attention', 'linear_attention_backward', 'matmul', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_int8_vnni', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares']
+__all__: list[str] = ['adamw_update', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_int8_variant', 'get_isa', 'get_num_threads', 'int8_linear', 'int8_vnni_available', 'layer_norm', 'layer_norm_backward', 'linear_attention', 'linear_attention_backward', 'matmul', 'packed_attention', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_int8_vnni', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares']
 @typing.overload
 def adamw_update(param: numpy.typing.NDArray[numpy.float32], grad: numpy.typing.NDArray[numpy.float32], exp_avg: numpy.typing.NDArray[numpy.float32], exp_avg_sq: numpy.typing.NDArray[numpy.float32], step_size: typing.SupportsFloat | typing.SupportsIndex, beta1: typing.SupportsFloat | typing.SupportsIndex, beta2: typing.SupportsFloat | typing.SupportsIndex, denom_scale: typing.SupportsFloat | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, shrink: typing.SupportsFloat | typing.SupportsIndex, decay: bool) -> None:
     ...
@@ -114,6 +114,12 @@ def matmul(a: numpy.typing.NDArray[numpy.float32], b: numpy.typing.NDArray[numpy
     ...
 @typing.overload
 def matmul(a: numpy.typing.NDArray[numpy.float64], b: numpy.typing.NDArray[numpy.float64], bias: typing.Any, out: numpy.typing.NDArray[numpy.float64], accumulate: bool) -> None:
+    ...
+@typing.overload
+def packed_attention(q: tuple, k: tuple, v: tuple, lengths: numpy.typing.NDArray[numpy.int64], causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, d: typing.SupportsInt | typing.SupportsIndex, dv: typing.SupportsInt | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float32], out_offsets: numpy.typing.NDArray[numpy.int64]) -> None:
+    ...
+@typing.overload
+def packed_attention(q: tuple, k: tuple, v: tuple, lengths: numpy.typing.NDArray[numpy.int64], causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, d: typing.SupportsInt | typing.SupportsIndex, dv: typing.SupportsInt | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float64], out_offsets: numpy.typing.NDArray[numpy.int64]) -> None:
     ...
 @typing.overload
 def positions(out: numpy.typing.NDArray[numpy.float32], base: typing.SupportsFloat | typing.SupportsIndex, start: typing.SupportsFloat | typing.SupportsIndex) -> None:

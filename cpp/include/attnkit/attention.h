@@ -18,10 +18,15 @@ struct AttentionArgs {
   BatchedRows<std::uint8_t> mask;      // optional; row_stride 0 for a per-key mask
   BatchedRows<T> bias;                 // optional; row_stride 0 for a per-key bias
   const std::int64_t* key_length = nullptr;  // optional, one per batch item, each in [0, nk]
+  // Optional (forward only), one per batch item, each in [0, nq]: queries i >= length are neither
+  // computed nor written, so items of different lengths can be packed end to end in q and out.
+  const std::int64_t* query_length = nullptr;
   bool causal = false;
   T scale = T(1);
-  T* out = nullptr;
-  T* lse = nullptr;  // optional output
+  T* out = nullptr;  // (batch, nq, dv) contiguous, unless out_offset is set:
+  const std::int64_t* out_offset = nullptr;  // optional: row i of item b at out + out_offset[b] + i * out_row_stride
+  std::int64_t out_row_stride = 0;
+  T* lse = nullptr;  // optional output, (batch, nq)
 };
 
 // weights[b, i, j] = exp(scale * q.k + bias - lse[b, i]) at visible keys, 0 elsewhere: (batch, nq, nk).

@@ -3,7 +3,8 @@
 A padded batch (B, N, d) holds ``sum(lengths)`` real tokens. Every projection, feed-forward product,
 activation, norm and residual add is per token, so :class:`PackedEncoder` runs them over the real tokens
 only, packed into (T, d) rows: no padding FLOPs however unequal the lengths. Only the attention needs the
-sequences apart; it reads the packed Q/K/V in place through a padded view and skips padded keys.
+sequences apart: :func:`attnkit.ops.packed_attention` reads each head of the packed Q/K/V in place and
+writes the merged heads back into packed rows.
 
 The Q/K/V projections are one product with the three weight matrices side by side, and the layers'
 intermediate arrays are reused from one layer and one batch to the next. Each output element is the
@@ -11,7 +12,6 @@ same sequence of roundings as in :meth:`Encoder.forward` (attnkit's GEMM rounds 
 whatever the matrix sizes), so the real tokens' vectors equal the training forward's bit for bit.
 """
 
-import dataclasses
 import threading
 
 import numpy as np
@@ -91,36 +91,23 @@ class PackedEncoder:
             np.minimum(np.asarray(key_lengths, dtype=np.int64), n)
         # Row of the padded (B * N) layout of each real token, sequence by sequence.
         rows = (np.arange(n) < lengths[:, None]).reshape(-1).nonzero()[0]
-        packing = _Packing(rows, *np.divmod(rows, n), batch, n, lengths)
         h = np.ascontiguousarray(x.reshape(batch * n, width)[rows], dtype=self.dtype)
         for layer in self.layers:
-            h = layer(h, packing, self._buffer)
+            h = layer(h, lengths, self._buffer)
         if self.final_norm is not None:
             h = self.final_norm.forward(h)[0]
         out = np.zeros((batch * n, width), dtype=h.dtype)
         out[rows] = h
         return out.reshape(batch, n, width)
 
-    def _buffer(self, name, shape, *, zero=False):
+    def _buffer(self, name, shape):
         """A reused array of ``shape`` (its leading rows may vary per call): grown, never shrunk."""
         buffers = self._local.__dict__
         buffer = buffers.get(name)
         size = int(np.prod(shape))
         if buffer is None or buffer.size < size:
-            buffer = buffers[name] = (np.zeros if zero else np.empty)(size, dtype=self.dtype)
+            buffer = buffers[name] = np.empty(size, dtype=self.dtype)
         return buffer[:size].reshape(shape)
-
-
-@dataclasses.dataclass(frozen=True)
-class _Packing:
-    """Where a batch's real tokens sit: row of the padded (B * N) layout, sequence and position of each."""
-
-    rows: np.ndarray
-    sequence: np.ndarray
-    position: np.ndarray
-    batch: int
-    n: int
-    lengths: np.ndarray
 
 
 class _Linear:
@@ -155,8 +142,8 @@ class _LayerPlan:
         self.ff1, self.ff2 = (_Linear(ff.children[k].params["weight"], ff.children[k].params["bias"], dtype)
                               for k in ("linear1", "linear2"))
 
-    def __call__(self, x, packing, buffer):
-        x = self._block(x, self.attention_norm, lambda h: self._attend(h, packing, buffer))
+    def __call__(self, x, lengths, buffer):
+        x = self._block(x, self.attention_norm, lambda h: self._attend(h, lengths, buffer))
         return self._block(x, self.ff_norm, lambda h: self._feed_forward(h, buffer))
 
     def _block(self, x, norm, sublayer):
@@ -165,21 +152,14 @@ class _LayerPlan:
             return x + sublayer(norm.forward(x)[0])
         return norm.forward(x + sublayer(x))[0]
 
-    def _attend(self, h, packing, buffer):
+    def _attend(self, h, lengths, buffer):
         tokens, inner = h.shape[0], self.heads * self.d_head
         qkv = self.qkv(h, buffer("qkv", (tokens, self.qkv.width)))
-        # Padded (B, N, 3, H, dh) home of the packed rows: the kernel reads q, k, v there in place, skips
-        # keys past each length, and the outputs of padding queries are never gathered. Zeroed once so
-        # padding rows hold finite values.
-        batch, n = packing.batch, packing.n
-        padded = buffer("padded_qkv", (batch * n, 3 * inner), zero=True)
-        padded[packing.rows] = qkv
-        q, k, v = (padded.reshape(batch, n, 3, self.heads, self.d_head)[:, :, i].swapaxes(1, 2) for i in range(3))
-        heads = ops.scaled_dot_product_attention(q, k, v, key_lengths=packing.lengths)
-        assert isinstance(heads, np.ndarray)  # without return_weights / return_context
-        # One gather from (B, H, N, dh) straight to packed (T, H, dh) rows.
-        merged = heads.swapaxes(1, 2)[packing.sequence, packing.position].reshape(tokens, inner)
-        return self.out(merged, buffer("attention_out", (tokens, self.out.width)))
+        # The kernel reads each head of q, k, v in place in the fused rows and writes the merged heads
+        # straight into packed rows: no padded copy, no gather.
+        heads = ops.packed_attention(qkv[:, :inner], qkv[:, inner:2 * inner], qkv[:, 2 * inner:], lengths,
+                                     n_heads=self.heads, out=buffer("heads", (tokens, inner)))
+        return self.out(heads, buffer("attention_out", (tokens, self.out.width)))
 
     def _feed_forward(self, h, buffer):
         hidden = self.activate(self.ff1(h, buffer("ff_hidden", (h.shape[0], self.ff1.width))))

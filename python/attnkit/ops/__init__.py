@@ -21,6 +21,7 @@ from attnkit.ops.linear_attention import (
 from attnkit.ops.matmul import matmul
 from attnkit.ops.normalization import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from attnkit.ops.optim import adamw_update, sum_of_squares
+from attnkit.ops.packed_attention import packed_attention
 from attnkit.ops.positions import sinusoidal_positions
 from attnkit.ops.random_features import random_fourier_features
 from attnkit.ops.softmax import log_softmax, log_softmax_backward, softmax, softmax_backward
@@ -42,6 +43,7 @@ __all__ = [
     "log_softmax",
     "log_softmax_backward",
     "matmul",
+    "packed_attention",
     "quantize_linear_weight",
     "random_fourier_features",
     "rms_norm",

@@ -11,6 +11,7 @@ from attnkit.reference._common import attention_mask
 from attnkit.reference.activations import gelu, gelu_backward
 from attnkit.reference.attention import (
     kernel_attention,
+    packed_attention,
     scaled_dot_product_attention,
     scaled_dot_product_attention_backward,
 )
@@ -39,6 +40,7 @@ __all__ = [
     "log_softmax",
     "log_softmax_backward",
     "matmul",
+    "packed_attention",
     "quantize_activations",
     "quantize_linear_weight",
     "random_fourier_features",

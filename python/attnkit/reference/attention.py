@@ -5,7 +5,12 @@ import numpy as np
 from attnkit.reference._common import attention_mask, result_dtype
 from attnkit.reference.softmax import softmax
 
-__all__ = ["kernel_attention", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
+__all__ = [
+    "kernel_attention",
+    "packed_attention",
+    "scaled_dot_product_attention",
+    "scaled_dot_product_attention_backward",
+]
 
 
 def scaled_dot_product_attention(
@@ -91,6 +96,30 @@ def scaled_dot_product_attention(
     out = out.astype(dtype)
     if return_weights:
         return out, weights.astype(dtype)
+    return out
+
+
+def packed_attention(q, k, v, lengths, *, n_heads, causal=False, scale=None):
+    """Self-attention of sequences packed end to end: each sequence's rows of ``q``, ``k``, ``v``
+    (shape ``(T, n_heads * width)``, sequence ``s`` owning the ``lengths[s]`` rows after those of the
+    sequences before it) split into heads and attended on their own, the heads merged back.
+
+    Returns
+    -------
+    out : ndarray, shape (T, n_heads * dv)
+    """
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    dtype = result_dtype(q=q, k=k, v=v)
+    dv = v.shape[1] // n_heads
+    out = np.zeros((q.shape[0], n_heads * dv), dtype=dtype)
+    start = 0
+    for n in np.asarray(lengths, dtype=np.int64):
+        rows = slice(start, start + n)
+        if n:
+            heads = [a[rows].reshape(n, n_heads, -1).swapaxes(0, 1) for a in (q, k, v)]  # (H, n, width)
+            o = scaled_dot_product_attention(*heads, causal=causal, scale=scale)
+            out[rows] = o.swapaxes(0, 1).reshape(n, n_heads * dv)
+        start += n
     return out
 
 
