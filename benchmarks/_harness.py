@@ -31,7 +31,7 @@ from _peak_memory import PeakMemory, peak_memory
 __all__ = [
     "CONTENTION_MARK", "PeakMemory", "Report", "Table", "Timing", "compare", "cpu_model",
     "environment", "fmt_bytes", "fmt_number", "fmt_ratio", "fmt_time", "geomean", "load_torch",
-    "make_parser", "parse_args", "peak_memory", "ratio", "set_threads", "usable_cpus",
+    "make_parser", "parse_args", "peak_memory", "ratio", "set_threads", "thread_counts", "usable_cpus",
 ]
 
 # torch (when installed) is imported before any benchmark imports attnkit: attnkit sets
@@ -156,6 +156,25 @@ def set_threads(n, torch=None):
     attnkit.set_num_threads(n)
     if torch is not None:
         torch.set_num_threads(n)
+
+
+def thread_counts(args):
+    """Thread counts a table is run at: ``--threads``, then 1 (with ``--quick`` only ``--threads``).
+
+    Every table gives 1-thread figures next to the default ones so that a kernel's win reads apart
+    from a threading win. ``--threads`` comes first: summaries and targets use its rows.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        From :func:`parse_args`.
+
+    Returns
+    -------
+    list of int
+        Without duplicates (``--threads 1`` gives ``[1]``).
+    """
+    return [args.threads] if args.quick else sorted({args.threads, 1}, reverse=True)
 
 
 # ------------------------------------------------------------------------------- environment

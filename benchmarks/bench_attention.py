@@ -1,6 +1,7 @@
 """Exact attention side by side: attnkit vs torch vs the NumPy reference, float32.
 
-Four parts, one run, one table file (``results/attention.md``):
+Four parts, one run, one table file (``results/attention.md``); the timed parts run at --threads
+threads and (unless --quick) at one, so that a kernel's win reads apart from a threading win:
 
 1. sizes: B in --batches, H=8, d=64, N = 128 ... --max-n (powers of two), three cases:
    non-causal, causal, and a key-padding mask (one random length per batch element in
@@ -147,40 +148,46 @@ def _record(timings, err, **fields):
 
 
 def bench_sizes(report, args, torch):
-    """Part 1: the size sweep; returns {(case, batch, n): timings}."""
+    """Part 1: the size sweep; returns {(case, batch, n): timings} at ``--threads``."""
     table = report.table(
         "Sizes: float32, H=8, d=64",
-        ["case", "B", "N", "attnkit", "torch", "NumPy ref", "attnkit GFLOP/s", "torch GFLOP/s",
+        ["threads", "case", "B", "N", "attnkit", "torch", "NumPy ref", "attnkit GFLOP/s", "torch GFLOP/s",
          "vs torch", "vs NumPy", "max abs diff"],
         "Median time of one call ± interquartile range. GFLOP/s counts 4·B·H·N²·d (half when "
         "causal; padded keys are not discounted). *vs torch* = torch time / attnkit time "
         "(> 1: attnkit is faster); *vs NumPy* likewise against `attnkit.reference` (float64, "
         "skipped above 2^25 logits B·H·N², i.e. N > 2048 at B=1). *padded*: key lengths uniform in [N/2, N] per batch "
         "element (attnkit `key_lengths`, torch and NumPy the boolean mask). *max abs diff*: "
-        "attnkit against torch.",
+        "attnkit against torch. *threads*: attnkit's, torch's and NumPy's BLAS's; the targets "
+        "use the first thread count's rows.",
     )
-    rng = np.random.default_rng(0)
     ns = [1 << p for p in range(MIN_N.bit_length() - 1, args.max_n.bit_length())]
     results, raw = {}, []
-    for case in ("non-causal", "causal", "padded"):
-        for batch in args.batches:
-            for n in ns:
-                problem = Problem.random(
-                    rng, batch, HEADS, n, HEAD_DIM, causal=case == "causal",
-                    min_length=n // 2 if case == "padded" else None,
-                )
-                logits = batch * HEADS * n * n
-                timings, err = _measure(problem, args, torch, logits <= REFERENCE_MAX_LOGITS)
-                results[case, batch, n] = timings
-                a, t, r = (timings.get(name) for name in ("attnkit", "torch", "reference"))
-                table.add_row(
-                    case, batch, n, harness.fmt_time(a), harness.fmt_time(t), harness.fmt_time(r),
-                    harness.fmt_number(_gflops(problem, a)),
-                    harness.fmt_number(_gflops(problem, t)),
-                    harness.fmt_ratio(harness.ratio(t, a)), harness.fmt_ratio(harness.ratio(r, a)),
-                    harness.fmt_number(err, 2),
-                )
-                raw.append(_record(timings, err, case=case, batch=batch, n=n, flops=problem.flops))
+    for threads in harness.thread_counts(args):
+        harness.set_threads(threads, torch)
+        rng = np.random.default_rng(0)  # the same inputs at every thread count
+        for case in ("non-causal", "causal", "padded"):
+            for batch in args.batches:
+                for n in ns:
+                    problem = Problem.random(
+                        rng, batch, HEADS, n, HEAD_DIM, causal=case == "causal",
+                        min_length=n // 2 if case == "padded" else None,
+                    )
+                    logits = batch * HEADS * n * n
+                    timings, err = _measure(problem, args, torch, logits <= REFERENCE_MAX_LOGITS)
+                    if threads == args.threads:
+                        results[case, batch, n] = timings
+                    a, t, r = (timings.get(name) for name in ("attnkit", "torch", "reference"))
+                    table.add_row(
+                        threads, case, batch, n, harness.fmt_time(a), harness.fmt_time(t),
+                        harness.fmt_time(r), harness.fmt_number(_gflops(problem, a)),
+                        harness.fmt_number(_gflops(problem, t)),
+                        harness.fmt_ratio(harness.ratio(t, a)), harness.fmt_ratio(harness.ratio(r, a)),
+                        harness.fmt_number(err, 2),
+                    )
+                    raw.append(_record(timings, err, threads=threads, case=case, batch=batch, n=n,
+                                       flops=problem.flops))
+    harness.set_threads(args.threads, torch)
     report.data["sizes"] = raw
     return results
 
@@ -189,30 +196,34 @@ def bench_workload(report, args, torch):
     """Part 2: many short padded sequences, as the estimators train on."""
     table = report.table(
         "Estimator workload: many short padded sequences, float32",
-        ["case", "B", "H", "N", "d", "attnkit", "torch", "NumPy ref", "vs torch", "vs NumPy",
+        ["threads", "case", "B", "H", "N", "d", "attnkit", "torch", "NumPy ref", "vs torch", "vs NumPy",
          "max abs diff"],
         "Each batch is padded to its longest sequence (length N); the other lengths are uniform "
         "in [N/4, N]. *padded*: encoder self-attention (attnkit `key_lengths`, torch a boolean "
         "mask); *causal+padded*: decoder self-attention (torch gets one boolean mask holding "
         "both). Columns as above.",
     )
-    rng = np.random.default_rng(1)
     shapes = WORKLOAD[:2] if args.quick else WORKLOAD
     raw = []
-    for case in ("padded", "causal+padded"):
-        for batch, heads, n, d in shapes:
-            problem = Problem.random(
-                rng, batch, heads, n, d, causal=case != "padded", min_length=max(1, n // 4),
-                longest=True,
-            )
-            timings, err = _measure(problem, args, torch, with_reference=True)
-            a, t, r = (timings.get(name) for name in ("attnkit", "torch", "reference"))
-            table.add_row(
-                case, batch, heads, n, d, harness.fmt_time(a), harness.fmt_time(t),
-                harness.fmt_time(r), harness.fmt_ratio(harness.ratio(t, a)),
-                harness.fmt_ratio(harness.ratio(r, a)), harness.fmt_number(err, 2),
-            )
-            raw.append(_record(timings, err, case=case, batch=batch, heads=heads, n=n, d=d))
+    for threads in harness.thread_counts(args):
+        harness.set_threads(threads, torch)
+        rng = np.random.default_rng(1)  # the same inputs at every thread count
+        for case in ("padded", "causal+padded"):
+            for batch, heads, n, d in shapes:
+                problem = Problem.random(
+                    rng, batch, heads, n, d, causal=case != "padded", min_length=max(1, n // 4),
+                    longest=True,
+                )
+                timings, err = _measure(problem, args, torch, with_reference=True)
+                a, t, r = (timings.get(name) for name in ("attnkit", "torch", "reference"))
+                table.add_row(
+                    threads, case, batch, heads, n, d, harness.fmt_time(a), harness.fmt_time(t),
+                    harness.fmt_time(r), harness.fmt_ratio(harness.ratio(t, a)),
+                    harness.fmt_ratio(harness.ratio(r, a)), harness.fmt_number(err, 2),
+                )
+                raw.append(_record(timings, err, threads=threads, case=case, batch=batch, heads=heads,
+                                   n=n, d=d))
+    harness.set_threads(args.threads, torch)
     report.data["workload"] = raw
 
 
@@ -268,40 +279,47 @@ def bench_causal(report, args, torch):
 
     The size sweep has these timings too, but minutes apart; on a shared machine the load
     changes in between, so the ratio gets its own measurement. Returns N and {batch: attnkit
-    ratio}.
+    ratio} at ``--threads``.
     """
     n = min(CAUSAL_N, args.max_n)
     table = report.table(
         f"Causal speed-up at N={n}: float32, H={HEADS}, d={HEAD_DIM}",
-        ["B", "attnkit non-causal", "attnkit causal", "attnkit speed-up", "torch non-causal",
+        ["threads", "B", "attnkit non-causal", "attnkit causal", "attnkit speed-up", "torch non-causal",
          "torch causal", "torch speed-up"],
         "Time of a non-causal call / time of a causal call on the same inputs; a causal kernel "
-        "that skips the blocks above the diagonal approaches 2x.",
+        "that skips the blocks above the diagonal approaches 2x. The target uses the first thread "
+        "count's rows.",
     )
-    rng = np.random.default_rng(3)
-    speedups = {}
-    for batch in args.batches:
-        full = Problem.random(rng, batch, HEADS, n, HEAD_DIM)
-        half = dataclasses.replace(full, causal=True)
-        timings = harness.compare(
-            {
-                "attnkit non-causal": full.attnkit(),
-                "attnkit causal": half.attnkit(),
-                "torch non-causal": full.torch(torch),
-                "torch causal": half.torch(torch),
-            },
-            repeats=args.repeats,
-        )
-        a_full, a_half, t_full, t_half = (
-            timings.get(f"{lib} {case}") for lib in ("attnkit", "torch") for case in ("non-causal", "causal")
-        )
-        speedups[batch] = harness.ratio(a_full, a_half)
-        table.add_row(
-            batch, harness.fmt_time(a_full), harness.fmt_time(a_half),
-            harness.fmt_ratio(speedups[batch]), harness.fmt_time(t_full), harness.fmt_time(t_half),
-            harness.fmt_ratio(harness.ratio(t_full, t_half)),
-        )
-    report.data["causal_speedup"] = {"n": n, **{str(b): r for b, r in speedups.items()}}
+    speedups, raw = {}, {"n": n}
+    for threads in harness.thread_counts(args):
+        harness.set_threads(threads, torch)
+        rng = np.random.default_rng(3)  # the same inputs at every thread count
+        for batch in args.batches:
+            full = Problem.random(rng, batch, HEADS, n, HEAD_DIM)
+            half = dataclasses.replace(full, causal=True)
+            timings = harness.compare(
+                {
+                    "attnkit non-causal": full.attnkit(),
+                    "attnkit causal": half.attnkit(),
+                    "torch non-causal": full.torch(torch),
+                    "torch causal": half.torch(torch),
+                },
+                repeats=args.repeats,
+            )
+            a_full, a_half, t_full, t_half = (
+                timings.get(f"{lib} {case}") for lib in ("attnkit", "torch") for case in ("non-causal", "causal")
+            )
+            speedup = harness.ratio(a_full, a_half)
+            if threads == args.threads:
+                speedups[batch] = speedup
+            raw[f"{threads}T B={batch}"] = {"threads": threads, "batch": batch, "attnkit speed-up": speedup}
+            table.add_row(
+                threads, batch, harness.fmt_time(a_full), harness.fmt_time(a_half),
+                harness.fmt_ratio(speedup), harness.fmt_time(t_full), harness.fmt_time(t_half),
+                harness.fmt_ratio(harness.ratio(t_full, t_half)),
+            )
+    harness.set_threads(args.threads, torch)
+    report.data["causal_speedup"] = raw
     return n, speedups
 
 

@@ -7,7 +7,8 @@ step, and linear attention reuses the forward's features and sums. The explicit
 (and linear attention recomputes its features). Both give the same gradients, bit for bit; this
 measures the time the context saves per layer backward, at the estimators' training shape, with
 q, k and v laid out as the layer makes them (strided views of one projection). For scale, the
-whole layer's backward (projections included) is timed too.
+whole layer's backward (projections included) is timed too. At ``--threads`` threads and (unless
+``--quick``) at one, so that a kernel's win reads apart from a threading win.
 
 Run ``python benchmarks/bench_attention_backward.py --help`` for the options.
 """
@@ -79,30 +80,35 @@ def main(argv=None):
     b, h, n, d_head = shape
     table = report.table(
         f"One layer's attention backward, B={b} H={h} N={n} d_head={d_head}, float32",
-        ["layer", "explicit op", "context", "saved", "speed-up", "layer backward", "saved / layer"],
+        ["threads", "layer", "explicit op", "context", "saved", "speed-up", "layer backward", "saved / layer"],
         "*explicit op*: `*_backward(dout, q, k, v, ...)`, which checks and lays out the inputs again (and, "
         "for linear attention, recomputes the features); *context*: `context.backward(dout)` of the "
         "forward's context; *speed-up*: explicit / context (> 1: the context is faster); *layer "
         "backward*: `MultiHeadAttention.backward` as it runs now (with the context); *saved / layer*: "
         "the time saved as a share of what the layer's backward took before (layer backward + saved). "
-        "Timed in interleaved rounds.",
+        "Timed in interleaved rounds. *threads*: attnkit's and NumPy's BLAS's; the summary uses the first "
+        "thread count's rows.",
     )
-    rng = np.random.default_rng(0)
     raw, ratios = [], []
-    for name, (attention, causal, relative) in CASES.items():
-        explicit, reused, layer = _case(rng, shape, attention, causal, relative)
-        timings = harness.compare({"explicit": explicit, "context": reused, "layer": layer}, repeats=args.repeats)
-        e, c, lay = timings["explicit"], timings["context"], timings["layer"]
-        saved = e.median - c.median
-        ratios.append(e.median / c.median)
-        table.add_row(name, harness.fmt_time(e), harness.fmt_time(c), f"{saved * 1e3:.3f} ms",
-                      harness.fmt_ratio(e.median / c.median), harness.fmt_time(lay),
-                      f"{100 * saved / (lay.median + saved):.1f}%")
-        raw.append({"case": name, **{key: value.as_dict() for key, value in timings.items()}})
+    for threads in harness.thread_counts(args):
+        harness.set_threads(threads)
+        rng = np.random.default_rng(0)  # the same layers and inputs at every thread count
+        for name, (attention, causal, relative) in CASES.items():
+            explicit, reused, layer = _case(rng, shape, attention, causal, relative)
+            timings = harness.compare({"explicit": explicit, "context": reused, "layer": layer}, repeats=args.repeats)
+            e, c, lay = timings["explicit"], timings["context"], timings["layer"]
+            saved = e.median - c.median
+            if threads == args.threads:
+                ratios.append(e.median / c.median)
+            table.add_row(threads, name, harness.fmt_time(e), harness.fmt_time(c), f"{saved * 1e3:.3f} ms",
+                          harness.fmt_ratio(e.median / c.median), harness.fmt_time(lay),
+                          f"{100 * saved / (lay.median + saved):.1f}%")
+            raw.append({"threads": threads, "case": name, **{key: value.as_dict() for key, value in timings.items()}})
+    harness.set_threads(args.threads)
     report.data["cases"] = raw
     report.text("Summary", [
-        f"- the context's backward is {min(ratios):.2f}x to {max(ratios):.2f}x as fast as the explicit op "
-        f"(geometric mean {harness.geomean(ratios):.2f}x).",
+        f"- {args.threads} thread(s): the context's backward is {min(ratios):.2f}x to {max(ratios):.2f}x as fast "
+        f"as the explicit op (geometric mean {harness.geomean(ratios):.2f}x).",
     ])
     report.write()
 

@@ -3,7 +3,8 @@
 What the block options cost: ``activation="gelu"`` (exact, BERT) against the tanh form, and
 ``norm="rms"`` against LayerNorm, forward and backward, float32 and float64, at a BERT-base feed-forward
 width (GELU over (tokens, 3072)) and model width (norms over (tokens, 768)). torch's CPU kernels of the
-same ops are the baseline where it is installed (forward only: its backward runs through autograd).
+same ops are the baseline where it is installed (forward only: its backward runs through autograd). At
+``--threads`` threads and (unless ``--quick``) at one, so that a kernel's win reads apart from a threading win.
 
 Run ``python benchmarks/bench_block_ops.py --help`` for the options.
 """
@@ -47,14 +48,14 @@ def _norm_calls(x, dy, gamma, beta, torch):
     return calls
 
 
-def _rows(table, timings, pairs, dtype, raw):
+def _rows(table, timings, pairs, threads, dtype, raw):
     for label, baseline, candidate in pairs:
         base, cand = timings.get(baseline), timings.get(candidate)
         if base is None or cand is None:
             continue
-        table.add_row(np.dtype(dtype).name, label, harness.fmt_time(base), harness.fmt_time(cand),
+        table.add_row(threads, np.dtype(dtype).name, label, harness.fmt_time(base), harness.fmt_time(cand),
                       harness.fmt_ratio(harness.ratio(base, cand)))
-        raw.append({"dtype": np.dtype(dtype).name, "case": label, "baseline": base.as_dict(),
+        raw.append({"threads": threads, "dtype": np.dtype(dtype).name, "case": label, "baseline": base.as_dict(),
                     "candidate": cand.as_dict()})
 
 
@@ -65,32 +66,35 @@ def main(argv=None):
     harness.set_threads(args.threads, torch)
     report = harness.Report(args, "Block ops: exact vs tanh GELU, RMS vs layer normalisation", torch)
     tokens = QUICK_TOKENS if args.quick else TOKENS
-    rng = np.random.default_rng(0)
-    columns = ["dtype", "candidate vs baseline", "baseline", "candidate", "baseline / candidate"]
+    columns = ["threads", "dtype", "candidate vs baseline", "baseline", "candidate", "baseline / candidate"]
     note = ("The baseline and the candidate of a row are timed in the same interleaved rounds; the last column "
-            "is the candidate's speed-up (< 1: the candidate is slower).")
+            "is the candidate's speed-up (< 1: the candidate is slower). *threads*: attnkit's and torch's.")
     gelu_table = report.table(f"GELU over ({tokens}, {D_FF})", columns, note)
     norm_table = report.table(f"Normalisation over ({tokens}, {D_MODEL}), with gamma (and beta for LayerNorm)",
                               columns, note)
     raw = {"gelu": [], "norm": []}
-    for dtype in (np.float32, np.float64):
-        x = (2 * rng.standard_normal((tokens, D_FF))).astype(dtype)
-        dy = rng.standard_normal(x.shape).astype(dtype)
-        timings = harness.compare(_gelu_calls(x, dy, torch), repeats=args.repeats)
-        _rows(gelu_table, timings, [("exact vs tanh, forward", "tanh forward", "exact forward"),
-                                    ("exact vs tanh, backward", "tanh backward", "exact backward"),
-                                    ("attnkit vs torch, exact forward", "torch exact forward", "exact forward"),
-                                    ("attnkit vs torch, tanh forward", "torch tanh forward", "tanh forward")],
-              dtype, raw["gelu"])
-        x = rng.standard_normal((tokens, D_MODEL)).astype(dtype)
-        dy = rng.standard_normal(x.shape).astype(dtype)
-        gamma, beta = rng.standard_normal(D_MODEL).astype(dtype), rng.standard_normal(D_MODEL).astype(dtype)
-        timings = harness.compare(_norm_calls(x, dy, gamma, beta, torch), repeats=args.repeats)
-        _rows(norm_table, timings, [("rms vs layer, forward", "layer forward", "rms forward"),
-                                    ("rms vs layer, backward", "layer backward", "rms backward"),
-                                    ("attnkit vs torch, rms forward", "torch rms forward", "rms forward"),
-                                    ("attnkit vs torch, layer forward", "torch layer forward", "layer forward")],
-              dtype, raw["norm"])
+    for threads in harness.thread_counts(args):
+        harness.set_threads(threads, torch)
+        rng = np.random.default_rng(0)  # the same inputs at every thread count
+        for dtype in (np.float32, np.float64):
+            x = (2 * rng.standard_normal((tokens, D_FF))).astype(dtype)
+            dy = rng.standard_normal(x.shape).astype(dtype)
+            timings = harness.compare(_gelu_calls(x, dy, torch), repeats=args.repeats)
+            _rows(gelu_table, timings, [("exact vs tanh, forward", "tanh forward", "exact forward"),
+                                        ("exact vs tanh, backward", "tanh backward", "exact backward"),
+                                        ("attnkit vs torch, exact forward", "torch exact forward", "exact forward"),
+                                        ("attnkit vs torch, tanh forward", "torch tanh forward", "tanh forward")],
+                  threads, dtype, raw["gelu"])
+            x = rng.standard_normal((tokens, D_MODEL)).astype(dtype)
+            dy = rng.standard_normal(x.shape).astype(dtype)
+            gamma, beta = rng.standard_normal(D_MODEL).astype(dtype), rng.standard_normal(D_MODEL).astype(dtype)
+            timings = harness.compare(_norm_calls(x, dy, gamma, beta, torch), repeats=args.repeats)
+            _rows(norm_table, timings, [("rms vs layer, forward", "layer forward", "rms forward"),
+                                        ("rms vs layer, backward", "layer backward", "rms backward"),
+                                        ("attnkit vs torch, rms forward", "torch rms forward", "rms forward"),
+                                        ("attnkit vs torch, layer forward", "torch layer forward", "layer forward")],
+                  threads, dtype, raw["norm"])
+    harness.set_threads(args.threads, torch)
     report.data = raw
     report.write()
 

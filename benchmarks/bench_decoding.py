@@ -2,7 +2,8 @@
 
 The model: a 2-layer pre-LayerNorm decoder (d_model=128, 4 heads, d_ff=512, float32) attending over a
 random encoder output of 32 positions (lengths uniform in [16, 32]), batch 32, 64 positions generated.
-Three parts, one table file (``results/decoding.md``):
+Three parts, one table file (``results/decoding.md``), each timed at ``--threads`` threads and (unless
+``--quick``) at one, so that a kernel's win reads apart from a threading win:
 
 1. the decoder alone: 64 positions by ``Decoder.start`` + 64 ``Decoder.step`` calls (cached) against
    64 ``Decoder.forward`` calls over the prefixes 1..64, keeping the last row (uncached), for softmax
@@ -38,6 +39,17 @@ def make_inputs(batch, rng):
     return memory, rng.integers(MEMORY // 2, MEMORY + 1, size=batch)
 
 
+def thread_rounds(args, rng):
+    """Yield each thread count with the threads set and ``rng`` rewound, so every count times the same
+    inputs (and ``--threads``, first, the inputs of a run without the loop); ``--threads`` again after."""
+    state = rng.bit_generator.state
+    for threads in harness.thread_counts(args):
+        harness.set_threads(threads)
+        rng.bit_generator.state = state
+        yield threads
+    harness.set_threads(args.threads)
+
+
 def decoder_alone(decoder, x, memory, lengths, cached):
     if cached:
         cache = decoder.start(memory, lengths, capacity=x.shape[1])
@@ -50,23 +62,25 @@ def decoder_alone(decoder, x, memory, lengths, cached):
 def bench_decoder(report, args, rng):
     batch, steps = QUICK_SIZES if args.quick else SIZES
     table = report.table(
-        "The decoder alone", ["attention", "cached", "uncached", "cached tokens/s", "uncached tokens/s",
+        "The decoder alone", ["threads", "attention", "cached", "uncached", "cached tokens/s", "uncached tokens/s",
                               "speed-up", "max abs diff"],
         note=f"Batch {batch}, {steps} positions, memory {MEMORY}; tokens/s = batch x positions / time. "
              "*max abs diff*: cached against uncached outputs (float32).")
-    raw = {}
-    for name, options in KINDS.items():
-        decoder = nn.Decoder(LAYERS, D_MODEL, HEADS, D_FF, np.random.default_rng(0), dropout=0.0, **options)
-        x = rng.standard_normal((batch, steps, D_MODEL)).astype(np.float32)
-        memory, lengths = make_inputs(batch, rng)
-        timings = harness.compare({mode: functools.partial(decoder_alone, decoder, x, memory, lengths, mode == "cached")
-                                   for mode in ("cached", "uncached")}, repeats=args.repeats)
-        cached, uncached = timings["cached"], timings["uncached"]
-        diff = float(np.abs(cached.result - uncached.result).max())
-        table.add_row(name, harness.fmt_time(cached), harness.fmt_time(uncached),
-                      f"{batch * steps / cached.median:,.0f}", f"{batch * steps / uncached.median:,.0f}",
-                      harness.fmt_ratio(harness.ratio(uncached, cached)), f"{diff:.1e}")
-        raw[name] = {mode: t.as_dict() for mode, t in timings.items()}
+    raw = []
+    for threads in thread_rounds(args, rng):
+        for name, options in KINDS.items():
+            decoder = nn.Decoder(LAYERS, D_MODEL, HEADS, D_FF, np.random.default_rng(0), dropout=0.0, **options)
+            x = rng.standard_normal((batch, steps, D_MODEL)).astype(np.float32)
+            memory, lengths = make_inputs(batch, rng)
+            timings = harness.compare({mode: functools.partial(decoder_alone, decoder, x, memory, lengths,
+                                                               mode == "cached")
+                                       for mode in ("cached", "uncached")}, repeats=args.repeats)
+            cached, uncached = timings["cached"], timings["uncached"]
+            diff = float(np.abs(cached.result - uncached.result).max())
+            table.add_row(threads, name, harness.fmt_time(cached), harness.fmt_time(uncached),
+                          f"{batch * steps / cached.median:,.0f}", f"{batch * steps / uncached.median:,.0f}",
+                          harness.fmt_ratio(harness.ratio(uncached, cached)), f"{diff:.1e}")
+            raw.append({"threads": threads, "attention": name, **{mode: t.as_dict() for mode, t in timings.items()}})
     report.data["decoder"] = raw
 
 
@@ -90,31 +104,33 @@ class Generator(nn.Module):
 def bench_generate(report, args, rng):
     batch, steps = QUICK_SIZES if args.quick else SIZES
     table = report.table(
-        "End to end: generate()", ["attention", "strategy", "cached", "uncached", "cached tokens/s",
+        "End to end: generate()", ["threads", "attention", "strategy", "cached", "uncached", "cached tokens/s",
                                    "uncached tokens/s", "speed-up", "same tokens"],
         note=f"Batch {batch} inputs, {steps} tokens each (min_length={steps - 1}, max_length={steps}), vocabulary "
              f"{VOCAB}; beam search decodes 4 rows per input and tokens/s counts the returned tokens.")
-    raw = {}
-    for name in ("softmax", "linear (elu)"):
-        model = Generator(np.random.default_rng(1), **KINDS[name])
-        memory, lengths = make_inputs(batch, rng)
-        for strategy in ("greedy", "beam"):
-            def run(cached, model=model, memory=memory, lengths=lengths, strategy=strategy):
-                decoding_model = DecoderModel(model.children["decoder"], memory, lengths, embed=model.embed,
-                                              project=model.project, cached=cached, capacity=steps)
-                hyps = generate(decoding_model, batch, bos_id=1, eos_id=0, strategy=strategy, num_beams=4,
-                                min_length=steps - 1, max_length=steps)
-                return [h[0].tokens.tolist() for h in hyps]
+    raw = []
+    for threads in thread_rounds(args, rng):
+        for name in ("softmax", "linear (elu)"):
+            model = Generator(np.random.default_rng(1), **KINDS[name])
+            memory, lengths = make_inputs(batch, rng)
+            for strategy in ("greedy", "beam"):
+                def run(cached, model=model, memory=memory, lengths=lengths, strategy=strategy):
+                    decoding_model = DecoderModel(model.children["decoder"], memory, lengths, embed=model.embed,
+                                                  project=model.project, cached=cached, capacity=steps)
+                    hyps = generate(decoding_model, batch, bos_id=1, eos_id=0, strategy=strategy, num_beams=4,
+                                    min_length=steps - 1, max_length=steps)
+                    return [h[0].tokens.tolist() for h in hyps]
 
-            timings = harness.compare({"cached": lambda: run(True), "uncached": lambda: run(False)},
-                                      repeats=args.repeats)
-            cached, uncached = timings["cached"], timings["uncached"]
-            tokens = sum(map(len, cached.result))
-            table.add_row(name, strategy, harness.fmt_time(cached), harness.fmt_time(uncached),
-                          f"{tokens / cached.median:,.0f}", f"{tokens / uncached.median:,.0f}",
-                          harness.fmt_ratio(harness.ratio(uncached, cached)),
-                          "yes" if cached.result == uncached.result else "no")
-            raw[f"{name}, {strategy}"] = {mode: t.as_dict() for mode, t in timings.items()}
+                timings = harness.compare({"cached": lambda run=run: run(True), "uncached": lambda run=run: run(False)},
+                                          repeats=args.repeats)
+                cached, uncached = timings["cached"], timings["uncached"]
+                tokens = sum(map(len, cached.result))
+                table.add_row(threads, name, strategy, harness.fmt_time(cached), harness.fmt_time(uncached),
+                              f"{tokens / cached.median:,.0f}", f"{tokens / uncached.median:,.0f}",
+                              harness.fmt_ratio(harness.ratio(uncached, cached)),
+                              "yes" if cached.result == uncached.result else "no")
+                raw.append({"threads": threads, "attention": name, "strategy": strategy,
+                            **{mode: t.as_dict() for mode, t in timings.items()}})
     report.data["generate"] = raw
 
 
@@ -128,25 +144,26 @@ def bench_single_query(report, args, rng):
     batch = QUICK_SIZES[0] if args.quick else SIZES[0]
     table = report.table(
         "One query against the cache: the attention call of a step",
-        ["Nk", "kernel, Nq=1", "NumPy, Nq=1", "kernel vs NumPy", "kernel, Nq=Nk, per row",
+        ["threads", "Nk", "kernel, Nq=1", "NumPy, Nq=1", "kernel vs NumPy", "kernel, Nq=Nk, per row",
          "Nq=1 vs per row of Nq=Nk"],
         note=f"q (B={batch}, H={HEADS}, Nq, 32), k and v (B, H, Nk, 32), float32, through "
              "`ops.scaled_dot_product_attention` (validation included). *per row of Nq=Nk*: the time of a "
              "full non-causal Nk x Nk call divided by Nk, what a query costs inside a block; the last "
              "column is that over the Nq=1 time (below 1: a lone query costs more than a query in a block).")
-    raw = {}
-    for nk in (16, 64, 256):
-        q, k, v = (rng.standard_normal((batch, HEADS, n, 32)).astype(np.float32) for n in (1, nk, nk))
-        qq = rng.standard_normal((batch, HEADS, nk, 32)).astype(np.float32)
-        timings = harness.compare({"kernel": lambda q=q, k=k, v=v: ops.scaled_dot_product_attention(q, k, v),
-                                   "numpy": lambda q=q, k=k, v=v: numpy_attention(q, k, v),
-                                   "block": lambda qq=qq, k=k, v=v: ops.scaled_dot_product_attention(qq, k, v)},
-                                  repeats=args.repeats)
-        per_row = timings["block"].median / nk
-        table.add_row(nk, harness.fmt_time(timings["kernel"]), harness.fmt_time(timings["numpy"]),
-                      harness.fmt_ratio(harness.ratio(timings["numpy"], timings["kernel"])),
-                      f"{per_row * 1e6:.3g} µs", harness.fmt_ratio(per_row / timings["kernel"].median))
-        raw[nk] = {name: t.as_dict() for name, t in timings.items()}
+    raw = []
+    for threads in thread_rounds(args, rng):
+        for nk in (16, 64, 256):
+            q, k, v = (rng.standard_normal((batch, HEADS, n, 32)).astype(np.float32) for n in (1, nk, nk))
+            qq = rng.standard_normal((batch, HEADS, nk, 32)).astype(np.float32)
+            timings = harness.compare({"kernel": lambda q=q, k=k, v=v: ops.scaled_dot_product_attention(q, k, v),
+                                       "numpy": lambda q=q, k=k, v=v: numpy_attention(q, k, v),
+                                       "block": lambda qq=qq, k=k, v=v: ops.scaled_dot_product_attention(qq, k, v)},
+                                      repeats=args.repeats)
+            per_row = timings["block"].median / nk
+            table.add_row(threads, nk, harness.fmt_time(timings["kernel"]), harness.fmt_time(timings["numpy"]),
+                          harness.fmt_ratio(harness.ratio(timings["numpy"], timings["kernel"])),
+                          f"{per_row * 1e6:.3g} µs", harness.fmt_ratio(per_row / timings["kernel"].median))
+            raw.append({"threads": threads, "nk": nk, **{name: t.as_dict() for name, t in timings.items()}})
     report.data["single_query"] = raw
 
 

@@ -5,7 +5,8 @@ Each measurement runs in a fresh process (so one workload's memory and thread po
 and, with ``--baseline DIR`` (a directory holding another build's ``attnkit`` package, e.g. a copy of an
 installed release), the same measurement of that build runs in the round after it: the two are timed
 in alternating processes, so a noisy phase of a shared machine hits both alike. The table gives the
-median throughput of each over ``--repeats`` processes and their ratio.
+median throughput of each over ``--repeats`` processes and their ratio, at ``--threads`` threads and
+(unless ``--quick``) at one, so that a kernel's win reads apart from a threading win.
 
 Workloads (synthetic, fixed seeds, the shapes the estimators are made for: many short padded sequences):
 
@@ -140,8 +141,9 @@ def child_main(args):
 # ----------------------------------------------------------------------------------- parent side
 
 
-def measure(args, workload, baseline):
-    command = [sys.executable, __file__, CHILD, workload, "--threads", str(args.threads)]
+def measure(args, workload, baseline, threads):
+    """One measurement of ``workload`` in a fresh process with ``threads`` threads."""
+    command = [sys.executable, __file__, CHILD, workload, "--threads", str(threads)]
     if args.quick:
         command.append("--quick")
     if baseline is not None:
@@ -163,26 +165,31 @@ def main(argv=None):
         return
     report = harness.Report(args, "Estimators end to end: fit and predict throughput")
     builds = {"this tree": None} if args.baseline is None else {"this tree": None, "baseline": args.baseline}
-    columns = ["workload", "unit"] + [f"{b} (median)" for b in builds]
+    columns = ["threads", "workload", "unit"] + [f"{b} (median)" for b in builds]
     if args.baseline is not None:
         columns += ["this tree / baseline"]
     table = report.table(
-        f"Throughput, {args.threads} thread(s), median of {args.repeats} processes", columns,
+        f"Throughput, median of {args.repeats} processes", columns,
         note=("Each process times one measurement (fit: one call; predict: the median of "
-              f"{INNER_REPEATS} calls); builds alternate process by process."
+              f"{INNER_REPEATS} calls); builds alternate process by process. *threads*: attnkit's and "
+              "NumPy's BLAS's in each process."
               + (f" Baseline: `{args.baseline}`." if args.baseline else "")))
-    for workload, (unit, _) in WORKLOADS.items():
-        rates = {b: [] for b in builds}
-        for _ in range(args.repeats):
-            for build, path in builds.items():
-                r = measure(args, workload, path)
-                rates[build].append(r["units"] / r["seconds"])
-        medians = {b: statistics.median(v) for b, v in rates.items()}
-        report.data[workload] = {"unit": unit, "rates": rates, "medians": medians}
-        cells = [workload, unit] + [f"{medians[b]:,.0f}" for b in builds]
-        if args.baseline is not None:
-            cells.append(harness.fmt_ratio(medians["this tree"] / medians["baseline"]))
-        table.add_row(*cells)
+    raw = []
+    # The thread count is the outer loop: the children set it, the parent only passes it on.
+    for threads in harness.thread_counts(args):
+        for workload, (unit, _) in WORKLOADS.items():
+            rates = {b: [] for b in builds}
+            for _ in range(args.repeats):
+                for build, path in builds.items():
+                    r = measure(args, workload, path, threads)
+                    rates[build].append(r["units"] / r["seconds"])
+            medians = {b: statistics.median(v) for b, v in rates.items()}
+            raw.append({"threads": threads, "workload": workload, "unit": unit, "rates": rates, "medians": medians})
+            cells = [threads, workload, unit] + [f"{medians[b]:,.0f}" for b in builds]
+            if args.baseline is not None:
+                cells.append(harness.fmt_ratio(medians["this tree"] / medians["baseline"]))
+            table.add_row(*cells)
+    report.data["rows"] = raw
     report.write()
 
 

@@ -87,7 +87,7 @@ def part_throughput(report, args, libs, torch, texts):
         "faster. The Hugging Face tokenizer's batched call (sentence-transformers, onnxruntime) keeps its own "
         "thread pool (all CPUs); attnkit's tokenizer is called one text at a time.")
     raw = []
-    for threads in ([args.threads] if args.quick else sorted({args.threads, 1}, reverse=True)):
+    for threads in harness.thread_counts(args):
         libs.set_threads(threads, torch)
         timings = harness.compare({name: (lambda f=fn: f(texts)) if fn else None for name, fn in libs.fns.items()},
                                   repeats=args.repeats, min_repeat_seconds=0.0, max_seconds=MAX_SECONDS)
@@ -160,7 +160,7 @@ def part_packing(report, args, texts):
             padding = 1 - lengths.sum() / sum(x.shape[0] * x.shape[1] for x, _ in batches)
             encoder = network.children["encoder"]
             runner = nn.PackedEncoder(encoder)
-            for threads in ([args.threads] if args.quick else sorted({args.threads, 1}, reverse=True)):
+            for threads in harness.thread_counts(args):
                 harness.set_threads(threads)
                 timings = harness.compare(
                     {"padded": lambda e=encoder, b=batches: [Stack.infer(e, x, key_lengths=n) for x, n in b],

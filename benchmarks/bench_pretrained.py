@@ -195,11 +195,6 @@ def part_numerics(report, ctx):
 # ------------------------------------------------------------------------------------------------- part 2
 
 
-def thread_counts(args):
-    """--threads and 1 (--quick: --threads only)."""
-    return [args.threads] if args.quick else sorted({args.threads, 1}, reverse=True)
-
-
 def part_embedding(report, ctx):
     """Texts/s of embedding the test set, attnkit's TransformerEmbedder against sentence-transformers, interleaved."""
     args, texts = ctx.args, ctx.test_texts
@@ -217,7 +212,7 @@ def part_embedding(report, ctx):
         "first ratio's.",
     )
     raw = []
-    for threads in thread_counts(args):
+    for threads in harness.thread_counts(args):
         harness.set_threads(threads, ctx.torch)
         for batch_size in EMBED_BATCHES:
             estimator = ctx.estimator.set_params(batch_size=batch_size)
@@ -328,7 +323,7 @@ def part_training(report, ctx):
     )
     tokens = sum(b.tokens for b in batches)
     first = None
-    for threads in thread_counts(args):
+    for threads in harness.thread_counts(args):
         harness.set_threads(threads, ctx.torch)
         timings = harness.compare(fns, repeats=args.repeats, min_repeat_seconds=0.0, max_seconds=EMBED_MAX_SECONDS)
         a, t = timings["attnkit"], timings.get("torch")

@@ -71,7 +71,7 @@ def bench_sizes(report, args, X_by_dtype, components):
         "NumPy's BLAS's (RBFSampler's product).",
     )
     ratios, raw = {}, []
-    for threads in ([args.threads] if args.quick else sorted({args.threads, 1}, reverse=True)):
+    for threads in harness.thread_counts(args):
         harness.set_threads(threads)
         for dtype, X in X_by_dtype.items():
             for d in components:

@@ -293,7 +293,7 @@ def bench_steps(report, args, torch, sizes):
         "*threads*: attnkit's, torch's and NumPy's BLAS's.",
     )
     raw, first = [], None
-    for threads in ([args.threads] if args.quick else sorted({args.threads, 1}, reverse=True)):
+    for threads in harness.thread_counts(args):
         harness.set_threads(threads, torch)
         results, batches, diffs = measure_steps(args, torch, sizes)
         first = first or (results, batches)
