@@ -78,7 +78,7 @@ void attention(const AttentionArgs<T>& a) {
     const std::int64_t b = task / nqb, i0 = (task % nqb) * Tl::BQ;
     const std::int64_t qlen = a.query_length ? a.query_length[b] : nq;
     if (i0 >= qlen) continue;
-    const std::int64_t bq = min_scalar(Tl::BQ + i0, qlen) - i0, bqp = round_up(bq, Tl::QQ);
+    const std::int64_t bq = min_scalar(Tl::BQ + i0, qlen) - i0, bqp = query_padding<T>(bq);
     T* base = scratch.of(omp_get_thread_num());
     T *Qt = base + scratch.qt, *St = base + scratch.st, *acc = base + scratch.acc;
     T *m = base + scratch.stats, *l = m + bqp, *alpha = l + bqp, *zero_row = base + scratch.zero;

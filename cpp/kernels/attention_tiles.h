@@ -37,6 +37,12 @@ struct Tiles {
 
 inline std::int64_t round_up(std::int64_t x, std::int64_t q) { return (x + q - 1) / q * q; }
 
+// Padded width of a block of bq queries: a whole logits tile, or one vector when bq fits in it.
+template <class T>
+std::int64_t query_padding(std::int64_t bq) {
+  return bq <= Vec<T>::W ? Vec<T>::W : round_up(bq, Tiles<T>::QQ);
+}
+
 // Xt[c][i] = s * x_row(i0 + i)[c] for i < bq, 0 for bq <= i < bqp: rows of width w, transposed.
 template <class T, class Row>
 void pack_transposed(Row x_row, std::int64_t i0, std::int64_t bq, std::int64_t bqp, std::int64_t w,
@@ -49,12 +55,13 @@ void pack_transposed(Row x_row, std::int64_t i0, std::int64_t bq, std::int64_t b
     for (std::int64_t i = bq; i < bqp; ++i) Xt[c * bqp + i] = T(0);
 }
 
-// St[r][i] = sum_c Qt[c][i] krows[r][c] for KR keys and QT queries: a KR x QV register tile.
-template <class T>
+// St[r][i] = sum_c Qt[c][i] krows[r][c] for KR keys and QV * W queries: a KR x QV register tile.
+// (QV = 1 serves a block of at most W queries, e.g. short sequences, without computing empty lanes.)
+template <class T, int QV = Tiles<T>::QV>
 inline void logits_tile(const T* Qt, std::int64_t ldq, const T* const* krows, std::int64_t d, T* St,
                         std::int64_t lds) {
   using V = Vec<T>;
-  constexpr int W = V::W, KR = Tiles<T>::KR, QV = Tiles<T>::QV;
+  constexpr int W = V::W, KR = Tiles<T>::KR;
   V acc[KR][QV];
 #pragma GCC unroll 16
   for (int r = 0; r < KR; ++r)
@@ -100,6 +107,10 @@ void block_logits(const AttentionArgs<T>& a, std::int64_t b, std::int64_t i0, st
     // Keys past the block end read a row of zeros: the tile never needs a tail variant.
     for (int r = 0; r < KR; ++r) krows[r] = jt + r < jn ? a.k.row(b, j0 + jt + r) : zero_row;
     T* st_rows = St + jt * bqp;  // BK is a multiple of KR, so the tile stays inside St
+    if (bqp == W) {  // a block of at most W queries (see query_padding)
+      logits_tile<T, 1>(Qt, bqp, krows, a.d, st_rows, bqp);
+      continue;
+    }
     for (std::int64_t it = causal_first_tile(a, i0, j0 + jt, QT); it < bqp; it += QT)
       logits_tile(Qt + it, bqp, krows, a.d, st_rows + it, bqp);
   }
