@@ -90,6 +90,21 @@ def test_scale_and_dtypes(isa):
     assert ops.packed_attention(q.astype(np.float32), k, v, lengths, n_heads=3).dtype == np.float64
 
 
+@pytest.mark.parametrize("layout", ["reversed rows", "strided columns"])
+def test_reads_any_row_layout(isa, layout):
+    # Rows a negative stride apart are read in place; rows that are not contiguous are copied first.
+    rng = np.random.default_rng(6)
+    lengths = np.array([4, 7, 2])
+    q, k, v = (rng.standard_normal((13, 6)) for _ in range(3))
+    if layout == "reversed rows":
+        views = [a[::-1].copy()[::-1] for a in (q, k, v)]
+        assert all(x.strides[0] < 0 for x in views)
+    else:
+        views = [np.repeat(a, 2, axis=1)[:, ::2] for a in (q, k, v)]
+    assert_array_equal(ops.packed_attention(*views, lengths, n_heads=3, causal=True),
+                       ops.packed_attention(q, k, v, lengths, n_heads=3, causal=True))
+
+
 def test_writes_into_out_and_returns_it(isa):
     rng = np.random.default_rng(4)
     q, k, v = (rng.standard_normal((6, 4)).astype(np.float32) for _ in range(3))

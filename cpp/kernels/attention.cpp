@@ -64,7 +64,7 @@ void attention(const AttentionArgs<T>& a) {
   const std::int64_t batch = a.batch, nq = a.nq, d = a.d, dv = a.dv;
   if (batch == 0 || nq == 0) return;
   const std::int64_t bq_max = min_scalar<std::int64_t>(Tl::BQ, nq);
-  const std::int64_t bqp_max = round_up(bq_max, Tl::QQ);
+  const std::int64_t bqp_max = query_padding<T>(bq_max);  // the widest block's padding (it grows with bq)
   const std::int64_t nqb = (nq + Tl::BQ - 1) / Tl::BQ;
   const std::int64_t tasks = batch * nqb;
   const double flops = double(batch) * double(nq) * double(a.nk) * double(d + dv);
@@ -140,7 +140,7 @@ void attention_weights(const AttentionWeightsArgs<T>& w) {
   const AttentionArgs<T>& a = w.attn;
   const std::int64_t batch = a.batch, nq = a.nq, nk = a.nk, d = a.d;
   if (batch == 0 || nq == 0) return;
-  const std::int64_t bqp_max = round_up(min_scalar<std::int64_t>(Tl::BQ, nq), Tl::QQ);
+  const std::int64_t bqp_max = query_padding<T>(min_scalar<std::int64_t>(Tl::BQ, nq));
   const std::int64_t nqb = (nq + Tl::BQ - 1) / Tl::BQ;
   const std::int64_t tasks = batch * nqb;
   const double flops = double(batch) * double(nq) * double(nk) * double(d);
@@ -151,7 +151,7 @@ void attention_weights(const AttentionWeightsArgs<T>& w) {
 #pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t b = task / nqb, i0 = (task % nqb) * Tl::BQ;
-    const std::int64_t bq = min_scalar(Tl::BQ + i0, nq) - i0, bqp = round_up(bq, Tl::QQ);
+    const std::int64_t bq = min_scalar(Tl::BQ + i0, nq) - i0, bqp = query_padding<T>(bq);
     T* base = scratch.of(omp_get_thread_num());
     T *Qt = base + scratch.qt, *St = base + scratch.st, *lse = base + scratch.stats;
     T* zero_row = base + scratch.zero;

@@ -36,14 +36,21 @@ def batch_shape(**named: np.ndarray) -> tuple[int, ...]:
             from None
 
 
+def with_contiguous_rows(a: np.ndarray) -> np.ndarray:
+    """``a``, or a C-contiguous copy when its rows are not contiguous or a stride is not a whole number
+    of elements: the kernels read rows in place through element strides (negative ones included)."""
+    item = a.itemsize
+    if (a.shape[-1] > 1 and a.strides[-1] != item) or any(s % item for s in a.strides):
+        return np.ascontiguousarray(a)
+    return a
+
+
 def operand(a: np.ndarray, batch: tuple[int, ...], dtype: Any) -> Any:
     """(array, batch offsets, row stride) for the kernels: matrix b of the flattened broadcast batch
     starts offsets[b] elements into ``a``. Broadcast and strided batch dims are read in place; only a
     dtype change or non-contiguous rows cost a copy."""
-    a = a.astype(dtype, copy=False)
+    a = with_contiguous_rows(a.astype(dtype, copy=False))
     item = a.itemsize
-    if (a.shape[-1] > 1 and a.strides[-1] != item) or any(s % item for s in a.strides):
-        a = np.ascontiguousarray(a)
     lead = (1,) * (len(batch) - (a.ndim - 2)) + a.shape[:-2]
     strides = (0,) * (len(batch) - (a.ndim - 2)) + tuple(s // item for s in a.strides[:-2])
     offsets = np.zeros(batch, dtype=np.int64)

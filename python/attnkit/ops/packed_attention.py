@@ -8,6 +8,7 @@ from numpy.typing import ArrayLike
 
 from attnkit import _core
 from attnkit._validation import as_array, check_bool, check_int, check_real, float_array
+from attnkit.ops._layout import with_contiguous_rows
 
 __all__ = ["packed_attention"]
 
@@ -32,8 +33,8 @@ def packed_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, lengths: ArrayLik
     q, k : array-like of float32 or float64, shape (T, n_heads * d)
         Queries and keys of the ``T = sum(lengths)`` tokens; head ``h`` in columns ``h*d:(h+1)*d``.
         Each may be a column slice of a wider array, e.g. of one fused Q/K/V projection
-        ``qkv[:, :H*d]``: rows are read in place whatever their distance apart (copied only when a
-        row is not contiguous). float16 widens to float32; mixed dtypes compute in the wider one.
+        ``qkv[:, :H*d]``: rows are read in place whatever their distance apart, negative included
+        (copied only when a row is not contiguous). float16 widens to float32; mixed dtypes compute in the wider one.
     v : array-like of float, shape (T, n_heads * dv)
         Values; dv may differ from d.
     lengths : array-like of int, shape (S,)
@@ -121,10 +122,8 @@ def _check_out(out: Any, shape: tuple[int, int], dtype: Any) -> np.ndarray:
 
 def _operand(a: np.ndarray, starts: np.ndarray, n_heads: int) -> tuple[np.ndarray, np.ndarray, int]:
     """(array, offset of each (sequence, head) item, row stride) for the kernel, reading ``a`` in place."""
-    item = a.itemsize
-    if (a.shape[1] > 1 and a.strides[1] != item) or a.strides[0] % item or a.strides[0] < 0:
-        a = np.ascontiguousarray(a)
-    row_stride = a.strides[0] // item
+    a = with_contiguous_rows(a)
+    row_stride = a.strides[0] // a.itemsize
     width = a.shape[1] // n_heads
     offsets = (starts[:, None] * row_stride + np.arange(n_heads) * width).reshape(-1)
     return a, np.ascontiguousarray(offsets, dtype=np.int64), row_stride
