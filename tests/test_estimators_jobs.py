@@ -1,8 +1,10 @@
 """attnkit.estimators._jobs: on every estimator, n_jobs is the kernels' thread count during each of its calls,
 the count of before comes back after the call, also when it raises, and the parameter travels with the
-estimator (get_params, clone, pickle, save and load)."""
+estimator (get_params, clone, pickle, save and load). map_batches spends the threads on whole inference
+batches when they share out evenly, with the same results bit for bit."""
 
 import pickle
+import threading
 
 import numpy as np
 import pytest
@@ -13,7 +15,7 @@ from attnkit import RandomFourierFeatures, Seq2SeqTransformer, TransformerClassi
 from attnkit._config import num_threads, resolve_n_jobs
 from attnkit.datasets import make_case_pairs, make_negation_sentences
 from attnkit.estimators import embedder, random_features
-from attnkit.estimators._jobs import THREADED_METHODS, NJobsMixin
+from attnkit.estimators._jobs import BALANCE, THREADED_METHODS, NJobsMixin, map_batches
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("safetensors")
@@ -175,3 +177,105 @@ def test_every_public_method_that_runs_kernels_is_threaded():
         for name in public & set(THREADED_METHODS):
             if name in cls.__dict__:
                 assert hasattr(cls.__dict__[name], "__wrapped__"), (cls.__name__, name)
+
+
+# ------------------------------------------------------------------------------------------ map_batches
+def _calls(batches, cost, threads):
+    """(batch, thread name, kernel threads) of each call map_batches makes at ``threads`` threads."""
+    seen, lock = [], threading.Lock()
+
+    def fn(batch):
+        with lock:
+            seen.append((batch, threading.current_thread().name, attnkit.get_num_threads()))
+
+    with num_threads(threads):
+        map_batches(fn, batches, cost=cost)
+        assert attnkit.get_num_threads() == threads
+    return seen
+
+
+def test_map_batches_gives_even_batches_to_threads_with_one_kernel_thread_each():
+    seen = _calls(range(8), lambda b: 1.0, 2)
+    assert sorted(b for b, _, _ in seen) == list(range(8))
+    assert {name.startswith("attnkit-batch") for _, name, _ in seen} == {True}
+    assert {n for _, _, n in seen} == {1}
+
+
+def test_map_batches_takes_the_costliest_batch_first():
+    seen = _calls([1, 5, 3, 2, 4, 6], float, 2)
+    assert sorted(b for b, _, _ in seen) == [1, 2, 3, 4, 5, 6]
+    assert {b for b, _, _ in seen[:2]} == {5, 6}  # each worker's first batch
+
+
+@pytest.mark.parametrize(("batches", "cost", "threads"), [
+    ([0], lambda b: 1.0, 2),                        # fewer batches than threads
+    ([0, 1, 2], lambda b: 1.0, 2),                  # 2 + 1: the busiest over 1.5 equal shares
+    ([0, 1, 2, 3], lambda b: 10.0 if b == 0 else 1.0, 2),  # one batch outweighs the rest
+    (list(range(8)), lambda b: 1.0, 1),             # one thread
+    ([], lambda b: 1.0, 2),
+])
+def test_map_batches_runs_uneven_or_few_batches_in_turn_on_every_thread(batches, cost, threads):
+    seen = _calls(batches, cost, threads)
+    assert [b for b, _, _ in seen] == list(batches)  # in the given order, in the calling thread
+    assert {name for _, name, _ in seen} <= {threading.current_thread().name}
+    assert {n for _, _, n in seen} <= {threads}
+
+
+def test_map_batches_balance_bound():
+    # 5 equal batches on 2 threads: 3 / 2.5 = 1.2 > BALANCE; 6 share evenly.
+    assert BALANCE < 1.2
+    assert {n for _, _, n in _calls(range(5), lambda b: 1.0, 2)} == {2}
+    assert {n for _, _, n in _calls(range(6), lambda b: 1.0, 2)} == {1}
+
+
+def test_map_batches_reraises_a_workers_error_and_restores_the_count():
+    def fn(batch):
+        if batch == 3:
+            raise RuntimeError("batch 3 failed")
+
+    with num_threads(2):
+        with pytest.raises(RuntimeError, match="batch 3 failed"):
+            map_batches(fn, range(8), cost=lambda b: 1.0)
+        assert attnkit.get_num_threads() == 2
+
+
+@pytest.fixture
+def batch_threads(monkeypatch):
+    """Names of the threads that ran matmul kernels, while the test runs."""
+    names = set()
+    matmul = _core.matmul
+
+    def spy(*args, **kwargs):
+        names.add(threading.current_thread().name)
+        return matmul(*args, **kwargs)
+
+    monkeypatch.setattr(_core, "matmul", spy)
+    return names
+
+
+@pytest.mark.parametrize("attention", ["softmax", "linear"])
+def test_classifier_inference_on_batches_at_once_equals_one_thread_bit_for_bit(attention, monkeypatch,
+                                                                               batch_threads):
+    X, y = make_negation_sentences(120, random_state=0)
+    model = TransformerClassifier(d_model=16, n_heads=2, d_ff=32, n_layers=2, max_iter=1, attention=attention,
+                                  early_stopping=False, random_state=0).fit(X, y)
+    monkeypatch.setattr(TransformerClassifier, "_batch_tokens", 64)  # a dozen batches
+    expected = model.set_params(n_jobs=1).predict_proba(X)
+    batch_threads.clear()
+    got = model.set_params(n_jobs=2).predict_proba(X)
+    assert any(name.startswith("attnkit-batch") for name in batch_threads)
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(model.transform(X), model.set_params(n_jobs=1).transform(X))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8"])
+def test_embedder_on_batches_at_once_equals_one_thread_bit_for_bit(tmp_path, dtype, batch_threads):
+    texts = [" ".join(["good", "bad", "film", "plot"][: 1 + i % 4] * (1 + i % 3)) for i in range(40)]
+    model = TransformerEmbedder(str(write_tiny_bert(tmp_path / "tiny-bert")), batch_size=4,
+                                inference_dtype=dtype).fit()
+    expected = model.set_params(n_jobs=1).transform(texts)
+    batch_threads.clear()
+    got = model.set_params(n_jobs=2).transform(texts)
+    if dtype == "float32":
+        assert any(name.startswith("attnkit-batch") for name in batch_threads)
+    np.testing.assert_array_equal(got, expected)

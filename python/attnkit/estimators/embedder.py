@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 from attnkit._random import generator
 from attnkit._validation import Interval, Options, validate_params
 from attnkit.estimators._base import INFERENCE_DTYPES, NetworkEstimator
+from attnkit.estimators._jobs import map_batches
 from attnkit.estimators._token_input import TEXT
 from attnkit.io import register_estimator
 from attnkit.nn import SequencePooling, TextEncoder
@@ -75,6 +76,8 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         current count (:func:`attnkit.set_num_threads`, ``OMP_NUM_THREADS``), -1 takes every CPU, -2 all
         but one; the count of before is restored when the call returns. The count is the process's, as
         with :func:`attnkit.set_num_threads`; other libraries' threads (NumPy's BLAS) are left alone.
+        Inference over several batches (transform) runs whole batches on these threads at once, each
+        kernel on one thread, when they share out evenly: the same results, sooner.
 
     inference_dtype : {"float32", "int8"}, default="float32"
         Arithmetic of the encoder's linear maps: "int8" quantises their weights per output channel once
@@ -220,9 +223,12 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         ids = self._encode(X, stacklevel=5)  # the user, set_output's and n_jobs' wrappers, transform, _encode
         network, pool, runner = self._network(), SequencePooling(self.pooling_), self._inference_runner()
         out = np.empty((len(ids), self._n_features_out), dtype=np.float32)
-        for rows, batch, lengths in self._batches(ids):
-            hidden = network.infer(batch, lengths=lengths, runner=runner)
-            out[rows] = pool.forward(hidden, lengths=lengths)[0]
+
+        def embed(item):
+            rows, batch, lengths = item
+            out[rows] = pool.forward(network.infer(batch, lengths=lengths, runner=runner), lengths=lengths)[0]
+
+        map_batches(embed, self._batches(ids), cost=lambda item: item[1].size)
         if self.normalize_:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), NORM_EPS)
         return out
