@@ -199,6 +199,9 @@ void rows_strip(T* out, std::int64_t ldo, const T* alpha, const T* coef, std::in
   constexpr int W = Tiles<T>::W, NV = Tiles<T>::NV;
   std::int64_t c0 = 0;
   for (; c0 + NV * W <= cols; c0 += NV * W) rows_tile<T, MR, NV>(out, ldo, alpha, coef, cs, cr, x, x_rs, ns, c0);
+  // Two vectors share each broadcast coefficient (a head of 32 floats on AVX-512 took single vectors).
+  if constexpr (NV > 2)
+    for (; c0 + 2 * W <= cols; c0 += 2 * W) rows_tile<T, MR, 2>(out, ldo, alpha, coef, cs, cr, x, x_rs, ns, c0);
   for (; c0 + W <= cols; c0 += W) rows_tile<T, MR, 1>(out, ldo, alpha, coef, cs, cr, x, x_rs, ns, c0);
   for (; c0 < cols; ++c0) {
     for (int r = 0; r < MR; ++r) {
