@@ -79,8 +79,8 @@ class PretrainedTokenizer:
         if room < 0:
             raise ValueError(f"max_len={max_len} leaves no room for the tokenizer's own special tokens")
         ids, n_cut = [], 0
-        for text in texts:
-            encoding = tokenizer.encode(text, add_special_tokens=False)
+        # One batched call: the Rust side splits the texts over its own thread pool.
+        for encoding in tokenizer.encode_batch(list(texts), add_special_tokens=False):
             if len(encoding.ids) > room:
                 encoding.truncate(room)
                 n_cut += 1
