@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnkit import nn, ops
+from attnkit.nn import packed
 from attnkit.nn.transformer import Stack
 
 
@@ -54,6 +55,20 @@ def test_a_runner_serves_batches_of_any_shape_with_its_reused_buffers():
         lengths = rng.integers(1, n + 1, batch)
         real = np.arange(n) < lengths[:, None]
         np.testing.assert_array_equal(runner(x, key_lengths=lengths)[real], _padded_infer(encoder, x, lengths)[real])
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("dtype", [None, "int8"])
+def test_the_feed_forward_in_row_steps_changes_no_bit(monkeypatch, norm_first, dtype):
+    """FF_ROWS tokens at a time (here 5 of 31, so 7 steps, the last short) give the one-step result exactly."""
+    encoder = nn.Encoder(2, 8, 2, 16, np.random.default_rng(0), dropout=0.0, norm_first=norm_first,
+                         activation="gelu").astype(np.float32)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 9, 8)).astype(np.float32)
+    lengths = np.array([9, 7, 8, 7])
+    whole = nn.PackedEncoder(encoder, dtype=dtype)(x, key_lengths=lengths)
+    monkeypatch.setattr(packed, "FF_ROWS", 5)
+    np.testing.assert_array_equal(nn.PackedEncoder(encoder, dtype=dtype)(x, key_lengths=lengths), whole)
 
 
 def test_without_key_lengths_every_token_is_real():

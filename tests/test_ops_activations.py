@@ -147,3 +147,29 @@ def test_rejects_bad_arguments():
             ops.gelu(np.ones(3), approximate=bad)
         with pytest.raises(ValueError, match="approximate must be one of"):
             ops.gelu_backward(np.ones(3), np.ones(3), approximate=bad)
+
+
+@pytest.mark.parametrize("approximate", ["tanh", "none"])
+def test_gelu_writes_into_out_also_in_place(approximate):
+    x = np.random.default_rng(0).standard_normal((7, 300)).astype(np.float32)
+    expected = ops.gelu(x, approximate=approximate)
+    out = np.empty_like(x)
+    assert ops.gelu(x, approximate=approximate, out=out) is out
+    assert_array_equal(out, expected)
+    y = x.copy()
+    assert ops.gelu(y, approximate=approximate, out=y) is y
+    assert_array_equal(y, expected)
+    z = x.copy().reshape(-1)  # out overlapping x shifted by one element: x is read before it is written
+    assert_array_equal(ops.gelu(z[1:], approximate=approximate, out=z[:-1]),
+                       ops.gelu(x.reshape(-1)[1:], approximate=approximate))
+
+
+@pytest.mark.parametrize(("out", "error", "match"), [
+    ([0.0] * 4, TypeError, "out must be a numpy array, got list"),
+    (np.empty(4, np.float64), ValueError, "shape and dtype of x"),
+    (np.empty(5, np.float32), ValueError, "shape and dtype of x"),
+    (np.empty(8, np.float32)[::2], ValueError, "C-contiguous"),
+])
+def test_gelu_refuses_a_bad_out(out, error, match):
+    with pytest.raises(error, match=match):
+        ops.gelu(np.zeros(4, np.float32), out=out)

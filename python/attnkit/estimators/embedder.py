@@ -10,6 +10,7 @@ import numpy as np
 from sklearn.base import ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from attnkit._config import get_num_threads
 from attnkit._random import generator
 from attnkit._validation import Interval, Options, validate_params
 from attnkit.estimators._base import INFERENCE_DTYPES, NetworkEstimator
@@ -61,7 +62,8 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
 
     batch_size : int, default=32
         Texts encoded at once, grouped by length; fewer when a batch would pass 8,192 padded tokens.
-        The embeddings do not depend on it, bit for bit.
+        With T kernel threads, batches of ``batch_size / T`` texts run T at a time (see ``n_jobs``), so
+        the memory in use stays that of one batch. The embeddings do not depend on it, bit for bit.
 
     weights : {"pretrained", "random"}, default="pretrained"
         "random" builds the same architecture (and tokenizer) with attnkit's random initial weights
@@ -228,7 +230,10 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
             rows, batch, lengths = item
             out[rows] = pool.forward(network.infer(batch, lengths=lengths, runner=runner), lengths=lengths)[0]
 
-        map_batches(embed, self._batches(ids), cost=lambda item: item[1].size)
+        # T threads take T batches at once (map_batches): cut them T times smaller, so that the tokens in
+        # flight, and the buffers they fill, stay one batch_size's worth (2x the memory, otherwise).
+        per_batch = -(-self.batch_size // max(get_num_threads(), 1))
+        map_batches(embed, self._batches(ids, per_batch), cost=lambda item: item[1].size)
         if self.normalize_:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), NORM_EPS)
         return out
@@ -275,10 +280,11 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
                           stacklevel=stacklevel)
         return ids
 
-    def _batches(self, ids):
-        """(rows, padded ids, lengths) of each inference batch: similar lengths, at most ``batch_size`` texts."""
+    def _batches(self, ids, max_samples=None):
+        """(rows, padded ids, lengths) of each inference batch: similar lengths, at most ``max_samples`` texts
+        (default ``batch_size``)."""
         pad_id = self._network_config["padding_idx"]
-        for rows in self._inference_batches([len(i) for i in ids], max_samples=self.batch_size):
+        for rows in self._inference_batches([len(i) for i in ids], max_samples=max_samples or self.batch_size):
             yield (rows, *pad_sequences([ids[i] for i in rows], pad_id=pad_id))
 
     # ------------------------------------------------------------------------------ protocol

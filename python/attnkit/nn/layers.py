@@ -7,6 +7,7 @@ random numbers require ``rng`` (a ``numpy.random.Generator``, or a seed) at cons
 """
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -257,16 +258,16 @@ class Dropout(Module):
         return grad if cache is None else grad * cache
 
 
-def _relu(h):
-    return np.maximum(h, 0)
+def _relu(h, out=None):
+    return np.maximum(h, 0, out=out)
 
 
 def _relu_backward(h, grad):
     return np.where(h > 0, grad, 0)
 
 
-def _gelu(h):
-    return ops.gelu(h, approximate="none")
+def _gelu(h, out=None):
+    return ops.gelu(h, approximate="none", out=out)
 
 
 def _gelu_backward(h, grad):
@@ -274,8 +275,9 @@ def _gelu_backward(h, grad):
 
 
 # "gelu" is exact (erf), as in BERT and torch's default; "gelu_tanh" the tanh form (GPT-2).
-_ACTIVATIONS = {"gelu": (_gelu, _gelu_backward), "gelu_tanh": (ops.gelu, ops.gelu_backward),
-                "relu": (_relu, _relu_backward)}
+_Activation = Callable[..., np.ndarray]
+_ACTIVATIONS: dict[str, tuple[_Activation, _Activation]] = {
+    "gelu": (_gelu, _gelu_backward), "gelu_tanh": (ops.gelu, ops.gelu_backward), "relu": (_relu, _relu_backward)}
 ACTIVATIONS = tuple(_ACTIVATIONS)
 
 
@@ -312,9 +314,9 @@ class FeedForward(Module):
         self.add_child("dropout", Dropout(dropout, rng))
         self.add_child("linear2", Linear(d_ff, d_model, rng))
 
-    def activate(self, h):
-        """The block's activation of the hidden pre-activations ``h``."""
-        return _ACTIVATIONS[self.activation][0](h)
+    def activate(self, h, out=None):
+        """The block's activation of the hidden pre-activations ``h`` (into ``out``, which may be ``h``)."""
+        return _ACTIVATIONS[self.activation][0](h, out=out)
 
     def forward(self, x, training=False):
         h, cache1 = self.children["linear1"].forward(x, training)

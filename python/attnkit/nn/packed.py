@@ -6,10 +6,11 @@ only, packed into (T, d) rows: no padding FLOPs however unequal the lengths. Onl
 sequences apart: :func:`attnkit.ops.packed_attention` reads each head of the packed Q/K/V in place and
 writes the merged heads back into packed rows.
 
-The Q/K/V projections are one product with the three weight matrices side by side, and the layers'
-intermediate arrays are reused from one layer and one batch to the next. Each output element is the
-same sequence of roundings as in :meth:`Encoder.forward` (attnkit's GEMM rounds each element alike
-whatever the matrix sizes), so the real tokens' vectors equal the training forward's bit for bit.
+The Q/K/V projections are one product with the three weight matrices side by side, the feed-forward
+runs FF_ROWS tokens at a time, and the layers' intermediate arrays are reused from one layer and one
+batch to the next. Each output element is the same sequence of roundings as in :meth:`Encoder.forward`
+(attnkit's GEMM rounds each element alike whatever the matrix sizes), so the real tokens' vectors equal
+the training forward's bit for bit.
 """
 
 import threading
@@ -22,6 +23,11 @@ from attnkit.nn.attention import MultiHeadAttention
 __all__ = ["PackedEncoder"]
 
 DTYPES = (None, "int8")
+# Tokens per feed-forward step: the hidden activations, d_ff / d_model times the width of the rest, stay a
+# buffer of FF_ROWS rows per thread instead of the batch's, which matters when batches run on threads at
+# once. A product rounds each element alike whatever its rows, and int8 quantises per token, so the
+# result does not change. 256 rows still keep the products at full speed.
+FF_ROWS = 256
 
 
 class PackedEncoder:
@@ -147,10 +153,13 @@ class _LayerPlan:
         return self._block(x, self.ff_norm, lambda h: self._feed_forward(h, buffer))
 
     def _block(self, x, norm, sublayer):
-        """Pre-LN ``x + F(Norm(x))`` or post-LN ``Norm(x + F(x))``, as :class:`Residual` in inference."""
+        """Pre-LN ``x + F(Norm(x))`` or post-LN ``Norm(x + F(x))``, as :class:`Residual` in inference; the
+        residual is added in place into F's buffer (``y + x`` rounds as ``x + y``)."""
         if self.norm_first:
-            return x + sublayer(norm.forward(x)[0])
-        return norm.forward(x + sublayer(x))[0]
+            y = sublayer(norm.forward(x)[0])
+            return np.add(y, x, out=y)
+        y = sublayer(x)
+        return norm.forward(np.add(y, x, out=y))[0]
 
     def _attend(self, h, lengths, buffer):
         tokens, inner = h.shape[0], self.heads * self.d_head
@@ -162,5 +171,11 @@ class _LayerPlan:
         return self.out(heads, buffer("attention_out", (tokens, self.out.width)))
 
     def _feed_forward(self, h, buffer):
-        hidden = self.activate(self.ff1(h, buffer("ff_hidden", (h.shape[0], self.ff1.width))))
-        return self.ff2(hidden, buffer("ff_out", (h.shape[0], self.ff2.width)))
+        rows = h.shape[0]
+        out = buffer("ff_out", (rows, self.ff2.width))
+        hidden = buffer("ff_hidden", (min(rows, FF_ROWS), self.ff1.width))
+        for r0 in range(0, rows, FF_ROWS):
+            part = hidden[:min(rows - r0, FF_ROWS)]
+            self.activate(self.ff1(h[r0:r0 + len(part)], part), out=part)
+            self.ff2(part, out[r0:r0 + len(part)])
+        return out

@@ -11,7 +11,7 @@ __all__ = ["gelu", "gelu_backward"]
 GELU_FORMS = ("tanh", "none")
 
 
-def gelu(x: ArrayLike, *, approximate: str = "tanh") -> np.ndarray:
+def gelu(x: ArrayLike, *, approximate: str = "tanh", out: np.ndarray | None = None) -> np.ndarray:
     """GELU, in its tanh form (GPT-2) or exact (BERT): torch's ``gelu(x, approximate=...)``.
 
     - ``approximate="tanh"``: ``x / 2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``, computed as
@@ -31,11 +31,14 @@ def gelu(x: ArrayLike, *, approximate: str = "tanh") -> np.ndarray:
         Input, any shape.
     approximate : {"tanh", "none"}, default="tanh"
         The form, as torch names it.
+    out : ndarray, optional
+        Written and returned: C-contiguous, of the shape and dtype of ``x``; ``out=x`` works in place.
 
     Returns
     -------
     ndarray
-        Same shape and dtype as ``x``. NaN stays NaN; ``gelu(+inf) = +inf``, ``gelu(-inf) = 0``.
+        Same shape and dtype as ``x`` (``out`` when given). NaN stays NaN; ``gelu(+inf) = +inf``,
+        ``gelu(-inf) = 0``.
 
     Examples
     --------
@@ -48,9 +51,25 @@ def gelu(x: ArrayLike, *, approximate: str = "tanh") -> np.ndarray:
     x = float_array(x, "x")
     exact = _is_exact(approximate)
     flat = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty_like(flat)
-    _core.gelu(flat, out, exact)
-    return out.reshape(x.shape)
+    if out is None:
+        result = np.empty_like(flat)
+        _core.gelu(flat, result, exact)
+        return result.reshape(x.shape)
+    _check_out(out, x)
+    # Elementwise, so out may be x itself; a partial overlap would be read after it was written.
+    if np.may_share_memory(flat, out) and flat.ctypes.data != out.ctypes.data:
+        flat = flat.copy()
+    _core.gelu(flat, out.reshape(-1), exact)
+    return out
+
+
+def _check_out(out, x):
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+    if out.dtype != x.dtype or out.shape != x.shape:
+        raise ValueError(f"out must have the shape and dtype of x, {x.shape} {x.dtype}, got {out.shape} {out.dtype}")
+    if not out.flags.c_contiguous or not out.flags.writeable:
+        raise ValueError("out must be a C-contiguous, writeable array")
 
 
 def gelu_backward(x: ArrayLike, dy: ArrayLike, *, approximate: str = "tanh") -> np.ndarray:
