@@ -166,8 +166,8 @@ def test_gelu_writes_into_out_also_in_place(approximate):
 
 @pytest.mark.parametrize(("out", "error", "match"), [
     ([0.0] * 4, TypeError, "out must be a numpy array, got list"),
-    (np.empty(4, np.float64), ValueError, "shape and dtype of x"),
-    (np.empty(5, np.float32), ValueError, "shape and dtype of x"),
+    (np.empty(4, np.float64), TypeError, "out must be float32, got float64"),
+    (np.empty(5, np.float32), ValueError, r"out must have shape of x = \(4,\), got \(5,\)"),
     (np.empty(8, np.float32)[::2], ValueError, "C-contiguous"),
 ])
 def test_gelu_refuses_a_bad_out(out, error, match):

@@ -60,6 +60,20 @@ def float_array(x: Any, name: str) -> np.ndarray:
     return arr
 
 
+def check_out(out: Any, shape: tuple[int, ...], dtype: Any, what: str = "") -> np.ndarray:
+    """``out`` for an op that writes its result into it: a C-contiguous, aligned, writeable numpy array of
+    ``shape`` (described as ``what``, e.g. "(..., n)") and ``dtype``."""
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+    if out.dtype != dtype:
+        raise TypeError(f"out must be {np.dtype(dtype)}, got {out.dtype}")
+    if out.shape != shape:
+        raise ValueError(f"out must have shape {what + ' = ' if what else ''}{shape}, got {out.shape}")
+    if not (out.flags.c_contiguous and out.flags.aligned and out.flags.writeable):
+        raise ValueError("out must be a C-contiguous, aligned, writeable array")
+    return out
+
+
 def check_sample_weight(sample_weight, n_samples):
     """``sample_weight`` as a float64 array of shape (n_samples,): None gives ones, a scalar is
     repeated; negative, NaN or infinite weights are refused."""

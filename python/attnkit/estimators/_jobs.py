@@ -67,7 +67,7 @@ def map_batches(fn, batches, *, cost):
     """
     batches = list(batches)
     threads = get_num_threads()
-    order = sorted(batches, key=cost, reverse=True)
+    order = sorted(batches, key=cost, reverse=True) if threads > 1 else batches
     if threads < 2 or not _even(order, cost, threads):
         for batch in batches:
             fn(batch)

@@ -232,7 +232,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
 
         # T threads take T batches at once (map_batches): cut them T times smaller, so that the tokens in
         # flight, and the buffers they fill, stay one batch_size's worth (2x the memory, otherwise).
-        per_batch = -(-self.batch_size // max(get_num_threads(), 1))
+        per_batch = -(-self.batch_size // get_num_threads())
         map_batches(embed, self._batches(ids, per_batch), cost=lambda item: item[1].size)
         if self.normalize_:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), NORM_EPS)

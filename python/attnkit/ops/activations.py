@@ -4,7 +4,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attnkit import _core
-from attnkit._validation import float_array
+from attnkit._validation import check_out, float_array
 
 __all__ = ["gelu", "gelu_backward"]
 
@@ -55,21 +55,12 @@ def gelu(x: ArrayLike, *, approximate: str = "tanh", out: np.ndarray | None = No
         result = np.empty_like(flat)
         _core.gelu(flat, result, exact)
         return result.reshape(x.shape)
-    _check_out(out, x)
+    check_out(out, x.shape, x.dtype, "of x")
     # Elementwise, so out may be x itself; a partial overlap would be read after it was written.
     if np.may_share_memory(flat, out) and flat.ctypes.data != out.ctypes.data:
         flat = flat.copy()
     _core.gelu(flat, out.reshape(-1), exact)
     return out
-
-
-def _check_out(out, x):
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
-    if out.dtype != x.dtype or out.shape != x.shape:
-        raise ValueError(f"out must have the shape and dtype of x, {x.shape} {x.dtype}, got {out.shape} {out.dtype}")
-    if not out.flags.c_contiguous or not out.flags.writeable:
-        raise ValueError("out must be a C-contiguous, writeable array")
 
 
 def gelu_backward(x: ArrayLike, dy: ArrayLike, *, approximate: str = "tanh") -> np.ndarray:

@@ -8,7 +8,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attnkit import _core
-from attnkit._validation import float_array
+from attnkit._validation import check_out, float_array
 
 __all__ = ["QuantizedLinearWeight", "int8_linear", "quantize_linear_weight"]
 
@@ -154,7 +154,7 @@ def int8_linear(x: ArrayLike, qweight: QuantizedLinearWeight, *, bias: ArrayLike
     if out is None:
         out = np.empty(shape, np.float32)
     else:
-        _check_out(out, shape)
+        check_out(out, shape, np.float32, "(..., n)")
     _core.int8_linear(rows.reshape(m, k), qweight.packed, qweight.scale, qweight.column_sum, bias_row,
                       out.reshape(m, n), None)
     return out
@@ -191,12 +191,3 @@ def _check(x: ArrayLike, qweight: QuantizedLinearWeight,
     return np.ascontiguousarray(arr), np.ascontiguousarray(b, dtype=np.float32)
 
 
-def _check_out(out: np.ndarray, shape: tuple[int, ...]) -> None:
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
-    if out.dtype != np.float32:
-        raise TypeError(f"out must be float32, got {out.dtype}")
-    if out.shape != shape:
-        raise ValueError(f"out must have shape (..., n) = {shape}, got {out.shape}")
-    if not (out.flags.c_contiguous and out.flags.writeable and out.flags.aligned):
-        raise ValueError("out must be a C-contiguous, aligned, writeable array")

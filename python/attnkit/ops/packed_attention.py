@@ -7,7 +7,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attnkit import _core
-from attnkit._validation import as_array, check_bool, check_int, check_real, float_array
+from attnkit._validation import as_array, check_bool, check_int, check_out, check_real, float_array
 from attnkit.ops._layout import with_contiguous_rows
 
 __all__ = ["packed_attention"]
@@ -81,7 +81,8 @@ def packed_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, lengths: ArrayLik
     lengths = _check_lengths(lengths, tokens)
     dtype = np.result_type(*arrays)
     scale = 1.0 / math.sqrt(d) if scale is None else check_real(scale, "scale")
-    out = _check_out(out, (tokens, n_heads * dv), dtype)
+    shape = (tokens, n_heads * dv)
+    out = np.empty(shape, dtype) if out is None else check_out(out, shape, dtype, "(T, n_heads * dv)")
     if any(np.may_share_memory(out, a) for a in arrays):
         raise ValueError("out must not share memory with q, k or v: later queries would read what was written")
     if tokens == 0 or dv == 0:
@@ -108,16 +109,6 @@ def _check_lengths(lengths: Any, tokens: int) -> np.ndarray:
     if lengths.sum() != tokens:
         raise ValueError(f"lengths must sum to the number of rows of q, k and v ({tokens}), got {lengths.sum()}")
     return lengths.astype(np.int64)
-
-
-def _check_out(out: Any, shape: tuple[int, int], dtype: Any) -> np.ndarray:
-    if out is None:
-        return np.empty(shape, dtype=dtype)
-    if not isinstance(out, np.ndarray) or out.shape != shape or out.dtype != dtype or not out.flags.c_contiguous \
-            or not out.flags.writeable:
-        raise ValueError(f"out must be a writeable C-contiguous {np.dtype(dtype)} array of shape {shape}, got "
-                         + (f"{out.dtype} {out.shape}" if isinstance(out, np.ndarray) else type(out).__name__))
-    return out
 
 
 def _operand(a: np.ndarray, starts: np.ndarray, n_heads: int) -> tuple[np.ndarray, np.ndarray, int]:
