@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import example, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 import attnkit
@@ -139,6 +139,69 @@ def test_causal_rows_across_chunk_boundaries(isa, kernel_threads, n, dtype, fm):
             out = linear_attention(q1, k1, v1, feature_map=feature_map, causal=True, **kw)
             expected = reference.linear_attention(q1, k1, v1, feature_map=feature_map, causal=True, **kw)
             np.testing.assert_allclose(out, expected, **TOL[dtype])
+
+
+ROW_MAPS = {
+    "favor": lambda seed: PositiveRandomFeatureMap(20, random_state=seed),
+    "favor-iid": lambda seed: PositiveRandomFeatureMap(7, random_state=seed, orthogonal=False, scale=0.8),
+    "rff": lambda seed: RandomFourierFeatureMap(9, random_state=seed),
+    "rff-softmax": lambda seed: RandomFourierFeatureMap(9, sigma=1.3, random_state=seed, softmax_kernel=True),
+    "polynomial": lambda seed: PolynomialFeatureMap(2, 0.5),
+    "polynomial-c0": lambda seed: PolynomialFeatureMap(2, 0.0),
+    "linear": lambda seed: PolynomialFeatureMap(1, 2.0),
+}
+
+
+def _features_in_numpy(fm):
+    """The same map (the same weights) as a subclass: the kernels apply only the exact built-in types,
+    so the op computes this one's features with the map's NumPy methods and hands them over."""
+    numpy_type = type("NumPy" + type(fm).__name__, (type(fm),), {})
+    copy = numpy_type.__new__(numpy_type)
+    copy.__dict__.update(fm.__dict__)
+    return copy
+
+
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 150), d=st.integers(1, 9), dv=st.integers(1, 7),
+       fm=st.sampled_from(sorted(ROW_MAPS)), causal=st.booleans(), lengths=st.booleans(),
+       dtype=st.sampled_from([np.float32, np.float64]))
+def test_row_maps_in_the_kernels_equal_their_numpy_features(isa, kernel_threads, seed, n, d, dv, fm, causal,
+                                                            lengths, dtype):
+    # Random and polynomial features are computed inside the kernels, a chunk of rows at a time (in
+    # cache); the features the NumPy map computes must give the same attention and gradients.
+    from attnkit.ops.linear_attention import _kernel_features
+
+    feature_map = ROW_MAPS[fm](seed)
+    assert _kernel_features(feature_map, d) in (3, 4)
+    q, k, v = _qkv(seed, (2, 2), n, n, d, dv, dtype)
+    kw = dict(key_lengths=np.random.default_rng(seed).integers(0, n + 1, size=(2, 1))) if lengths else {}
+    # Rows whose normaliser is within rounding of the guard (random Fourier estimates near 0) may
+    # legitimately flip between the two; keep to problems without such rows.
+    fm64 = resolve_feature_map(feature_map)
+    phi_q, phi_k = fm64.queries(q.astype(np.float64)), fm64.keys(k.astype(np.float64))
+    if lengths:
+        phi_k = np.where((np.arange(n) < kw["key_lengths"][..., None])[..., None], phi_k, 0)
+    z = np.cumsum(phi_k, axis=-2) if causal else phi_k.sum(axis=-2, keepdims=True)
+    den, mag = np.sum(phi_q * z, axis=-1), np.sum(np.abs(phi_q) * np.abs(z), axis=-1)
+    assume(np.all((mag == 0) | (np.abs(den) > 1e-3 * mag)))
+    out, context = linear_attention(q, k, v, feature_map=feature_map, causal=causal, return_context=True, **kw)
+    expected, numpy_context = linear_attention(q, k, v, feature_map=_features_in_numpy(feature_map), causal=causal,
+                                               return_context=True, **kw)
+    np.testing.assert_allclose(out, expected, **TOL[dtype])
+    dout = np.random.default_rng(seed + 1).standard_normal(out.shape).astype(dtype)
+    for grad, expected_grad in zip(context.backward(dout), numpy_context.backward(dout)):
+        scale = max(1.0, float(np.max(np.abs(expected_grad), initial=0)))
+        np.testing.assert_allclose(grad, expected_grad, rtol=TOL[dtype]["rtol"], atol=TOL[dtype]["atol"] * scale * 10)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("fm", ["favor", "rff-softmax", "polynomial"])
+def test_a_nan_in_a_row_map_query_stays_in_its_row(isa, fm, causal):
+    q, k, v = _qkv(3, (2,), 70, 70, 5, 4, np.float64)
+    q[1, 40, 2] = np.nan
+    out = linear_attention(q, k, v, feature_map=ROW_MAPS[fm](0), causal=causal)
+    assert np.all(np.isnan(out[1, 40]))
+    out[1, 40] = 0
+    assert np.all(np.isfinite(out))
 
 
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 130))

@@ -45,8 +45,7 @@ void chunk_rows(const CausalLinearArgs<T>& a, std::int64_t b, const CausalChunk<
   for (std::int64_t x = 0; x < rows * dv; ++x) out[x] = T(0);
   if (with_s) tile_product(out, dv, c.pq, D, 1, w.Sf, dv, rows, D, dv);  // phi(Q) S_prev
   if (kn > 0) {
-    transpose(w.pkT, c.pk, kn, D);
-    lower_product(w.A, kn, c.pq, D, w.pkT, kn, rows, D, kn);
+    chunk_scores(w.A, c.pq, c.pk, w.pkT, rows, kn, D);
     lower_times(out, dv, w.A, kn, 1, c.v, dv, rows, kn, dv);  // + tril(phi(Q) phi(K)^T) V
   }
   for (std::int64_t x = 0; x < D; ++x) w.Zi[x] = w.Zf[x];
@@ -67,7 +66,8 @@ void causal_segment(const CausalLinearArgs<T>& a, std::int64_t b, std::int64_t r
   // update after the last row unless the caller wants that state.
   bool empty = r0 == 0;
   for (std::int64_t cs = r0; cs < r1; cs += kChunk) {
-    for (std::int64_t x = 0; x < D * dv; ++x) w.Sf[x] = T(S[x]);
+    if (!empty)  // else S is zero and not read (Z is, and zero)
+      for (std::int64_t x = 0; x < D * dv; ++x) w.Sf[x] = T(S[x]);
     for (std::int64_t x = 0; x < D; ++x) w.Zf[x] = T(Z[x]);
     const CausalChunk<T> c = load_chunk(a, b, cs, w.buf);
     chunk_rows(a, b, c, w, !empty);
@@ -90,7 +90,9 @@ void causal_linear_attention(const CausalLinearArgs<T>& a) {
   const int threads = int(min_scalar<std::int64_t>(max_threads, tasks));
   const std::int64_t state = D * dv + D;  // S then Z, in double
   const std::int64_t per_thread = 3 * kChunk * D + kChunk * dv + kChunk * kChunk + 2 * D * dv + 3 * D + 64;
-  auto states = allocate<double>(std::size_t(tasks * state));
+  // One state per segment when items are cut into segments; else one per thread, zeroed per item
+  // (one per item, zeroed up front, was a serial pass over batch x D x dv doubles: 35 MB at D = 1057).
+  auto states = allocate<double>(std::size_t((nseg > 1 ? tasks : threads) * state));
   auto scratch = allocate<T>(std::size_t(threads * per_thread));
   auto seg_begin = [&](std::int64_t s) { return min_scalar(n, (s * nchunks / nseg) * kChunk); };
   auto workspace = [&](int t) {
@@ -101,9 +103,8 @@ void causal_linear_attention(const CausalLinearArgs<T>& a) {
     w.prod = w.Sf + D * dv, w.Zf = w.prod + D * dv, w.Zi = w.Zf + D, w.zsum = w.Zi + D;
     return w;
   };
-  for (std::int64_t x = 0; x < tasks * state; ++x) states.get()[x] = 0.0;
-
   if (nseg > 1) {
+    for (std::int64_t x = 0; x < tasks * state; ++x) states.get()[x] = 0.0;
     // Phase 1: each segment but the last sums its own state into slot (b, s + 1).
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (std::int64_t task = 0; task < tasks; ++task) {
@@ -123,10 +124,17 @@ void causal_linear_attention(const CausalLinearArgs<T>& a) {
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t b = task / nseg, s = task % nseg;
-    double* S = states.get() + task * state;
-    causal_segment(a, b, seg_begin(s), seg_begin(s + 1), S, S + D * dv, workspace(omp_get_thread_num()));
+    const int t = omp_get_thread_num();
+    double* S = states.get() + (nseg > 1 ? task : t) * state;
+    if (nseg == 1)
+      for (std::int64_t x = 0; x < state; ++x) S[x] = 0.0;
+    causal_segment(a, b, seg_begin(s), seg_begin(s + 1), S, S + D * dv, workspace(t));
+    if (nseg == 1 && a.state_s) {
+      for (std::int64_t x = 0; x < D * dv; ++x) a.state_s[b * D * dv + x] = S[x];
+      for (std::int64_t d = 0; d < D; ++d) a.state_z[b * D + d] = S[D * dv + d];
+    }
   }
-  if (a.state_s) {
+  if (a.state_s && nseg > 1) {
     for (std::int64_t b = 0; b < batch; ++b) {
       const double* S = states.get() + (b * nseg + nseg - 1) * state;
       for (std::int64_t x = 0; x < D * dv; ++x) a.state_s[b * D * dv + x] = S[x];

@@ -20,6 +20,7 @@ template <class T>
 struct BackwardWork {
   ChunkBuffers<T> buf;
   T *pkT, *vT, *dnum, *Sf, *SfT, *prod, *Zf, *Zi, *zsum;  // Sf, SfT, Zf: S, Z or R, Y rounded
+  T* dphi;  // a chunk's dphi (kChunk x D) for row maps
   double *S, *Z;  // S, Z in the forward sweep, then R, Y in the reverse one
   // Per chunk, its triangles A and G (2 x kChunk x kChunk) from the forward sweep, which the reverse
   // one reads again: kept, not recomputed (O(n kChunk) per thread, the size of a few rows of q).
@@ -31,8 +32,7 @@ struct BackwardWork {
 // A = tril(phi(Q) phi(K)^T) (rows x kn) of chunk c.
 template <class T>
 void key_scores(const CausalChunk<T>& c, std::int64_t D, const BackwardWork<T>& w) {
-  transpose(w.pkT, c.pk, c.kn, D);
-  lower_product(w.A(c.r0), c.kn, c.pq, D, w.pkT, c.kn, c.rows, D, c.kn);
+  chunk_scores(w.A(c.r0), c.pq, c.pk, w.pkT, c.rows, c.kn, D);
 }
 
 // G = tril(dnum V^T + dden 1^T) (rows x kn) of chunk c: G_ij = dnum_i.v_j + dden_i for j <= i.
@@ -75,7 +75,8 @@ void query_chunk(const CausalLinearBackwardArgs<T>& g, std::int64_t b, const Cau
   const CausalLinearArgs<T>& a = g.fwd;
   const std::int64_t D = a.D, dv = a.dv, rows = c.rows, kn = c.kn, row0 = b * a.n + c.r0;
   T* dnum = g.dv + row0 * dv;
-  T* dq = g.dq + row0 * D;
+  T* dq = g.dq + row0 * a.d;
+  T* dphi = row_map(a.phi) ? w.dphi : dq;  // else d = D: in place
   if (kn > 0) key_scores(c, D, w);
   for (std::int64_t x = 0; x < D; ++x) w.Zi[x] = w.Zf[x];
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -84,14 +85,14 @@ void query_chunk(const CausalLinearBackwardArgs<T>& g, std::int64_t b, const Cau
     const T inv = den.zeroed ? T(0) : T(1) / den.den;
     for (std::int64_t x = 0; x < dv; ++x) dnum[r * dv + x] = g.dout[(row0 + r) * dv + x] * inv;
     dden[r] = den.zeroed ? T(0) : -dot(g.dout + (row0 + r) * dv, a.out + (row0 + r) * dv, dv) * inv;
-    for (std::int64_t x = 0; x < D; ++x) dq[r * D + x] = w.Zf[x] * dden[r];
+    for (std::int64_t x = 0; x < D; ++x) dphi[r * D + x] = w.Zf[x] * dden[r];
   }
-  if (with_s) tile_product(dq, D, dnum, dv, 1, w.SfT, D, rows, dv, D);  // + dnum S_prev^T
+  if (with_s) tile_product(dphi, D, dnum, dv, 1, w.SfT, D, rows, dv, D);  // + dnum S_prev^T
   if (kn > 0) {
     gradient_scores(c, dnum, dden, dv, w);
-    lower_times(dq, D, w.G(c.r0), kn, 1, c.pk, D, rows, kn, D);  // + G phi(K)
+    lower_times(dphi, D, w.G(c.r0), kn, 1, c.pk, D, rows, kn, D);  // + G phi(K)
   }
-  times_phi_derivative(a.phi, a.q + row0 * D, dq, rows * D);
+  features_backward(a, a.q + row0 * a.d, rows, c.pq, dphi, dq, true);
 }
 
 // Reverse sweep over chunk c: dk and dv of its rows (zero at padded keys) from the suffix state after it
@@ -102,28 +103,29 @@ void key_chunk(const CausalLinearBackwardArgs<T>& g, std::int64_t b, const Causa
   const CausalLinearArgs<T>& a = g.fwd;
   const std::int64_t D = a.D, dv = a.dv, rows = c.rows, kn = c.kn, row0 = b * a.n + c.r0;
   const std::uint8_t* keep = a.keep ? a.keep + row0 : nullptr;
-  T* dk = g.dk + row0 * D;
+  T* dk = g.dk + row0 * a.d;
+  T* dphi = row_map(a.phi) ? w.dphi : dk;  // else d = D: in place
   T* dvo = g.dv + row0 * dv;
   for (std::int64_t x = 0; x < rows * dv; ++x) w.dnum[x] = dvo[x];
   for (std::int64_t x = 0; x < kn * dv; ++x) dvo[x] = T(0);
   for (std::int64_t j = 0; j < kn; ++j)
-    for (std::int64_t x = 0; x < D; ++x) dk[j * D + x] = w.Zf[x];  // Y_next
+    for (std::int64_t x = 0; x < D; ++x) dphi[j * D + x] = w.Zf[x];  // Y_next
   if (kn > 0 && with_r) {
-    tile_product(dk, D, c.v, dv, 1, w.SfT, D, kn, dv, D);    // + V R_next^T
+    tile_product(dphi, D, c.v, dv, 1, w.SfT, D, kn, dv, D);    // + V R_next^T
     tile_product(dvo, dv, c.pk, D, 1, w.Sf, dv, kn, D, dv);  // phi(K) R_next
   }
   if (kn > 0) {
-    upper_times(dk, D, w.G(c.r0), 1, kn, c.pq, D, kn, rows, D);      // + G^T phi(Q)
+    upper_times(dphi, D, w.G(c.r0), 1, kn, c.pq, D, kn, rows, D);    // + G^T phi(Q)
     upper_times(dvo, dv, w.A(c.r0), 1, kn, w.dnum, dv, kn, rows, dv);  // + A^T dnum
   }
   for (std::int64_t j = 0; j < rows; ++j) {
     if (j < kn && (!keep || keep[j])) continue;
-    for (std::int64_t x = 0; x < D; ++x) dk[j * D + x] = T(0);
+    for (std::int64_t x = 0; x < a.d; ++x) dk[j * a.d + x] = T(0);
     for (std::int64_t x = 0; x < dv; ++x) dvo[j * dv + x] = T(0);
   }
   for (std::int64_t j = first_kept(keep, 0, kn); j < kn;) {  // k read at real keys only
     const std::int64_t end = run_end(keep, j, kn);
-    times_phi_derivative(a.phi, a.k + (row0 + j) * D, dk + j * D, (end - j) * D);
+    features_backward(a, a.k + (row0 + j) * a.d, end - j, c.pk + j * D, dphi + j * D, dk + j * a.d, false);
     j = first_kept(keep, end, kn);
   }
 }
@@ -162,7 +164,7 @@ void causal_linear_attention_backward(const CausalLinearBackwardArgs<T>& g) {
   const std::int64_t batch = a.batch, n = a.n, D = a.D, dv = a.dv;
   if (batch == 0 || n == 0) return;
   const int threads = int(min_scalar<std::int64_t>(kernel_threads(), batch));
-  const std::int64_t per_t = 3 * kChunk * D + 3 * kChunk * dv + 3 * D * dv + 3 * D + 64;
+  const std::int64_t per_t = 4 * kChunk * D + 3 * kChunk * dv + 3 * D * dv + 3 * D + 64;
   const std::int64_t per_s = (n + kChunk - 1) / kChunk * 2 * kChunk * kChunk;
   const std::int64_t per_d = D * dv + D;
   auto scratch = allocate<T>(std::size_t(threads * per_t));
@@ -179,6 +181,7 @@ void causal_linear_attention_backward(const CausalLinearBackwardArgs<T>& g) {
     w.pkT = w.buf.v + kChunk * dv, w.vT = w.pkT + kChunk * D, w.dnum = w.vT + kChunk * dv;
     w.Sf = w.dnum + kChunk * dv;
     w.SfT = w.Sf + D * dv, w.prod = w.SfT + D * dv, w.Zf = w.prod + D * dv, w.Zi = w.Zf + D, w.zsum = w.Zi + D;
+    w.dphi = w.zsum + D;
     w.S = s, w.Z = s + D * dv;
     w.scores = scores.get() + std::int64_t(omp_get_thread_num()) * per_s;
     backward_item(g, b, w, dden.get());

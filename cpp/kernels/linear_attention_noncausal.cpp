@@ -1,5 +1,5 @@
 // Non-causal linear attention (see LinearArgs in attnkit/linear_attention.h). Per batch item, the
-// keys' sums S, Z by chunks: phi of the real keys only (padded keys are never read), each chunk's
+// keys' sums S, Z by chunks: phi (random features too) of the real keys only (padded keys are never read), each chunk's
 // product summed in T and added into double. With fewer batch items than threads, each item's keys
 // are cut into segments summed separately, then added in segment order. Then every query from S, Z
 // rounded to T, in one flat parallel loop over batch items x query chunks.
@@ -24,7 +24,7 @@ template <class T>
 void key_sums(const LinearArgs<T>& a, std::int64_t b, std::int64_t j0, std::int64_t j1, double* S, double* Z,
               const ForwardWork<T>& w) {
   const std::int64_t nk = a.nk, D = a.D, dv = a.dv;
-  const T* k = a.k + b * nk * D;
+  const T* k = a.k + b * nk * a.d;
   const T* v = a.v + b * nk * dv;
   const std::uint8_t* keep = a.keep ? a.keep + b * nk : nullptr;
   for (std::int64_t js = j0; js < j1; js += kChunk) {
@@ -37,7 +37,7 @@ void key_sums(const LinearArgs<T>& a, std::int64_t b, std::int64_t j0, std::int6
         for (std::int64_t x = 0; x < D; ++x) w.zsum[x] = T(0);
         any = true;
       }
-      apply_phi(a.phi, k + j * D, w.phi, (end - j) * D);
+      row_features(a, k + j * a.d, end - j, w.phi, false);
       add_outer_products<T>(w.prod, w.zsum, w.phi, v + j * dv, nullptr, end - j, D, dv);
       j = first_kept(keep, end, je);
     }
@@ -55,7 +55,7 @@ void query_rows(const LinearArgs<T>& a, std::int64_t b, std::int64_t i0, std::in
   const T* S = a.s + b * D * dv;
   const T* Z = a.z + b * D;
   T* out = a.out + (b * a.nq + i0) * dv;
-  apply_phi(a.phi, a.q + (b * a.nq + i0) * D, phi, rows * D);
+  row_features(a, a.q + (b * a.nq + i0) * a.d, rows, phi, true);
   for (std::int64_t x = 0; x < rows * dv; ++x) out[x] = T(0);
   tile_product(out, dv, phi, D, 1, S, dv, rows, D, dv);
   for (std::int64_t r = 0; r < rows; ++r) {

@@ -15,7 +15,8 @@ namespace {
 
 template <class T>
 struct BackwardWork {
-  T *phi, *dnum, *dden, *prod, *zsum, *ST;  // prod, zsum: a chunk's dS, dZ in T; ST: S^T (dv x D)
+  // prod, zsum: a chunk's dS, dZ in T; ST: S^T (dv x D); dphi: a chunk's dphi for row maps
+  T *phi, *dnum, *dden, *prod, *zsum, *ST, *dphi;
 };
 
 // dq of batch item b's queries [i0, i1) (i0 a multiple of kChunk); their sums added into dS (D x dv)
@@ -30,9 +31,10 @@ void query_pass(const LinearBackwardArgs<T>& g, std::int64_t b, std::int64_t i0,
   transpose(w.ST, S, D, dv);
   for (std::int64_t is = i0; is < i1; is += kChunk) {
     const std::int64_t ie = min_scalar(is + kChunk, i1), rows = ie - is;
-    const T* q = a.q + (b * nq + is) * D;
-    T* dq = g.dq + (b * nq + is) * D;
-    apply_phi(a.phi, q, w.phi, rows * D);
+    const T* q = a.q + (b * nq + is) * a.d;
+    T* dq = g.dq + (b * nq + is) * a.d;
+    T* dphi = row_map(a.phi) ? w.dphi : dq;  // else d = D: in place
+    row_features(a, q, rows, w.phi, true);
     for (std::int64_t r = 0; r < rows; ++r) {
       const std::int64_t i = b * nq + is + r;
       const T* pq = w.phi + r * D;
@@ -43,10 +45,10 @@ void query_pass(const LinearBackwardArgs<T>& g, std::int64_t b, std::int64_t i0,
       T* dn = w.dnum + r * dv;
       for (std::int64_t c = 0; c < dv; ++c) dn[c] = g.dout[i * dv + c] * inv;
       w.dden[r] = zeroed ? T(0) : -dot(g.dout + i * dv, a.out + i * dv, dv) * inv;
-      for (std::int64_t x = 0; x < D; ++x) dq[r * D + x] = Z[x] * w.dden[r];
+      for (std::int64_t x = 0; x < D; ++x) dphi[r * D + x] = Z[x] * w.dden[r];
     }
-    tile_product(dq, D, w.dnum, dv, 1, w.ST, D, rows, dv, D);  // + S dnum_i
-    times_phi_derivative(a.phi, q, dq, rows * D);
+    tile_product(dphi, D, w.dnum, dv, 1, w.ST, D, rows, dv, D);  // + S dnum_i
+    features_backward(a, q, rows, w.phi, dphi, dq, true);
     for (std::int64_t x = 0; x < D * dv; ++x) w.prod[x] = T(0);
     for (std::int64_t x = 0; x < D; ++x) w.zsum[x] = T(0);
     add_outer_products(w.prod, w.zsum, w.phi, w.dnum, w.dden, rows, D, dv);
@@ -58,23 +60,24 @@ void query_pass(const LinearBackwardArgs<T>& g, std::int64_t b, std::int64_t i0,
 // dk and dv of keys [j0, j1) of batch item b from ds, dz and dsT = ds^T; zeros at padded keys.
 template <class T>
 void key_rows(const LinearBackwardArgs<T>& g, std::int64_t b, std::int64_t j0, std::int64_t j1, const T* ds,
-              const T* dsT, const T* dz, T* phi) {
+              const T* dsT, const T* dz, T* phi, T* dphi_scratch) {
   const LinearArgs<T>& a = g.fwd;
-  const std::int64_t nk = a.nk, D = a.D, dv = a.dv;
+  const std::int64_t nk = a.nk, d = a.d, D = a.D, dv = a.dv;
   const std::uint8_t* keep = a.keep ? a.keep + b * nk : nullptr;
-  T* dk = g.dk + b * nk * D;
+  T* dk = g.dk + b * nk * d;
   T* dvo = g.dv + b * nk * dv;
-  for (std::int64_t x = j0 * D; x < j1 * D; ++x) dk[x] = T(0);
+  for (std::int64_t x = j0 * d; x < j1 * d; ++x) dk[x] = T(0);
   for (std::int64_t x = j0 * dv; x < j1 * dv; ++x) dvo[x] = T(0);
   for (std::int64_t j = first_kept(keep, j0, j1); j < j1;) {
     const std::int64_t end = run_end(keep, j, j1), rows = end - j;
-    const T* k = a.k + (b * nk + j) * D;
-    apply_phi(a.phi, k, phi, rows * D);
+    const T* k = a.k + (b * nk + j) * d;
+    T* dphi = row_map(a.phi) ? dphi_scratch : dk + j * D;  // else d = D: in place
+    row_features(a, k, rows, phi, false);
     for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t x = 0; x < D; ++x) dk[(j + r) * D + x] = dz[x];
-    tile_product(dk + j * D, D, a.v + (b * nk + j) * dv, dv, 1, dsT, D, rows, dv, D);  // + dS v_j
-    times_phi_derivative(a.phi, k, dk + j * D, rows * D);
+      for (std::int64_t x = 0; x < D; ++x) dphi[r * D + x] = dz[x];
+    tile_product(dphi, D, a.v + (b * nk + j) * dv, dv, 1, dsT, D, rows, dv, D);  // + dS v_j
     tile_product(dvo + j * dv, dv, phi, D, 1, ds, dv, rows, D, dv);  // dS^T phi(k_j)
+    features_backward(a, k, rows, phi, dphi, dk + j * d, false);
     j = first_kept(keep, end, j1);
   }
 }
@@ -87,7 +90,7 @@ void linear_attention_backward(const LinearBackwardArgs<T>& g) {
   const std::int64_t batch = a.batch, D = a.D, dv = a.dv;
   if (batch == 0) return;
   const int max_threads = kernel_threads();
-  const std::int64_t per_thread = kChunk * D + kChunk * dv + kChunk + 2 * D * dv + D + 64;
+  const std::int64_t per_thread = 2 * kChunk * D + kChunk * dv + kChunk + 2 * D * dv + D + 64;
   const std::int64_t per_item = 2 * D * dv + D, state = D * dv + D;  // per item: dS, dS^T, dZ
   auto scratch = allocate<T>(std::size_t(max_threads * per_thread));
   auto grads = allocate<T>(std::size_t(batch * per_item));
@@ -95,7 +98,7 @@ void linear_attention_backward(const LinearBackwardArgs<T>& g) {
     T* base = scratch.get() + std::int64_t(t) * per_thread;
     BackwardWork<T> w;
     w.phi = base, w.dnum = base + kChunk * D, w.dden = w.dnum + kChunk * dv, w.prod = w.dden + kChunk;
-    w.zsum = w.prod + D * dv, w.ST = w.zsum + D;
+    w.zsum = w.prod + D * dv, w.ST = w.zsum + D, w.dphi = w.ST + D * dv;
     return w;
   };
   auto round_sums = [&](std::int64_t b, const double* dS) {  // dS, dS^T and dZ of item b in T
@@ -119,8 +122,8 @@ void linear_attention_backward(const LinearBackwardArgs<T>& g) {
   for (std::int64_t task = 0; task < tasks; ++task) {
     const std::int64_t b = task / chunks, j0 = task % chunks * kChunk;
     const T* item = grads.get() + b * per_item;
-    T* phi = scratch.get() + std::int64_t(omp_get_thread_num()) * per_thread;
-    key_rows(g, b, j0, min_scalar(j0 + kChunk, a.nk), item, item + D * dv, item + 2 * D * dv, phi);
+    const BackwardWork<T> w = work(omp_get_thread_num());
+    key_rows(g, b, j0, min_scalar(j0 + kChunk, a.nk), item, item + D * dv, item + 2 * D * dv, w.phi, w.dphi);
   }
 }
 

@@ -31,20 +31,20 @@ template <class T>
 CausalChunk<T> load_chunk(const CausalLinearArgs<T>& a, std::int64_t b, std::int64_t r0, const ChunkBuffers<T>& buf,
                           bool queries = true) {
   const std::int64_t D = a.D, dv = a.dv, rows = min_scalar(kChunk, a.n - r0);
-  const T* q = a.q + (b * a.n + r0) * D;
-  const T* k = a.k + (b * a.n + r0) * D;
+  const T* q = a.q + (b * a.n + r0) * a.d;
+  const T* k = a.k + (b * a.n + r0) * a.d;
   const T* v = a.v + (b * a.n + r0) * dv;
   const std::uint8_t* keep = a.keep ? a.keep + b * a.n + r0 : nullptr;
   CausalChunk<T> c{q, k, v, r0, rows, rows};
   if (queries && a.phi != LinearFeatures::features) {
-    apply_phi(a.phi, q, buf.pq, rows * D);
+    row_features(a, q, rows, buf.pq, true);
     c.pq = buf.pq;
   }
   if (keep)
     while (c.kn > 0 && !keep[c.kn - 1]) --c.kn;
   if (!keep || run_end(keep, 0, c.kn) == c.kn) {  // no gap before kn: k and v read in place
     if (a.phi != LinearFeatures::features) {
-      apply_phi(a.phi, k, buf.pk, c.kn * D);
+      row_features(a, k, c.kn, buf.pk, false);
       c.pk = buf.pk;
     }
     return c;
@@ -53,7 +53,7 @@ CausalChunk<T> load_chunk(const CausalLinearArgs<T>& a, std::int64_t b, std::int
   for (std::int64_t x = 0; x < c.kn * dv; ++x) buf.v[x] = T(0);
   for (std::int64_t j = first_kept(keep, 0, c.kn); j < c.kn;) {
     const std::int64_t end = run_end(keep, j, c.kn);
-    apply_phi(a.phi, k + j * D, buf.pk + j * D, (end - j) * D);
+    row_features(a, k + j * a.d, end - j, buf.pk + j * D, false);
     for (std::int64_t x = j * dv; x < end * dv; ++x) buf.v[x] = v[x];
     j = first_kept(keep, end, c.kn);
   }
@@ -76,6 +76,20 @@ void lower_product(T* c, std::int64_t ldc, const T* x, std::int64_t ldx, const T
   for (; i0 < rows; ++i0) product_rows<1>(c + i0 * ldc, ldc, x + i0 * ldx, ldx, 1, y, ldy, k, min_scalar(cols, i0 + 1));
   for (std::int64_t i = 0; i < rows; ++i)
     for (std::int64_t j = i + 1; j < cols; ++j) c[i * ldc + j] = T(0);
+}
+
+// A = tril(pq pk^T) (rows x kn) for pq (rows x D) and pk (kn x D). Narrow features: pk transposed into
+// pkT (D x kn scratch), then register tiles. Wide ones (a polynomial's 1 + d + d^2): one dot per pair,
+// reading pk in place; there the strided transpose cost more than the products (measured at D = 1057).
+template <class T>
+void chunk_scores(T* A, const T* pq, const T* pk, T* pkT, std::int64_t rows, std::int64_t kn, std::int64_t D) {
+  constexpr std::int64_t kWide = 256;
+  if (D < kWide) {
+    transpose(pkT, pk, kn, D);
+    return lower_product(A, kn, pq, D, pkT, kn, rows, D, kn);
+  }
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < kn; ++j) A[i * kn + j] = j <= i ? dot(pq + i * D, pk + j * D, D) : T(0);
 }
 
 // The normaliser of chunk c's row r and whether the guard zeroes the row (see CausalLinearArgs):

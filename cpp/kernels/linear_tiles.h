@@ -108,6 +108,9 @@ void apply_phi(LinearFeatures phi, const T* in, T* out, std::int64_t n) {
     case LinearFeatures::features:
       for (; x < n; ++x) out[x] = in[x];
       return;
+    case LinearFeatures::projected:  // row maps: see row_features
+    case LinearFeatures::polynomial:
+      return;
   }
 }
 
@@ -128,6 +131,8 @@ void times_phi_derivative(LinearFeatures phi, const T* in, T* grad, std::int64_t
       for (; x < n; ++x) grad[x] *= T(in[x] > T(0));
       return;
     case LinearFeatures::features:
+    case LinearFeatures::projected:  // row maps: see features_backward
+    case LinearFeatures::polynomial:
       return;
   }
 }
@@ -195,6 +200,133 @@ void add_outer_products(T* prod, T* zsum, const T* rows_a, const T* rows_b, cons
     const T wr = w ? w[r] : T(1);
     for (std::int64_t d = 0; d < D; ++d) zsum[d] += rows_a[r * D + d] * wr;
   }
+}
+
+// phi of rows x (rows x d) into out (rows x D) for a projected map (see ProjectedMap): z = x w by
+// register tiles into the first m columns of each row, then the row's factor and exp or sin/cos in place.
+template <class T>
+void projected_features(const ProjectedMap<T>& map, const T* x, std::int64_t rows, std::int64_t d, T* out,
+                        bool query) {
+  using V = Vec<T>;
+  const std::int64_t m = map.m, D = map.sincos ? 2 * m : m;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < m; ++j) out[r * D + j] = T(0);
+  tile_product(out, D, x, d, 1, map.w, m, rows, d, m);
+  const T norm = query ? map.query_norm : map.key_norm;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    T* o = out + r * D;
+    T row_log = norm != T(0) ? norm * dot(x + r * d, x + r * d, d) : T(0);
+    if (query && map.query_max) {  // -max_j z; NaN if any z is NaN or infinite (z * 0 is NaN there)
+      V top = V::set1(o[0]), finite = V::zero();
+      std::int64_t j = 0;
+      for (; j + V::W <= m; j += V::W) {
+        const V z = V::load(o + j);
+        top = V::max(top, z);
+        finite = V::fma(z, V::zero(), finite);
+      }
+      T top_s = top.reduce_max(), finite_s = finite.reduce_add();
+      for (; j < m; ++j) top_s = max_scalar(top_s, o[j]), finite_s += o[j] * T(0);
+      row_log = -(top_s + finite_s);
+    }
+    if (!map.sincos) {
+      const V log = V::set1(row_log), scale = V::set1(map.scale);
+      for_each_lane<T>(m, [&](std::int64_t j, int count) {
+        store_partial(exp(load_partial(o + j, count) + log) * scale, o + j, count);
+      });
+      continue;
+    }
+    const V scale = V::set1(map.scale * exp_scalar(row_log));
+    for_each_lane<T>(m, [&](std::int64_t j, int count) {
+      V s, c;
+      sincos(load_partial(o + j, count), s, c);
+      store_partial(s * scale, o + j, count);
+      store_partial(c * scale, o + m + j, count);
+    });
+  }
+}
+
+// dx (rows x d) = the gradient of sum(phi(x) * dphi) for a projected map, from phi (rows x D) as
+// projected_features gave it; dphi (rows x D) is overwritten. Through z: h W^T with h = dphi * phi
+// (exp) or dphi_sin * phi_cos - dphi_cos * phi_sin (sincos); through r = norm |x|^2: 2 norm (dphi . phi) x.
+template <class T>
+void projected_backward(const ProjectedMap<T>& map, const T* x, std::int64_t rows, std::int64_t d, const T* phi,
+                        T* dphi, T* dx, bool query) {
+  const std::int64_t m = map.m, D = map.sincos ? 2 * m : m;
+  const T norm = query ? (map.query_max ? T(0) : map.query_norm) : map.key_norm;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    T* g = dphi + r * D;
+    const T* p = phi + r * D;
+    const T through_norm = norm != T(0) ? T(2) * norm * dot(g, p, D) : T(0);
+    if (map.sincos)
+      for (std::int64_t j = 0; j < m; ++j) g[j] = g[j] * p[m + j] - g[m + j] * p[j];
+    else
+      for (std::int64_t j = 0; j < m; ++j) g[j] *= p[j];
+    for (std::int64_t c = 0; c < d; ++c) dx[r * d + c] = through_norm * x[r * d + c];
+  }
+  tile_product(dx, d, dphi, D, 1, map.wt, d, rows, m, d);
+}
+
+// phi of rows x (rows x d) into out (rows x D) for the polynomial map (see PolynomialMap); each
+// product rounded as the NumPy map rounds it, c_i (x_i x_j).
+template <class T>
+void polynomial_features(const PolynomialMap<T>& map, const T* x, std::int64_t rows, std::int64_t d, T* out) {
+  const std::int64_t D = 1 + d + (map.degree == 2 ? d * d : 0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * d;
+    T* o = out + r * D;
+    o[0] = map.c0;
+    for (std::int64_t c = 0; c < d; ++c) o[1 + c] = map.c1 * xr[c];
+    if (map.degree != 2) continue;
+    for (std::int64_t i = 0; i < d; ++i) {
+      T* oi = o + 1 + d + i * d;
+      for (std::int64_t j = 0; j < d; ++j) oi[j] = map.c2 * (xr[i] * xr[j]);
+    }
+  }
+}
+
+// dx (rows x d) = the gradient of sum(phi(x) * dphi) for the polynomial map: c1 g1 + c2 (G + G^T) x,
+// with g1 and G (d x d) the blocks of dphi.
+template <class T>
+void polynomial_backward(const PolynomialMap<T>& map, const T* x, std::int64_t rows, std::int64_t d, const T* dphi,
+                         T* dx) {
+  const std::int64_t D = 1 + d + (map.degree == 2 ? d * d : 0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * d;
+    const T* g = dphi + r * D;
+    T* o = dx + r * d;
+    for (std::int64_t c = 0; c < d; ++c) o[c] = map.c1 * g[1 + c];
+    if (map.degree != 2) continue;
+    const T* G = g + 1 + d;
+    for (std::int64_t c = 0; c < d; ++c) o[c] += map.c2 * dot(G + c * d, xr, d);  // G x
+    for (std::int64_t j = 0; j < d; ++j) {  // + G^T x, row by row
+      const T xj = map.c2 * xr[j];
+      for (std::int64_t c = 0; c < d; ++c) o[c] += xj * G[j * d + c];
+    }
+  }
+}
+
+// Whether phi maps whole rows (d != D in general): its dphi then goes to scratch, not into dq, dk.
+inline bool row_map(LinearFeatures phi) {
+  return phi == LinearFeatures::projected || phi == LinearFeatures::polynomial;
+}
+
+// phi of rows x (rows x a.d) into out (rows x a.D), for queries or keys (see LinearFeatures); Args:
+// LinearArgs or CausalLinearArgs.
+template <class Args, class T>
+void row_features(const Args& a, const T* x, std::int64_t rows, T* out, bool query) {
+  if (a.phi == LinearFeatures::projected) return projected_features(a.map, x, rows, a.d, out, query);
+  if (a.phi == LinearFeatures::polynomial) return polynomial_features(a.poly, x, rows, a.d, out);
+  apply_phi(a.phi, x, out, rows * a.D);
+}
+
+// dx (rows x a.d) from dphi (rows x a.D) and the rows' features phi. For elementwise maps dphi is dx
+// itself (d = D), scaled in place by phi's derivative; for row maps (projected, polynomial) it is
+// scratch, which projected maps overwrite.
+template <class Args, class T>
+void features_backward(const Args& a, const T* x, std::int64_t rows, const T* phi, T* dphi, T* dx, bool query) {
+  if (a.phi == LinearFeatures::projected) return projected_backward(a.map, x, rows, a.d, phi, dphi, dx, query);
+  if (a.phi == LinearFeatures::polynomial) return polynomial_backward(a.poly, x, rows, a.d, dphi, dx);
+  times_phi_derivative(a.phi, x, dx, rows * a.D);
 }
 
 // The first real key in [j, end) (end if none) and the end of the run of real keys from j, for keep

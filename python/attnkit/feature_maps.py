@@ -141,11 +141,19 @@ class PolynomialFeatureMap(FeatureMap):
     def n_features_out(self, d):
         return sum(d**i for i in range(self.degree + 1))
 
+    def _weight(self, i):
+        return math.sqrt(math.comb(self.degree, i) * self.c ** (self.degree - i))
+
+    def _row_map(self, d, dtype):
+        """The map as the linear-attention kernels apply it, degree <= 2 (PolynomialMap in
+        attnkit/linear_attention.h): (degree, c0, c1, c2)."""
+        return (self.degree,) + tuple(self._weight(i) if i <= self.degree else 0.0 for i in range(3))
+
     def transform(self, x):
         x = self._checked(x)
         p, parts, power = self.degree, [], np.ones(x.shape[:-1] + (1,), x.dtype)
         for i in range(p + 1):
-            weight = math.sqrt(math.comb(p, i) * self.c ** (p - i))
+            weight = self._weight(i)
             parts.append(weight * power)
             if i < p:
                 width = power.shape[-1] * x.shape[-1]  # spelled out: -1 cannot be inferred when there are no rows
@@ -161,7 +169,7 @@ class PolynomialFeatureMap(FeatureMap):
         if dx.size == 0:  # no rows or no features: nothing to differentiate (and no -1 to infer)
             return dx.reshape(x.shape)
         for i in range(1, p + 1):
-            weight = math.sqrt(math.comb(p, i) * self.c ** (p - i))
+            weight = self._weight(i)
             g = grad[:, start:start + d**i].reshape((rows.shape[0],) + (d,) * i)
             start += d**i
             for m in range(i):  # d/dx of <g, x (x) ... (x) x>: x everywhere but slot m
@@ -269,6 +277,13 @@ class RandomFourierFeatureMap(_RandomFeatureMap):
     def queries(self, x):
         return self._features(x, False)
 
+    def _row_map(self, d, dtype):
+        """The map as the linear-attention kernels apply it (ProjectedMap in attnkit/linear_attention.h):
+        (w (d, m), sincos, scale, key_norm, query_norm, query_max)."""
+        key_norm = 1 / (2 * self.bandwidth(d) ** 2) if self.softmax_kernel else 0.0
+        w = np.ascontiguousarray(self.weights(d).T, dtype=dtype)
+        return w, True, math.sqrt(1.0 / self.n_features), key_norm, 0.0, False
+
     def _backward(self, x, grad, with_norm_factor):
         x, grad = self._checked_grad(x, grad)
         phi = self._features(x, with_norm_factor)
@@ -343,6 +358,13 @@ class PositiveRandomFeatureMap(_RandomFeatureMap):
 
     def keys(self, x):
         return self.transform(x)
+
+    def _row_map(self, d, dtype):
+        """The map as the linear-attention kernels apply it (ProjectedMap in attnkit/linear_attention.h):
+        (w (d, m), sincos, scale, key_norm, query_norm, query_max), the input scale folded into w."""
+        scale = self._input_scale(d)
+        w = np.ascontiguousarray((self.weights(d) * scale).T, dtype=dtype)
+        return w, False, self.n_features**-0.5, -0.5 * scale**2, 0.0, True
 
     def transform_backward(self, x, grad):
         x, grad = self._checked_grad(x, grad)

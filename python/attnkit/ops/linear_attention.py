@@ -31,8 +31,10 @@ def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *,
 
     ``out_i = phi(q_i)^T S / (phi(q_i)^T Z)`` with ``S = sum_j phi(k_j) v_j^T`` and
     ``Z = sum_j phi(k_j)`` over the keys query i may see (Katharopoulos et al., 2020), computed in C++
-    by chunks of keys summed into float64, so the error does not grow with N; elu and relu features
-    are computed there too, for real keys only. With ``causal=True`` the sums run over ``j <= i``
+    by chunks of keys summed into float64, so the error does not grow with N. The features of the
+    built-in maps (elu, relu, polynomial of degree <= 2, random Fourier, FAVOR+) are computed there
+    too, a chunk of rows at a time and for real keys only; other maps (subclasses included) hand
+    over features computed by their NumPy methods. With ``causal=True`` the sums run over ``j <= i``
     (prefix sums ``S_i``, ``Z_i``).
 
     Parameters
@@ -121,7 +123,7 @@ class LinearAttentionContext:
 
     Returned by ``linear_attention(..., return_context=True)``. It holds the validated problem (the
     broadcast inputs, the padding keep-mask, the feature map and eps) and what the forward computed:
-    the output and, when not causal, the sums ``S`` and ``Z`` (the features of elu and relu are
+    the output and, when not causal, the sums ``S`` and ``Z`` (the features of the built-in maps are
     recomputed by the kernels, those of other maps kept). :meth:`backward` starts from those, so a
     training step neither checks its inputs nor computes the sums twice.
 
@@ -165,12 +167,14 @@ def _backward(p, forward, dout):
     dout_rows = np.ascontiguousarray(dout).reshape(forward.out_rows.shape)
     if p.causal:
         _core.causal_linear_attention_backward(rows_q, rows_k, rows_v, forward.keep_rows, forward.out_rows,
-                                               forward.features, p.eps, dout_rows, rows_dq, rows_dk, rows_dv)
+                                               forward.features, p.eps, forward.row_map, dout_rows, rows_dq,
+                                               rows_dk, rows_dv)
     else:
         _core.linear_attention_backward(rows_q, rows_k, rows_v, forward.keep_rows, forward.out_rows, forward.s,
-                                        forward.z, forward.features, p.eps, dout_rows, rows_dq, rows_dk, rows_dv)
+                                        forward.z, forward.features, p.eps, forward.row_map, dout_rows, rows_dq,
+                                        rows_dk, rows_dv)
     dphi_q, dphi_k, dv = (g.reshape(p.batch + g.shape[1:]) for g in (rows_dq, rows_dk, rows_dv))
-    if forward.features != _FEATURES_PRECOMPUTED:  # the kernel applied phi's derivative
+    if forward.features != _FEATURES_PRECOMPUTED:  # the kernel took dphi through phi's derivative
         return _unbroadcast_grads(p, dphi_q, dphi_k, dv)
     dk = p.fm.keys_backward(p.k, dphi_k)
     if p.keep is not None:  # where, not multiply: the map's backward at a padded NaN key gives 0 * NaN
@@ -187,7 +191,7 @@ def _unbroadcast_grads(p, dq, dk, dv):
 
 class _Problem:
     """A validated linear-attention problem: broadcast inputs and the padding keep-mask (the kernels
-    compute elu and relu features themselves, and skip padded keys)."""
+    compute the built-in maps' features themselves, and skip padded keys)."""
 
     def __init__(self, q, k, v, feature_map, causal, mask, key_lengths, eps):
         q, k, v, dtype = check_qkv(q, k, v)
@@ -224,15 +228,20 @@ class _Problem:
 
 class _Forward:
     """The forward's results the backward starts from: the kernels' flat (batch, n, width) ``rows`` of
-    q, k, v (of phi(q), phi(k), v for maps the kernels do not apply themselves), the keep-mask rows and
+    q, k, v (of phi(q), phi(k), v for maps the kernels do not apply themselves), ``row_map``, the parameters
+    of the row maps they apply (see ``_row_map`` in attnkit.feature_maps), the keep-mask rows and
     the output; non-causal, also the sums ``s`` = S (batch, D, dv) and ``z`` = Z (batch, D); causal and
     asked for, the state after the last row."""
 
     def __init__(self, p, with_state=False):
         self.state = None
-        self.features = _kernel_features(p.fm)
+        self.features = _kernel_features(p.fm, p.q.shape[-1])
         q, k = (p.q, p.k) if self.features != _FEATURES_PRECOMPUTED else (p.fm.queries(p.q), p.fm.keys(p.k))
         flat, big_d, dv = math.prod(p.batch), q.shape[-1], p.v.shape[-1]
+        self.row_map = None
+        if self.features in _ROW_MAPS:
+            self.row_map = p.fm._row_map(q.shape[-1], p.dtype)
+            big_d = p.fm.n_features_out(q.shape[-1])
         self.rows = tuple(np.ascontiguousarray(a).reshape(flat, a.shape[-2], a.shape[-1]) for a in (q, k, p.v))
         self.keep_rows = None
         if p.keep is not None:
@@ -244,24 +253,32 @@ class _Forward:
             if with_state:
                 s, z = np.empty((flat, big_d, dv)), np.empty((flat, big_d))
             _core.causal_linear_attention(rows_q, rows_k, rows_v, self.keep_rows, self.out_rows, self.features, p.eps,
-                                          s, z)
+                                          self.row_map, s, z)
             if s is not None and z is not None:
                 self.state = LinearAttentionState(p.fm, eps=p.eps, s=s.reshape(p.batch + (big_d, dv)),
                                                   z=z.reshape(p.batch + (big_d,)))
         else:
             self.s, self.z = np.empty((flat, big_d, dv), p.dtype), np.empty((flat, big_d), p.dtype)
             _core.linear_attention(rows_q, rows_k, rows_v, self.keep_rows, self.out_rows, self.s, self.z,
-                                   self.features, p.eps)
+                                   self.features, p.eps, self.row_map)
         self.out = self.out_rows.reshape(p.batch + (p.nq, dv))
 
 
 _FEATURES_PRECOMPUTED = 0
+_ROW_MAPS = (3, 4)  # projected (random features), polynomial: the map's _row_map gives its parameters
 
 
-def _kernel_features(fm):
+def _kernel_features(fm, d):
     """The code (LinearFeatures in attnkit/linear_attention.h) of a map the kernels apply
-    itself; for others it takes features computed here. Exact types: a subclass may change the map."""
-    return {feature_maps.EluFeatureMap: 1, feature_maps.ReluFeatureMap: 2}.get(type(fm), _FEATURES_PRECOMPUTED)
+    itself; for others it takes features computed here. Exact types: a subclass may change the map.
+    Random maps for d >= 1 only (for d = 0 the map's own checks name the error); polynomials of
+    degree <= 2."""
+    fms = feature_maps  # attributes read here, not at import: the two modules import each other
+    if type(fm) in (fms.PositiveRandomFeatureMap, fms.RandomFourierFeatureMap) and d >= 1:
+        return 3
+    if type(fm) is fms.PolynomialFeatureMap and fm.degree <= 2:
+        return 4
+    return {fms.EluFeatureMap: 1, fms.ReluFeatureMap: 2}.get(type(fm), _FEATURES_PRECOMPUTED)
 
 
 def _check_eps(eps):
