@@ -40,7 +40,7 @@ void query_pass(const LinearBackwardArgs<T>& g, std::int64_t b, std::int64_t i0,
       const T* pq = w.phi + r * D;
       const T den = dot(pq, Z, D);
       // Rows the forward zeroed pass no gradient; a NaN den stays NaN.
-      const bool zeroed = zeroed_row(den, dot<true>(pq, Z, D), a.eps);
+      const bool zeroed = zeroed_row(den, non_negative_features(a) ? den : dot<true>(pq, Z, D), a.eps);
       const T inv = zeroed ? T(0) : T(1) / den;
       T* dn = w.dnum + r * dv;
       for (std::int64_t c = 0; c < dv; ++c) dn[c] = g.dout[i * dv + c] * inv;

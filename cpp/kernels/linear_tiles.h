@@ -80,6 +80,14 @@ bool zeroed_row(T den, T mag, T eps) {
   return den <= eps * mag;
 }
 
+// Whether phi(x) >= 0 always (elu + 1, relu, FAVOR+'s exp): then Z >= 0 too, and the guard's scale
+// |phi(q)|.|Z| is phi(q).Z itself, bit for bit (the same products summed in the same order).
+template <class Args>
+bool non_negative_features(const Args& a) {
+  return a.phi == LinearFeatures::elu || a.phi == LinearFeatures::relu ||
+         (a.phi == LinearFeatures::projected && !a.map.sincos);
+}
+
 // dst += src: into T for the running Z_i, widened to double for the carried states.
 template <class T, class S>
 void add_into(T* dst, const S* src, std::int64_t n) {
