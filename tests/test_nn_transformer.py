@@ -428,7 +428,9 @@ def test_decoder_cache_rejects_other_entries(layers, error, match):
 # commit reproduced 6bedcaa's file bit for bit. Re-recorded again when the linear-attention kernels took
 # over the random feature maps (the projection summed in the kernel's order, not NumPy's): only the
 # performer classifier's 12 arrays moved, by at most 6e-6 relative (a gradient projection near 0), 4e-7
-# for the logits. The gradient projections are exactly rounded sums (math.fsum), which no BLAS thread
+# for the logits; and when the linear-attention tiles took their last columns as masked vectors (one FMA
+# per product) instead of scalars: the linear encoder-decoder's AVX2 and AVX-512 arrays moved, by at
+# most 4e-7 of the largest logit. The gradient projections are exactly rounded sums (math.fsum), which no BLAS thread
 # count can reorder.
 DEFAULTS_FIXTURE = Path(__file__).parent / "fixtures" / "default-blocks-row-maps.npz"
 

@@ -180,12 +180,24 @@ void product_rows(T* c, std::int64_t ldc, const T* a, std::int64_t sa_i, std::in
     }
     for (int u = 0; u < MR; ++u) acc[u].store(c + u * ldc + col);
   }
-  for (; col < n; ++col)
-    for (int u = 0; u < MR; ++u) {
-      T acc = c[u * ldc + col];
-      for (std::int64_t r = 0; r < k; ++r) acc += a[u * sa_i + r * sa_r] * b[r * ldb + col];
-      c[u * ldc + col] = acc;
+  if (col == n) return;
+  if constexpr (HasMasked<V>::value) {  // the last n - col < W columns: masked vectors, not scalars
+    const int count = int(n - col);
+    V acc[MR];
+    for (int u = 0; u < MR; ++u) acc[u] = load_partial(c + u * ldc + col, count);
+    for (std::int64_t r = 0; r < k; ++r) {
+      const V bv = load_partial(b + r * ldb + col, count);
+      for (int u = 0; u < MR; ++u) acc[u] = V::fma(V::set1(a[u * sa_i + r * sa_r]), bv, acc[u]);
     }
+    for (int u = 0; u < MR; ++u) store_partial(acc[u], c + u * ldc + col, count);
+  } else {
+    for (; col < n; ++col)
+      for (int u = 0; u < MR; ++u) {
+        T acc = c[u * ldc + col];
+        for (std::int64_t r = 0; r < k; ++r) acc += a[u * sa_i + r * sa_r] * b[r * ldb + col];
+        c[u * ldc + col] = acc;
+      }
+  }
 }
 
 // c[i * ldc + j] += sum_{r < k} a[i * sa_i + r * sa_r] b[r * ldb + j] for i < m, j < n: a (m x k) or,

@@ -57,6 +57,9 @@ struct Vec<float> {
   static Vec set1(float x) { return {_mm512_set1_ps(x)}; }
   static Vec load(const float* p) { return {_mm512_loadu_ps(p)}; }
   void store(float* p) const { _mm512_storeu_ps(p, v); }
+  // The first n lanes (0 <= n <= W); the others load as 0 and are not stored (never touched).
+  static Vec load_n(const float* p, int n) { return {_mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p)}; }
+  void store_n(float* p, int n) const { _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), v); }
   friend Vec operator+(Vec a, Vec b) { return {_mm512_add_ps(a.v, b.v)}; }
   friend Vec operator-(Vec a, Vec b) { return {_mm512_sub_ps(a.v, b.v)}; }
   friend Vec operator*(Vec a, Vec b) { return {_mm512_mul_ps(a.v, b.v)}; }
@@ -106,6 +109,8 @@ struct Vec<double> {
   static Vec set1(double x) { return {_mm512_set1_pd(x)}; }
   static Vec load(const double* p) { return {_mm512_loadu_pd(p)}; }
   void store(double* p) const { _mm512_storeu_pd(p, v); }
+  static Vec load_n(const double* p, int n) { return {_mm512_maskz_loadu_pd(__mmask8((1u << n) - 1), p)}; }
+  void store_n(double* p, int n) const { _mm512_mask_storeu_pd(p, __mmask8((1u << n) - 1), v); }
   friend Vec operator+(Vec a, Vec b) { return {_mm512_add_pd(a.v, b.v)}; }
   friend Vec operator-(Vec a, Vec b) { return {_mm512_sub_pd(a.v, b.v)}; }
   friend Vec operator*(Vec a, Vec b) { return {_mm512_mul_pd(a.v, b.v)}; }
@@ -153,6 +158,9 @@ struct Vec<float> {
   static Vec set1(float x) { return {_mm256_set1_ps(x)}; }
   static Vec load(const float* p) { return {_mm256_loadu_ps(p)}; }
   void store(float* p) const { _mm256_storeu_ps(p, v); }
+  static __m256i first(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
+  static Vec load_n(const float* p, int n) { return {_mm256_maskload_ps(p, first(n))}; }
+  void store_n(float* p, int n) const { _mm256_maskstore_ps(p, first(n), v); }
   friend Vec operator+(Vec a, Vec b) { return {_mm256_add_ps(a.v, b.v)}; }
   friend Vec operator-(Vec a, Vec b) { return {_mm256_sub_ps(a.v, b.v)}; }
   friend Vec operator*(Vec a, Vec b) { return {_mm256_mul_ps(a.v, b.v)}; }
@@ -202,6 +210,9 @@ struct Vec<double> {
   static Vec set1(double x) { return {_mm256_set1_pd(x)}; }
   static Vec load(const double* p) { return {_mm256_loadu_pd(p)}; }
   void store(double* p) const { _mm256_storeu_pd(p, v); }
+  static __m256i first(int n) { return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3)); }
+  static Vec load_n(const double* p, int n) { return {_mm256_maskload_pd(p, first(n))}; }
+  void store_n(double* p, int n) const { _mm256_maskstore_pd(p, first(n), v); }
   friend Vec operator+(Vec a, Vec b) { return {_mm256_add_pd(a.v, b.v)}; }
   friend Vec operator-(Vec a, Vec b) { return {_mm256_sub_pd(a.v, b.v)}; }
   friend Vec operator*(Vec a, Vec b) { return {_mm256_mul_pd(a.v, b.v)}; }
@@ -582,22 +593,36 @@ inline void for_each_lane(std::int64_t D, F&& body) {
   if (j < D) body(j, int(D - j));
 }
 
+// Masked loads and stores where the ISA has them (AVX2, AVX-512), a lane buffer elsewhere.
+template <class V, class = void>
+struct HasMasked : std::false_type {};
+template <class V>
+struct HasMasked<V, std::void_t<decltype(V::load_n(nullptr, 0))>> : std::true_type {};
+
 template <class T>
 inline Vec<T> load_partial(const T* p, int count) {
   using V = Vec<T>;
   if (count == V::W) return V::load(p);
-  alignas(64) T lanes[V::W] = {};
-  for (int i = 0; i < count; ++i) lanes[i] = p[i];
-  return V::load(lanes);
+  if constexpr (HasMasked<V>::value) {
+    return V::load_n(p, count);
+  } else {
+    alignas(64) T lanes[V::W] = {};
+    for (int i = 0; i < count; ++i) lanes[i] = p[i];
+    return V::load(lanes);
+  }
 }
 
 template <class T>
 inline void store_partial(Vec<T> x, T* p, int count) {
   using V = Vec<T>;
   if (count == V::W) return x.store(p);
-  alignas(64) T lanes[V::W];
-  x.store(lanes);
-  for (int i = 0; i < count; ++i) p[i] = lanes[i];
+  if constexpr (HasMasked<V>::value) {
+    x.store_n(p, count);
+  } else {
+    alignas(64) T lanes[V::W];
+    x.store(lanes);
+    for (int i = 0; i < count; ++i) p[i] = lanes[i];
+  }
 }
 
 template <class T>
