@@ -166,7 +166,7 @@ def test_gelu_writes_into_out_also_in_place(approximate):
 
 @pytest.mark.parametrize(("out", "error", "match"), [
     ([0.0] * 4, TypeError, "out must be a numpy array, got list"),
-    (np.empty(4, np.float64), TypeError, "out must be float32, got float64"),
+    (np.empty(4, np.float64), TypeError, "out must have the result dtype float32, got float64"),
     (np.empty(5, np.float32), ValueError, r"out must have shape of x = \(4,\), got \(5,\)"),
     (np.empty(8, np.float32)[::2], ValueError, "C-contiguous"),
 ])

@@ -239,7 +239,7 @@ def test_out_is_written_in_place():
     assert_array_equal(out, ops.int8_linear(x, qweight))
     with pytest.raises(ValueError, match=r"out must have shape \(\.\.\., n\) = \(2, 1, 3\)"):
         ops.int8_linear(x, qweight, out=np.empty((2, 3), np.float32))
-    with pytest.raises(TypeError, match="out must be float32"):
+    with pytest.raises(TypeError, match="out must have the result dtype float32, got"):
         ops.int8_linear(x, qweight, out=np.empty((2, 1, 3)))
     with pytest.raises(ValueError, match="out must be a C-contiguous"):
         ops.int8_linear(x, qweight, out=np.empty((2, 1, 6), np.float32)[..., ::2])

@@ -157,7 +157,7 @@ def _args(**change):
     (dict(lengths=[[2, 3]]), ValueError, "lengths must be 1-D"),
     (dict(causal="yes"), TypeError, "causal must be a bool"),
     (dict(scale=float("nan")), ValueError, "scale must be a finite"),
-    (dict(out=np.empty((5, 4), dtype=np.float32)), TypeError, "out must be float64, got float32"),
+    (dict(out=np.empty((5, 4), dtype=np.float32)), TypeError, "out must have the result dtype float64, got float32"),
     (dict(out=np.empty((5, 3))), ValueError, "dv) = (5, 4), got (5, 3)"),
     (dict(out=np.empty((5, 8))[:, ::2]), ValueError, "C-contiguous"),
     (dict(out=[[0.0] * 4] * 5), TypeError, "out must be a numpy array, got list"),

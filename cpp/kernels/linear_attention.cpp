@@ -95,6 +95,10 @@ void causal_linear_attention(const CausalLinearArgs<T>& a) {
   auto states = allocate<double>(std::size_t((nseg > 1 ? tasks : threads) * state));
   auto scratch = allocate<T>(std::size_t(threads * per_thread));
   auto seg_begin = [&](std::int64_t s) { return min_scalar(n, (s * nchunks / nseg) * kChunk); };
+  auto write_state = [&](std::int64_t b, const double* S) {  // item b's state after its last row
+    for (std::int64_t x = 0; x < D * dv; ++x) a.state_s[b * D * dv + x] = S[x];
+    for (std::int64_t d = 0; d < D; ++d) a.state_z[b * D + d] = S[D * dv + d];
+  };
   auto workspace = [&](int t) {
     T* p = scratch.get() + std::int64_t(t) * per_thread;
     ForwardWork<T> w;
@@ -129,18 +133,10 @@ void causal_linear_attention(const CausalLinearArgs<T>& a) {
     if (nseg == 1)
       for (std::int64_t x = 0; x < state; ++x) S[x] = 0.0;
     causal_segment(a, b, seg_begin(s), seg_begin(s + 1), S, S + D * dv, workspace(t));
-    if (nseg == 1 && a.state_s) {
-      for (std::int64_t x = 0; x < D * dv; ++x) a.state_s[b * D * dv + x] = S[x];
-      for (std::int64_t d = 0; d < D; ++d) a.state_z[b * D + d] = S[D * dv + d];
-    }
+    if (nseg == 1 && a.state_s) write_state(b, S);
   }
-  if (a.state_s && nseg > 1) {
-    for (std::int64_t b = 0; b < batch; ++b) {
-      const double* S = states.get() + (b * nseg + nseg - 1) * state;
-      for (std::int64_t x = 0; x < D * dv; ++x) a.state_s[b * D * dv + x] = S[x];
-      for (std::int64_t d = 0; d < D; ++d) a.state_z[b * D + d] = S[D * dv + d];
-    }
-  }
+  if (a.state_s && nseg > 1)
+    for (std::int64_t b = 0; b < batch; ++b) write_state(b, states.get() + (b * nseg + nseg - 1) * state);
 }
 
 template void causal_linear_attention<float>(const CausalLinearArgs<float>&);

@@ -4,7 +4,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attnkit import _core
-from attnkit._validation import check_bool, float_array
+from attnkit._validation import check_bool, check_out_array, float_array
 
 __all__ = ["matmul"]
 
@@ -86,12 +86,8 @@ def matmul(a: ArrayLike, b: ArrayLike, *, bias: ArrayLike | None = None, out: np
 
 
 def _check_out(out, shape, dtype):
-    if not isinstance(out, np.ndarray):
-        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
-    if out.dtype != dtype:
-        raise TypeError(f"out must have the result dtype {dtype}, got {out.dtype}")
-    if out.shape != shape:
-        raise ValueError(f"out must have shape (m, n) = {shape}, got {out.shape}")
+    """check_out_array, then matmul's own layout rule: rows contiguous, but they may lie apart."""
+    check_out_array(out, shape, dtype, "(m, n)")
     if not out.flags.writeable:
         raise ValueError("out must be writeable, got a read-only array")
     if out.size and shape[1] > 1 and out.strides[1] != out.itemsize:
