@@ -79,7 +79,7 @@ void attention_backward(const AttentionBackwardArgs<T>& g) {
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t task = 0; task < tasks; ++task) {
       const std::int64_t b = task / nkb, j0 = (task % nkb) * Tl::BK;
-      const std::int64_t klen = a.key_length ? a.key_length[b] : nk;
+      const std::int64_t klen = key_limit(a, b);
       const std::int64_t jn = min_scalar<std::int64_t>(Tl::BK, nk - j0);
       const std::int64_t jv = min_scalar<std::int64_t>(jn, klen - j0);  // keys that exist (not padding)
       for (std::int64_t x = 0; x < jn * d; ++x) dk_acc[x] = T(0);

@@ -151,10 +151,16 @@ void block_logits(const AttentionArgs<T>& a, std::int64_t b, std::int64_t i0, st
   }
 }
 
+// Item b's keys that are not padding: [0, key_limit).
+template <class T>
+std::int64_t key_limit(const AttentionArgs<T>& a, std::int64_t b) {
+  return a.key_length ? a.key_length[b] : a.nk;
+}
+
 // The last key (exclusive) that any query of the block may see.
 template <class T>
 std::int64_t key_end(const AttentionArgs<T>& a, std::int64_t b, std::int64_t i0, std::int64_t bq) {
-  std::int64_t kend = a.key_length ? a.key_length[b] : a.nk;
+  std::int64_t kend = key_limit(a, b);
   if (a.causal) kend = min_scalar(kend, i0 + bq + (a.nk - a.nq));
   return kend > 0 ? kend : 0;
 }
