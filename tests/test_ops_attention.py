@@ -205,6 +205,18 @@ def test_leading_dims_broadcast(isa):
     assert_allclose(got, reference.scaled_dot_product_attention(q, k, v, mask=mask))
 
 
+def test_layouts_of_one_batch_shape_back_to_back(isa):
+    # The batch offsets of small layouts are cached: each layout must get its own.
+    rng = np.random.default_rng(5)
+    base = rng.standard_normal((2, 3, 5, 4))
+    swapped = np.ascontiguousarray(base.transpose(1, 0, 2, 3)).transpose(1, 0, 2, 3)  # batch dims' strides swapped
+    layouts = [base, base[:, ::-1], np.broadcast_to(base[:1], base.shape), swapped]
+    for q in layouts:
+        for v in layouts:
+            got = ops.scaled_dot_product_attention(q, base, v)
+            assert_allclose(got, reference.scaled_dot_product_attention(q, base, v))
+
+
 def test_results_do_not_depend_on_the_thread_count(isa):
     rng = np.random.default_rng(4)
     q, k, v = (rng.standard_normal((3, 2, 150, 24)).astype(np.float32) for _ in range(3))
