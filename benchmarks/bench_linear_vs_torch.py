@@ -47,6 +47,7 @@ from attnkit import feature_maps
 EPS = 1e-6
 CHUNK = 64
 CUMSUM_MAX_BYTES = 2 * 2**30
+TARGET = 2.0  # attnkit / torch (issue: >= 2x the form a torch user writes)
 WELL_POSED = 1e-3
 EPS_SHARE = 1e-5
 LONG = [(1, 8, 4096, 64)]
@@ -258,6 +259,31 @@ def bench(report, args, torch, quick, threads):
     report.data.setdefault("runs", []).extend(raw)
 
 
+def summarise(report):
+    """The 2x target (torch's chunked form for causal rows, its einsum form otherwise) over every row, per
+    thread count: how many rows meet it and each that does not."""
+    lines = []
+    runs = report.data.get("runs", [])
+    for threads in dict.fromkeys(run["threads"] for run in runs):
+        ratios = []
+        for run in (r for r in runs if r["threads"] == threads):
+            first = run.get("torch chunked", run.get("torch einsum"))
+            if first is not None:
+                ratios.append((first["median"] / run["attnkit"]["median"], run))
+        if not ratios:
+            continue
+        missed = [(ratio, run) for ratio, run in ratios if ratio < TARGET]
+        lines.append(f"- {threads} thread(s): {len(ratios) - len(missed)} of {len(ratios)} rows at >= {TARGET}x torch "
+                     "(chunked form for causal rows, einsum otherwise)" + (" -- met" if not missed else ""))
+        for ratio, run in missed:
+            shape = ", ".join(map(str, run["shape"]))
+            digits = 2 if f"{ratio:.2f}" != f"{TARGET:.2f}" else 3  # 1.996 must not read as 2.00
+            lines.append(f"  - {run['feature map']}, {run['case']} ({shape}), {run['pass']}: {ratio:.{digits}f}x -- "
+                         "**not met**")
+    report.text(f"Targets (>= {TARGET}x torch; the first thread count is the target's)",
+                lines or ["- no baseline: nothing to compare"])
+
+
 def main(argv=None):
     parser = harness.make_parser(__doc__.splitlines()[0])
     args = harness.parse_args(parser, "linear_vs_torch", argv)
@@ -266,6 +292,7 @@ def main(argv=None):
                             torch)
     for threads in dict.fromkeys((args.threads, 1)):
         bench(report, args, torch, args.quick, threads)
+    summarise(report)
     report.write()
 
 
