@@ -141,6 +141,31 @@ def test_causal_rows_across_chunk_boundaries(isa, kernel_threads, n, dtype, fm):
             np.testing.assert_allclose(out, expected, **TOL[dtype])
 
 
+@pytest.mark.parametrize("fm", ["relu", "favor"])
+def test_non_causal_output_does_not_depend_on_how_items_meet_threads(isa, fm):
+    # Items that split evenly over the threads run whole on one thread, forward and backward; otherwise
+    # the second pass runs as a flat loop of chunks. Each item's sums come from one segment either way.
+    feature_map = PositiveRandomFeatureMap(12, random_state=1) if fm == "favor" else fm
+    q, k, v = _qkv(21, (4,), 150, 150, 8, 6, np.float32)
+    lengths = np.array([150, 90, 64, 1])
+    dout = np.random.default_rng(22).standard_normal((4, 150, 6)).astype(np.float32)
+    previous = attnkit.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2, 3):  # 4 items: whole items on 1 and 2 threads, chunks of rows on 3
+            attnkit.set_num_threads(threads)
+            out, context = linear_attention(q, k, v, feature_map=feature_map, key_lengths=lengths,
+                                            return_context=True)
+            results.append((out, *context.backward(dout)))
+    finally:
+        attnkit.set_num_threads(previous)
+    for other in results[1:]:
+        for got, first in zip(other, results[0]):
+            np.testing.assert_array_equal(got, first)
+    np.testing.assert_allclose(results[0][0], reference.linear_attention(q, k, v, feature_map=feature_map,
+                                                                         key_lengths=lengths), **TOL[np.float32])
+
+
 ROW_MAPS = {
     "favor": lambda seed: PositiveRandomFeatureMap(20, random_state=seed),
     "favor-iid": lambda seed: PositiveRandomFeatureMap(7, random_state=seed, orthogonal=False, scale=0.8),

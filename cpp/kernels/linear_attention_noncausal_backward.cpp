@@ -1,7 +1,9 @@
 // Backward of non-causal linear attention (see LinearBackwardArgs in attnkit/linear_attention.h).
-// Per batch item, a pass over the queries gives dq and the sums dS, dZ (by chunks, added into
-// double; with fewer batch items than threads, by segments of queries added in order); then a pass over the keys, one flat parallel loop over batch items x key chunks, gives dk
-// and dv from dS, dZ rounded to T. Features are recomputed from q and k, as the forward computed them.
+// Per batch item, a pass over the queries gives dq and the sums dS, dZ (by chunks, added into double),
+// then a pass over the keys gives dk and dv from dS, dZ rounded to T. Features are recomputed from q and
+// k, as the forward computed them. When the items split evenly over the threads, a thread takes whole
+// items, both passes; otherwise (fewer items than threads: by segments of queries added in order) the
+// key pass is one flat parallel loop over batch items x key chunks.
 #include <omp.h>
 
 #include "attnkit/isa.h"
@@ -108,6 +110,23 @@ void linear_attention_backward(const LinearBackwardArgs<T>& g) {
     transpose(item + D * dv, item, D, dv);
   };
 
+  const std::int64_t chunks = (a.nk + kChunk - 1) / kChunk;
+  if (batch % max_threads == 0 || batch >= 8 * max_threads) {  // whole items per thread, as the forward
+    auto slots = allocate<double>(std::size_t(max_threads * state));
+#pragma omp parallel for num_threads(max_threads) schedule(static)
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const int t = omp_get_thread_num();
+      double* dS = slots.get() + std::int64_t(t) * state;
+      for (std::int64_t x = 0; x < state; ++x) dS[x] = 0.0;
+      const BackwardWork<T> w = work(t);
+      query_pass(g, b, 0, a.nq, w, dS, dS + D * dv);
+      round_sums(b, dS);
+      const T* item = grads.get() + b * per_item;
+      for (std::int64_t j0 = 0; j0 < a.nk; j0 += kChunk)
+        key_rows(g, b, j0, min_scalar(j0 + kChunk, a.nk), item, item + D * dv, item + 2 * D * dv, w.phi, w.dphi);
+    }
+    return;
+  }
   segmented_sums(
       batch, a.nq, state, max_threads,
       [&](std::int64_t b, std::int64_t i0, std::int64_t i1, double* dS, int t) {
@@ -115,7 +134,7 @@ void linear_attention_backward(const LinearBackwardArgs<T>& g) {
       },
       round_sums);
 
-  const std::int64_t chunks = (a.nk + kChunk - 1) / kChunk, tasks = batch * chunks;
+  const std::int64_t tasks = batch * chunks;
   if (tasks == 0) return;
   const int key_threads = int(min_scalar<std::int64_t>(max_threads, tasks));
 #pragma omp parallel for num_threads(key_threads) schedule(static)
