@@ -95,21 +95,15 @@ void linear_attention(const LinearArgs<T>& a) {
   };
 
   const std::int64_t chunks = (a.nq + kChunk - 1) / kChunk;
-  if (batch % max_threads == 0 || batch >= 8 * max_threads) {
-    // Whole items per thread (at most one item of imbalance in eight): each item's key sums, then its
-    // queries, on one thread. One parallel region, not two, each waking the passively waiting threads
-    // (0.9x the time of a padded B=128 N=64 d=32 forward), and S, Z are still in cache for the queries.
-    auto slots = allocate<double>(std::size_t(max_threads * state));
-#pragma omp parallel for num_threads(max_threads) schedule(static)
-    for (std::int64_t b = 0; b < batch; ++b) {
-      const int t = omp_get_thread_num();
-      double* S = slots.get() + std::int64_t(t) * state;
-      for (std::int64_t x = 0; x < state; ++x) S[x] = 0.0;
+  if (whole_items(batch, max_threads)) {
+    // An item's queries right after its sums, on the same thread: 0.77x the time of a padded forward
+    // (32 items, N=64, d=32) with passively waiting threads, and S, Z are still in cache.
+    return for_each_item(batch, state, max_threads, [&](std::int64_t b, double* S, int t) {
       key_sums(a, b, 0, a.nk, S, S + D * dv, work(t));
       round_sums(b, S);
-      for (std::int64_t i0 = 0; i0 < a.nq; i0 += kChunk) query_rows(a, b, i0, min_scalar(i0 + kChunk, a.nq), work(t).phi);
-    }
-    return;
+      for (std::int64_t i0 = 0; i0 < a.nq; i0 += kChunk)
+        query_rows(a, b, i0, min_scalar(i0 + kChunk, a.nq), work(t).phi);
+    });
   }
   segmented_sums(
       batch, a.nk, state, max_threads,

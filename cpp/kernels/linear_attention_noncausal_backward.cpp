@@ -111,21 +111,15 @@ void linear_attention_backward(const LinearBackwardArgs<T>& g) {
   };
 
   const std::int64_t chunks = (a.nk + kChunk - 1) / kChunk;
-  if (batch % max_threads == 0 || batch >= 8 * max_threads) {  // whole items per thread, as the forward
-    auto slots = allocate<double>(std::size_t(max_threads * state));
-#pragma omp parallel for num_threads(max_threads) schedule(static)
-    for (std::int64_t b = 0; b < batch; ++b) {
-      const int t = omp_get_thread_num();
-      double* dS = slots.get() + std::int64_t(t) * state;
-      for (std::int64_t x = 0; x < state; ++x) dS[x] = 0.0;
+  if (whole_items(batch, max_threads)) {  // an item's keys right after its queries, as the forward
+    return for_each_item(batch, state, max_threads, [&](std::int64_t b, double* dS, int t) {
       const BackwardWork<T> w = work(t);
       query_pass(g, b, 0, a.nq, w, dS, dS + D * dv);
       round_sums(b, dS);
       const T* item = grads.get() + b * per_item;
       for (std::int64_t j0 = 0; j0 < a.nk; j0 += kChunk)
         key_rows(g, b, j0, min_scalar(j0 + kChunk, a.nk), item, item + D * dv, item + 2 * D * dv, w.phi, w.dphi);
-    }
-    return;
+    });
   }
   segmented_sums(
       batch, a.nq, state, max_threads,

@@ -376,6 +376,27 @@ std::unique_ptr<T, FreeDeleter> allocate(std::size_t count) {
   return std::unique_ptr<T, FreeDeleter>(static_cast<T*>(p));
 }
 
+// Whether batch items split evenly enough over the threads (at most one item of imbalance in eight)
+// for each thread to take whole items, both passes of a kernel, in one parallel region (see for_each_item).
+inline bool whole_items(std::int64_t batch, int threads) {
+  return batch % threads == 0 || batch >= 8 * std::int64_t(threads);
+}
+
+// Runs item(b, acc, t) for every batch item, whole items per thread (static): acc is thread t's slot of
+// width doubles, zeroed for each item. One parallel region, where two passes over all items would take
+// two, each waking the passively waiting threads.
+template <class Item>
+void for_each_item(std::int64_t batch, std::int64_t width, int max_threads, Item item) {
+  auto slots = allocate<double>(std::size_t(max_threads * width));
+#pragma omp parallel for num_threads(max_threads) schedule(static)
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const int t = omp_get_thread_num();
+    double* acc = slots.get() + std::int64_t(t) * width;
+    for (std::int64_t x = 0; x < width; ++x) acc[x] = 0.0;
+    item(b, acc, t);
+  }
+}
+
 // Runs sum(b, r0, r1, acc, t) (thread t adds batch item b's rows [r0, r1) into the double sums acc,
 // width of them, zeroed first) over every item's rows [0, n), then finish(b, total) on each item's
 // total. With fewer items than threads, an item's rows are cut into segments (whole chunks) summed on
