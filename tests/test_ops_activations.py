@@ -11,8 +11,9 @@ from attnkit import ops, reference
 from attnkit.testing import assert_allclose, check_grad
 from attnkit.testing.strategies import arrange, float_arrays, sequence_lengths
 
-# Sizes around the SIMD widths and past the 4096-element blocks the kernel splits work into.
-sizes = st.one_of(sequence_lengths(min_value=0), st.sampled_from((4095, 4096, 4097, 40000)))
+# Sizes around the SIMD widths, past the 4096-element blocks the kernel splits work into and past the
+# 2^18 elements from which they run on several threads.
+sizes = st.one_of(sequence_lengths(min_value=0), st.sampled_from((4095, 4096, 4097, 40000, 270000)))
 forms = st.sampled_from(("tanh", "none"))
 
 # x, x Phi(x) and Phi(x) + x phi(x) to 17 digits (mpmath at 40 digits): the exact form deep in its tail,

@@ -14,10 +14,10 @@ import attnkit
 from attnkit import _core, ops, reference
 
 # 0-d, empty, small shapes around the SIMD widths, and sizes past the 4096-element blocks and the
-# 32768-element threshold of the parallel loop.
+# 2^18-element threshold of the parallel loop.
 shapes = st.one_of(
     st.lists(st.integers(0, 7), max_size=3).map(tuple),
-    st.sampled_from(((4095,), (4097,), (3, 4096), (40000,), (2, 20001))),
+    st.sampled_from(((4095,), (4097,), (3, 4096), (40000,), (270000,), (2, 131073))),
 )
 dtypes = st.sampled_from((np.float32, np.float64))
 

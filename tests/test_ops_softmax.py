@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
+import attnkit
 from attnkit import ops, reference
 from attnkit.testing import TOLERANCES, assert_allclose, check_grad
 from attnkit.testing.strategies import arrange, softmax_inputs
@@ -202,3 +203,22 @@ def test_backward_rejects_bad_arguments(name):
         backward(y, y, axis=2)
     with pytest.raises(ValueError, match="y"):
         backward(np.float64(1.0), np.float64(1.0))
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_rows_on_several_threads(isa, name):
+    # 2^18 elements and more run on every kernel thread, rows split between them: the same rows.
+    rng = np.random.default_rng(7)
+    x, dy = rng.standard_normal((2, 600, 512)).astype(np.float32)
+    before = attnkit.get_num_threads()
+    try:
+        results = []
+        for threads in (1, 2):
+            attnkit.set_num_threads(threads)
+            y = getattr(ops, name)(x)
+            results.append((y, getattr(ops, BACKWARDS[name])(y, dy)))
+    finally:
+        attnkit.set_num_threads(before)
+    for got, first in zip(results[1], results[0]):
+        assert_array_equal(got, first)
+    assert_allclose(results[0][0], getattr(reference, name)(x))

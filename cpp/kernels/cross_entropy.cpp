@@ -90,8 +90,7 @@ void cross_entropy_row(const CrossEntropyArgs<T>& a, std::int64_t r) {
 template <class T>
 void cross_entropy(const CrossEntropyArgs<T>& a) {
   const std::int64_t rows = a.rows, classes = a.classes;
-  // Below ~32k logits a parallel region costs more than it saves.
-  const int threads = rows * classes >= (1 << 15) ? kernel_threads() : 1;
+  const int threads = elementwise_threads(rows * classes);
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) cross_entropy_row(a, r);
 }

@@ -99,8 +99,7 @@ constexpr std::int64_t kBlock = 1 << 12;  // elements per parallel work item
 template <class T, class F>
 void elementwise(std::int64_t n, F&& lanes) {
   const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-  // Below ~32k elements a parallel region costs more than it saves.
-  const int threads = n >= (1 << 15) ? kernel_threads() : 1;
+  const int threads = elementwise_threads(n);
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t b = 0; b < blocks; ++b) {
     const std::int64_t first = b * kBlock, count = std::min(kBlock, n - first);

@@ -72,8 +72,7 @@ void layer_norm_row(const LayerNormArgs<T>& a, std::int64_t r) {
 template <class T>
 void layer_norm(const LayerNormArgs<T>& a) {
   const std::int64_t rows = a.rows, n = a.n;
-  // Below ~32k elements a parallel region costs more than it saves.
-  const int threads = rows * n >= (1 << 15) ? kernel_threads() : 1;
+  const int threads = elementwise_threads(rows * n);
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) layer_norm_row(a, r);
 }

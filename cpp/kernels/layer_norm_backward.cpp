@@ -76,8 +76,7 @@ void layer_norm_backward(const LayerNormBackwardArgs<T>& a) {
   constexpr int W = V::W;
   const std::int64_t rows = a.rows, n = a.n;
   const bool params = a.dgamma || a.dbeta;
-  // Below ~32k elements a parallel region costs more than it saves.
-  const int threads = rows * n >= (1 << 15) ? kernel_threads() : 1;
+  const int threads = elementwise_threads(rows * n);
   const std::int64_t chunks = std::max<std::int64_t>(1, std::min<std::int64_t>(rows, threads));
   std::vector<T> partial(params ? std::size_t(2 * chunks * n) : 0, T(0));  // [chunk][gamma, beta][n]
 #pragma omp parallel for num_threads(threads) schedule(static)

@@ -15,9 +15,6 @@ namespace {
 
 constexpr std::int64_t kBlock = 1 << 12;  // elements per parallel work item
 
-// Below ~32k elements a parallel region costs more than it saves.
-int threads_for(std::int64_t n) { return n >= (1 << 15) ? kernel_threads() : 1; }
-
 template <class T>
 void adamw_lanes(const AdamWArgs<T>& a, std::int64_t i, int w) {
   using V = Vec<T>;
@@ -59,7 +56,7 @@ double block_sum_of_squares(const T* x, std::int64_t count) {
 template <class T>
 void adamw_update(const AdamWArgs<T>& a) {
   const std::int64_t n = a.n, blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for num_threads(threads_for(n)) schedule(static)
+#pragma omp parallel for num_threads(elementwise_threads(n)) schedule(static)
   for (std::int64_t b = 0; b < blocks; ++b) {
     const std::int64_t first = b * kBlock, count = std::min(kBlock, n - first);
     for_each_lane<T>(count, [&](std::int64_t j, int width) { adamw_lanes(a, first + j, width); });
@@ -73,7 +70,7 @@ void sum_of_squares(const SumOfSquaresArgs<T>& a) {
   // Fixed blocks, then their sums added in block order: the result does not depend on the thread count.
   std::vector<double> partial(static_cast<std::size_t>(blocks));
   double* out = partial.data();
-#pragma omp parallel for num_threads(threads_for(n)) schedule(static)
+#pragma omp parallel for num_threads(elementwise_threads(n)) schedule(static)
   for (std::int64_t b = 0; b < blocks; ++b) {
     const std::int64_t first = b * kBlock;
     out[b] = block_sum_of_squares(x + first, std::min(kBlock, n - first));
