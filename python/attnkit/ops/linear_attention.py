@@ -219,9 +219,7 @@ class _Problem:
         if mask is not None:
             per_key = np.broadcast_to(mask[..., 0, :], batch + (nk,))
             keep = per_key if keep is None else keep & per_key
-        self.q = np.broadcast_to(q, batch + q.shape[-2:]).astype(dtype, copy=False)
-        self.k = np.broadcast_to(k, batch + k.shape[-2:]).astype(dtype, copy=False)
-        self.v = np.broadcast_to(v, batch + v.shape[-2:]).astype(dtype, copy=False)
+        self.q, self.k, self.v = (_broadcast(a, batch, dtype) for a in (q, k, v))
         self.keep = keep
         self.dtype, self.batch, self.nq, self.causal = dtype, batch, nq, causal
 
@@ -262,6 +260,13 @@ class _Forward:
             _core.linear_attention(rows_q, rows_k, rows_v, self.keep_rows, self.out_rows, self.s, self.z,
                                    self.features, p.eps, self.row_map)
         self.out = self.out_rows.reshape(p.batch + (p.nq, dv))
+
+
+def _broadcast(a, batch, dtype):
+    """``a`` broadcast to the batch dims ``batch`` in ``dtype`` (itself when it already is: 3 us a call)."""
+    if a.shape[:-2] == batch and a.dtype == dtype:
+        return a
+    return np.broadcast_to(a, batch + a.shape[-2:]).astype(dtype, copy=False)
 
 
 _FEATURES_PRECOMPUTED = 0
