@@ -59,7 +59,8 @@ void int8_linear(const Int8LinearArgs& a);
 
 // Threads for an elementwise or row-wise pass over n elements: the caller's alone below 2^18 (1 MB of
 // float32, 50-100 us on one core), about what waking a passively waiting thread costs on a virtual
-// machine (40-200 us). From 2^15 to 2^18: the default classifier's fit in 0.9x the time (wait_policy.md).
+// machine (40-200 us). From 2^15 to 2^18: the default classifier's fit in 0.9x the time
+// (benchmarks/results/wait_policy.md).
 inline int elementwise_threads(std::int64_t n) { return n >= (std::int64_t(1) << 18) ? kernel_threads() : 1; }
 
 }  // namespace ATTNKIT_KERNEL_NS
