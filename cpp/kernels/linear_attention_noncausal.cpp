@@ -99,10 +99,10 @@ void linear_attention(const LinearArgs<T>& a) {
     // An item's queries right after its sums, on the same thread: 0.77x the time of a padded forward
     // (32 items, N=64, d=32) with passively waiting threads, and S, Z are still in cache.
     return for_each_item(batch, state, max_threads, [&](std::int64_t b, double* S, int t) {
-      key_sums(a, b, 0, a.nk, S, S + D * dv, work(t));
+      const ForwardWork<T> w = work(t);
+      key_sums(a, b, 0, a.nk, S, S + D * dv, w);
       round_sums(b, S);
-      for (std::int64_t i0 = 0; i0 < a.nq; i0 += kChunk)
-        query_rows(a, b, i0, min_scalar(i0 + kChunk, a.nq), work(t).phi);
+      for (std::int64_t i0 = 0; i0 < a.nq; i0 += kChunk) query_rows(a, b, i0, min_scalar(i0 + kChunk, a.nq), w.phi);
     });
   }
   segmented_sums(

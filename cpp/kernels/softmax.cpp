@@ -63,7 +63,6 @@ void softmax(const SoftmaxArgs<T>& a) {
   const T* x = a.x;
   T* out = a.out;
   const bool log = a.log;
-  // Below ~64k elements a parallel region costs more than it saves.
   const int threads = elementwise_threads(rows * n);
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) softmax_row(x + r * n, out + r * n, n, log);

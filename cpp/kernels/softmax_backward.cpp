@@ -65,7 +65,6 @@ void softmax_backward(const SoftmaxBackwardArgs<T>& a) {
   const T* dy = a.dy;
   T* dx = a.dx;
   const bool log = a.log;
-  // Below ~64k elements a parallel region costs more than it saves.
   const int threads = elementwise_threads(rows * n);
 #pragma omp parallel for num_threads(threads) schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) {
