@@ -107,6 +107,37 @@ def test_a_large_grid_shrinks_its_labels_and_still_does_not_overlap(tmp_path):
     _assert_no_overlaps(big, tmp_path / "grid_6x12.png")
 
 
+@pytest.mark.parametrize(("heads", "grid"), [(12, (3, 4)), (4, (2, 2)), (7, (2, 4)), (2, (1, 2)), (1, (1, 1))])
+def test_one_layers_heads_wrap_into_a_near_square_grid(heads, grid, tmp_path):
+    tokens = ["[CLS]", *"a man is playing a guitar on the stage while people dance".split(), "[SEP]"]
+    maps = _maps(layers=6, heads=heads, n=14, tokens=tokens)
+    fig = plot_attention(maps, layer=2)
+    axes = _images(fig)
+    assert [ax.get_subplotspec().get_gridspec().get_geometry() for ax in axes] == [grid] * heads
+    assert [ax.get_title() for ax in axes] == [f"layer 2, head {j}" for j in range(heads)]
+    for j, ax in enumerate(axes):  # read row by row; a gap at the end of the last row has no axes
+        row, column = divmod(j, grid[1])
+        assert (ax.get_subplotspec().rowspan.start, ax.get_subplotspec().colspan.start) == (row, column)
+        np.testing.assert_array_equal(ax.get_images()[0].get_array(), maps["weights"][2, j])
+        assert _texts(ax.get_xticklabels()) == (tokens if row == grid[0] - 1 else [])
+        assert _texts(ax.get_yticklabels()) == (tokens if column == 0 else [])
+    assert min(t.get_fontsize() for ax in axes for t in ax.get_xticklabels() + ax.get_yticklabels()) >= 7
+    assert len(fig.axes) == heads + 1  # and the colour bar
+    _assert_no_overlaps(fig, tmp_path / f"heads_{heads}.png")
+
+
+def test_a_grid_of_every_layer_grows_rather_than_shrink_labels_below_7_points(tmp_path):
+    tokens = ["[CLS]", *"a man in a red shirt is playing an old guitar on the stage while people dance".split(),
+              "[SEP]"]
+    fig = plot_attention(_maps(layers=6, heads=12, n=19, tokens=tokens), layer="all")
+    axes = _images(fig)
+    assert axes[0].get_subplotspec().get_gridspec().get_geometry() == (6, 12)  # a row per layer, as before
+    assert _texts(axes[-1].get_xticklabels()) == tokens and _texts(axes[-12].get_yticklabels()) == tokens
+    assert min(t.get_fontsize() for ax in axes for t in ax.get_xticklabels() + ax.get_yticklabels()) >= 7
+    assert fig.get_size_inches()[0] > plotting.GRID_INCHES[0]
+    _assert_no_overlaps(fig, tmp_path / "grid_6x12_long.png")
+
+
 def test_too_many_tokens_are_labelled_every_k_th(tmp_path):
     tokens = [f"word{i}" for i in range(120)]
     fig = plot_attention(_maps(layers=1, heads=2, n=120, tokens=tokens))
@@ -279,6 +310,22 @@ def test_learning_curve_without_validation_and_after_partial_fit(tmp_path):
     lines = _lines(fig)
     assert list(lines["validation loss"].get_xdata()) == [1, 2, 3] and "kept weights (epoch 4)" in lines
     _assert_no_overlaps(fig, tmp_path / "partial_fit.png")
+
+
+@pytest.mark.parametrize("epochs", [1, 2, 4, 30])
+def test_learning_curve_ticks_whole_epochs(epochs):
+    from attnkit import TransformerClassifier
+
+    X, y = ["good", "not good", "bad", "not bad"] * 2, [1, 0, 0, 1] * 2
+    clf = TransformerClassifier(d_model=8, n_heads=2, d_ff=16, max_iter=epochs, tol=0.0, n_iter_no_change=epochs,
+                                early_stopping=False, random_state=0).fit(X, y)
+    assert len(clf.loss_curve_) == epochs
+    fig = plot_learning_curve(clf)
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    low, high = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if low <= t <= high]
+    assert ticks and all(t == int(t) for t in ticks), ticks
 
 
 def test_learning_curve_of_a_seq2seq_names_its_score_and_draws_into_a_given_axes():

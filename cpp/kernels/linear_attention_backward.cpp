@@ -96,10 +96,10 @@ void query_chunk(const CausalLinearBackwardArgs<T>& g, std::int64_t b, const Cau
 }
 
 // Reverse sweep over chunk c: dk and dv of its rows (zero at padded keys) from the suffix state after it
-// (R zero unless with_r) and the forward sweep's triangles.
+// (R zero unless with_r) and the forward sweep's triangles; dden reaches it only through G and Y.
 template <class T>
-void key_chunk(const CausalLinearBackwardArgs<T>& g, std::int64_t b, const CausalChunk<T>& c, const T* dden,
-               const BackwardWork<T>& w, bool with_r) {
+void key_chunk(const CausalLinearBackwardArgs<T>& g, std::int64_t b, const CausalChunk<T>& c, const BackwardWork<T>& w,
+               bool with_r) {
   const CausalLinearArgs<T>& a = g.fwd;
   const std::int64_t D = a.D, dv = a.dv, rows = c.rows, kn = c.kn, row0 = b * a.n + c.r0;
   const std::uint8_t* keep = a.keep ? a.keep + row0 : nullptr;
@@ -151,7 +151,7 @@ void backward_item(const CausalLinearBackwardArgs<T>& g, std::int64_t b, const B
   for (std::int64_t cs = (n - 1) / kChunk * kChunk; cs >= 0; cs -= kChunk) {
     round_state(D, dv, w);
     const CausalChunk<T> c = load_chunk(a, b, cs, w.buf);
-    key_chunk(g, b, c, dden + cs, w, cs + kChunk < n);
+    key_chunk(g, b, c, w, cs + kChunk < n);
     if (cs > 0) add_state(c.pq, w.dnum, dden + cs, c.rows, D, dv, w);  // R += phi(Q)^T dnum, Y += phi(Q)^T dden
   }
 }

@@ -13,13 +13,14 @@ from sklearn.utils.validation import check_is_fitted
 __all__ = ["plot_attention", "plot_learning_curve"]
 
 # Sizes of the attention grid, in inches and points. A map gets about CELL_PER_TOKEN inches per token,
-# within [MIN_CELL, MAX_CELL], shrunk (never below MIN_CELL) so the grid fits GRID_INCHES.
+# within [MIN_CELL, MAX_CELL], shrunk so the grid fits GRID_INCHES, but never below MIN_CELL nor below
+# the size at which every token's label fits at LABEL_SIZES[0]: a larger grid makes a larger figure.
 CELL_PER_TOKEN = 0.22
 MIN_CELL, MAX_CELL = 1.3, 4.5
 GRID_INCHES = (22.0, 14.0)
 # Token labels are LABEL_SIZES points (the largest that fits), one every LINE_SPACING x size points;
 # when even the smallest does not fit, only every k-th token is labelled.
-LABEL_SIZES = (5.0, 10.0)
+LABEL_SIZES = (7.0, 10.0)
 LINE_SPACING = 1.25
 CHAR_WIDTH = 0.62  # a character's width as a share of the font size (a rough average, for margins)
 
@@ -41,6 +42,8 @@ def plot_attention(attention, tokens=None, *, part="cross", layer=-1, head=None,
                    scale="fixed", annotate=False):
     """Draw attention weights as heat maps: row i is where token i looks; a grid of layers x heads.
 
+    One layer's heads are wrapped into a near-square grid (12 heads: 3 rows of 4), read in rows.
+
     Parameters
     ----------
     attention : dict or ndarray
@@ -58,7 +61,8 @@ def plot_attention(attention, tokens=None, *, part="cross", layer=-1, head=None,
         Which layer of a 4-D array or dict to draw (negative counts from the last); "all" or None:
         every layer, one row of the grid each.
     head : int or None, default=None
-        Which head of a 3-D or 4-D array or dict to draw; None: every head, one column each.
+        Which head of a 3-D or 4-D array or dict to draw; None: every head, one column each when
+        several layers are drawn, else in a grid of ``isqrt(n_heads)`` rows (at least as many columns).
     ax : matplotlib Axes, optional
         Where to draw a single map (one layer and one head, or a 2-D array); by default a new figure
         sized for the grid and its labels.
@@ -79,8 +83,9 @@ def plot_attention(attention, tokens=None, *, part="cross", layer=-1, head=None,
     matplotlib.figure.Figure
         With one colour bar for all its maps. Each map is titled by its indices, "layer L, head H",
         0-based as ``layer`` and ``head`` take them (negative indices are shown counted from 0);
-        tokens label the left column and the bottom row of the grid, rotated, in a font that shrinks
-        with their number, every k-th only when even a small font would not fit.
+        tokens label the left column and the bottom row of the grid, rotated, in a font of 7 to 10
+        points that shrinks with their number, every k-th only when even 7 points would not fit (in
+        ``ax``, or a map of 4.5 inches). The figure grows with the grid rather than shrink them further.
 
     Raises
     ------
@@ -100,6 +105,9 @@ def plot_attention(attention, tokens=None, *, part="cross", layer=-1, head=None,
     7
     >>> fig.axes[5].get_title()
     'layer 1, head 2'
+    >>> fig = plot_attention(np.full((12, 3, 3), 1 / 3))  # one layer's 12 heads
+    >>> fig.axes[0].get_subplotspec().get_gridspec().get_geometry()
+    (3, 4)
     """
     plt = _pyplot()
     if scale not in _SCALES:
@@ -110,52 +118,80 @@ def plot_attention(attention, tokens=None, *, part="cross", layer=-1, head=None,
         raise ValueError(f"ax can hold one map, got {n_layers} layers x {n_heads} heads; give layer= and head= "
                          "to pick one")
     drawn, norm, colour_label = _colour_scale(weights, scale)
+    # The maps one after another, layer by layer, as the grid reads them row by row.
+    maps, shades = weights.reshape(-1, rows, columns), drawn.reshape(-1, rows, columns)
     if ax is None:
-        fig, axes, cell = _grid_figure(plt, n_layers, n_heads, rows, columns, row_tokens, column_tokens, titles)
+        grid = _grid_shape(n_layers, n_heads)
+        fig, axes, cell = _grid_figure(plt, grid, len(maps), (rows, columns), (row_tokens, column_tokens), titles)
     else:
-        fig, axes = ax.figure, np.array([[ax]])
+        grid, fig, axes = (1, 1), ax.figure, [ax]
         box = ax.get_position()
         cell = (box.width * fig.get_figwidth(), box.height * fig.get_figheight())
     x_size, x_step = _label_style(cell[0], columns)
     y_size, y_step = _label_style(cell[1], rows)
     image = None
-    for (i, j), axis in np.ndenumerate(axes):
-        image = axis.imshow(drawn[i, j], cmap=cmap, norm=norm, aspect="equal" if ax is not None else "auto",
+    for k, axis in enumerate(axes):
+        image = axis.imshow(shades[k], cmap=cmap, norm=norm, aspect="equal" if ax is not None else "auto",
                             interpolation="nearest")
         axis.set_xticks(range(0, columns, x_step), labels=column_tokens[::x_step], rotation=90, fontsize=x_size)
         axis.set_yticks(range(0, rows, y_step), labels=row_tokens[::y_step], fontsize=y_size)
-        axis.tick_params(labelbottom=i == n_layers - 1, labelleft=j == 0, length=2)
-        if titles[i][j]:
-            axis.set_title(titles[i][j], fontsize=_title_size(cell[0], titles))
+        axis.tick_params(labelbottom=k // grid[1] == grid[0] - 1, labelleft=k % grid[1] == 0, length=2)
+        if titles[k]:
+            axis.set_title(titles[k], fontsize=_title_size(cell[0], titles))
         if annotate:
-            _annotate(axis, weights[i, j], norm(drawn[i, j]), cell)
+            _annotate(axis, maps[k], norm(shades[k]), cell)
     if ax is not None:
         ax.set_xlabel("attends to")
     else:
         fig.supxlabel("attends to", fontsize=10)
     # A bar about a quarter of an inch wide, however large the grid.
     width, height = fig.get_size_inches()
-    fig.colorbar(image, ax=list(axes.flat), label=colour_label, fraction=min(0.15, 0.4 / width),
-                 aspect=max(20.0, 3.5 * height), shrink=1.0 if n_layers > 1 else 0.9)
+    fig.colorbar(image, ax=axes, label=colour_label, fraction=min(0.15, 0.4 / width),
+                 aspect=max(20.0, 3.5 * height), shrink=1.0 if grid[0] > 1 else 0.9)
     return fig
 
 
-def _grid_figure(plt, n_rows, n_cols, rows, columns, row_tokens, column_tokens, titles):
-    """A constrained-layout figure of n_rows x n_cols axes sized for maps of rows x columns tokens, and
-    the size (inches) of one map."""
-    width = min(max(CELL_PER_TOKEN * columns, MIN_CELL), MAX_CELL)
-    height = min(max(CELL_PER_TOKEN * rows, MIN_CELL), MAX_CELL)
+def _grid_shape(n_layers, n_heads):
+    """(rows, columns) of the grid: a row per layer, or one layer's heads in isqrt(n_heads) rows."""
+    if n_layers > 1:
+        return n_layers, n_heads
+    # Wider than tall, as screens and pages are, with any gaps at the end of the last row:
+    # 12 heads -> 3 x 4, 8 -> 2 x 4, 3 -> 1 x 3, 2 -> 1 x 2.
+    n_rows = math.isqrt(n_heads)
+    return n_rows, math.ceil(n_heads / n_rows)
+
+
+def _grid_figure(plt, grid, n_maps, shape, tokens, titles):
+    """A constrained-layout figure of a (rows, columns) ``grid`` whose first n_maps cells hold maps of
+    ``shape`` (rows, columns of tokens) labelled by ``tokens``: the figure, the n_maps axes row by row,
+    and the size (inches) of one map."""
+    (n_rows, n_cols), (rows, columns), (row_tokens, column_tokens) = grid, shape, tokens
+    width, height = _map_inches(columns), _map_inches(rows)
     shrink = min(1.0, GRID_INCHES[0] / (n_cols * width), GRID_INCHES[1] / (n_rows * height))
-    cell = (max(width * shrink, MIN_CELL), max(height * shrink, MIN_CELL))
+    cell = (max(width * shrink, _readable_inches(columns, width)), max(height * shrink, _readable_inches(rows, height)))
     # Room for the labels of the outer maps, the titles and the colour bar.
     x_size, y_size = _label_style(cell[0], columns)[0], _label_style(cell[1], rows)[0]
     left = CHAR_WIDTH * y_size * max(map(len, row_tokens), default=1) / 72 + 0.3
     bottom = CHAR_WIDTH * x_size * max(map(len, column_tokens), default=1) / 72 + 0.5
-    title = 2 * _title_size(cell[0], titles) / 72 if titles[0][0] else 0.05
+    title = 2 * _title_size(cell[0], titles) / 72 if titles[0] else 0.05
     figsize = (n_cols * (cell[0] + 0.1) + left + 1.0, n_rows * (cell[1] + title + 0.1) + bottom + 0.2)
     fig = plt.figure(figsize=figsize, layout="constrained")
-    axes = fig.subplots(n_rows, n_cols, squeeze=False)
-    return fig, axes, cell
+    axes = fig.subplots(n_rows, n_cols, squeeze=False).ravel()
+    for axis in axes[n_maps:]:
+        axis.remove()
+    return fig, list(axes[:n_maps]), cell
+
+
+def _map_inches(n):
+    """A map's side (inches) over n tokens before the grid shrinks it: CELL_PER_TOKEN each, within
+    [MIN_CELL, MAX_CELL]."""
+    return min(max(CELL_PER_TOKEN * n, MIN_CELL), MAX_CELL)
+
+
+def _readable_inches(n, side):
+    """The least (inches) a map's unshrunk ``side`` over n tokens may shrink to: room for every label at
+    LABEL_SIZES[0] points, up to ``side`` (past it every k-th token is labelled), and at least MIN_CELL."""
+    return max(min(n * LABEL_SIZES[0] * LINE_SPACING / 72, side), MIN_CELL)
 
 
 def _label_style(inches, n):
@@ -168,7 +204,7 @@ def _label_style(inches, n):
 
 def _title_size(width, titles):
     """The largest font size up to 10 points at which the longest title fits a map ``width`` inches wide."""
-    longest = max((len(t) for row in titles for t in row), default=1)
+    longest = max(map(len, titles), default=1)
     return min(10.0, max(5.0, 72 * width / (CHAR_WIDTH * longest + 1)))
 
 
@@ -204,7 +240,7 @@ _SEQ2SEQ_PARTS = {"cross": ("target_tokens", "source_tokens"), "encoder": ("sour
 
 
 def _select(attention, tokens, part, layer, head):
-    """The (n_layers, n_heads, r, c) weights to draw, their titles (n_layers lists of n_heads) and their
+    """The (n_layers, n_heads, r, c) weights to draw, their titles (one per map, layer by layer) and their
     (row, column) labels."""
     if isinstance(attention, dict) and "source_tokens" in attention:
         if part not in _SEQ2SEQ_PARTS:
@@ -233,9 +269,9 @@ def _select(attention, tokens, part, layer, head):
     layers = _indices("layer", layer, weights.shape[0]) if ndim == 4 else None
     heads = _indices("head", head, weights.shape[1]) if ndim >= 3 else None
     weights = weights[np.ix_(layers or [0], heads or [0])]
-    titles = [[", ".join(name for name in (None if layers is None else f"layer {i}",
-                                           None if heads is None else f"head {j}") if name)
-               for j in heads or [0]] for i in layers or [0]]
+    titles = [", ".join(name for name in (None if layers is None else f"layer {i}",
+                                          None if heads is None else f"head {j}") if name)
+              for i in layers or [0] for j in heads or [0]]
     return weights, titles, _labels(tokens, *weights.shape[-2:])
 
 
@@ -318,6 +354,8 @@ def plot_learning_curve(estimator, ax=None):
     'validation accuracy'
     """
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     check_is_fitted(estimator)
     losses = getattr(estimator, "loss_curve_", None)
     if losses is None:
@@ -341,7 +379,9 @@ def plot_learning_curve(estimator, ax=None):
                 label="validation loss")
     ax.set_xlabel("epoch")
     ax.set_ylabel("loss")
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    # Whole epochs, whatever locator a given ax had, even with a single epoch in view: with fewer
+    # integers in view than min_n_ticks (by default 2), MaxNLocator falls back to fractional ticks.
+    ax.xaxis.set_major_locator(MaxNLocator(nbins="auto", integer=True, min_n_ticks=1))
     handles = ax.get_lines()
     if scores:
         score_name = "validation " + getattr(estimator, "_score_name", "score")
