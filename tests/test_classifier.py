@@ -277,11 +277,14 @@ def test_token_id_width_must_match_fit():
 
 
 def test_text_and_token_ids_cannot_be_mixed(fitted):
-    with pytest.raises(ValueError, match="X is a 2-D array of token ids, but this TransformerClassifier was fitted on "
-                                         "text"):
+    with pytest.raises(ValueError, match=r"X is a 2-D array of int64 \(numbers, read as token ids\), but this "
+                                         "TransformerClassifier was fitted on text: give a sequence of strings"):
         fitted.predict(np.array([[5, 6]]))
+    with pytest.raises(ValueError, match=r"X is a 1-D array of float64 \(numbers, read as token ids\)"):
+        fitted.predict(np.array([1.5, 2.5]))
     clf = TransformerClassifier(**SMALL).fit(np.array([[5, 6], [7, 8]]), [0, 1])
-    with pytest.raises(ValueError, match="X is text, but this TransformerClassifier was fitted on token ids"):
+    with pytest.raises(ValueError, match="X is text, but this TransformerClassifier was fitted on a 2-D array of "
+                                         "token ids"):
         clf.predict(["some text"])
 
 
@@ -298,6 +301,7 @@ def test_text_and_token_ids_cannot_be_mixed(fitted):
         (["a", "b", "c"], [0, 1], ValueError, "inconsistent numbers of samples: 3 and 2"),
         (["a", "b"], [1, 1], ValueError, "needs samples of at least 2 classes.*got only one class: \\[1\\]"),
         (["a", "b"], [0.5, 1.5], ValueError, "Unknown label type"),
+        (["a", "b", "c"], [1.0, np.nan, 0.0], ValueError, "y must hold class labels; got NaN at index 1"),
         (["a", "b"], [[0, 1], [1, 0]], ValueError, "y should be a 1d array"),
         ([], [], ValueError, "X is empty: fit needs at least one sample"),
     ],
@@ -387,8 +391,9 @@ def test_class_weight_with_an_unknown_label():
 
 @pytest.mark.parametrize(
     ("validation_data", "error", "match"),
-    [(["x"], TypeError, r"validation_data must be a tuple \(X_val, y_val\)"),
-     ((["x"], [0, 1]), ValueError, "X and y_val have inconsistent numbers of samples"),
+    [(["x"], TypeError, r"validation_data must be a tuple of two items \(X_val, y_val\), got list"),
+     ((["x"],), TypeError, r"validation_data must be a tuple of two items \(X_val, y_val\), got a tuple of 1 item"),
+     ((["x"], [0, 1]), ValueError, "X_val and y_val have inconsistent numbers of samples"),
      (([None], [0]), ValueError, "X_val has a missing value"),
      ((["x"], [7]), ValueError, r"y_val has labels that are not in the training labels: \[7\]")],
 )
@@ -683,8 +688,8 @@ def test_checkpoints_every_n_epochs_and_resumes(negation, tmp_path):
     saved = attnkit.load(path)
     # The epoch-2 state: what a fit that ended there would hold.
     assert saved.n_iter_ == 2 and saved.loss_curve_ == clf.loss_curve_[:2]
-    assert saved.checkpoint_path == str(path) and clf.n_iter_ == 3
-    saved.set_params(warm_start=True, max_iter=2, checkpoint_every=1).fit(X[:200], y[:200])
+    assert saved.checkpoint_path is None and clf.n_iter_ == 3  # a file never chooses where a later fit writes
+    saved.set_params(warm_start=True, max_iter=2, checkpoint_every=1, checkpoint_path=path).fit(X[:200], y[:200])
     assert saved.n_iter_ == 4 and saved.loss_curve_[:2] == clf.loss_curve_[:2]
     assert attnkit.load(path).n_iter_ == 4  # the resumed fit kept writing its checkpoints
     partial = TransformerClassifier(**SMALL, checkpoint_path=tmp_path / "partial.npz")
@@ -704,7 +709,7 @@ def test_subword_tokenizer_fit_predict_save_load(kind, tmp_path):
     X = ["a good film", "not a good film", "a great film", "not great at all", "bad", "not bad"] * 4
     y = [1, 0, 1, 0, 0, 1] * 4
     clf = TransformerClassifier(tokenizer=kind, max_features=300, d_model=16, n_heads=2, n_layers=1, max_iter=3,
-                                random_state=0).fit(X, y)
+                                early_stopping=False, random_state=0).fit(X, y)
     proba = clf.predict_proba(X)
     assert proba.shape == (24, 2) and np.all(np.isfinite(proba))
     assert any(token.startswith(("\u0120", "\u2581")) for token in clf.vocabulary_)  # pieces marking a space

@@ -79,7 +79,8 @@ def test_the_fitted_classifier_no_longer_needs_the_checkpoint(tmp_path):
 
 def test_joblib_processes_fit_and_predict_with_the_tokenizer(fitted, tiny):
     # the tokenizers object is rebuilt from its JSON in each worker (pickling it is what fails elsewhere)
-    scores = cross_val_score(TransformerClassifier(pretrained=tiny, **FAST), TEXTS, LABELS, cv=2, n_jobs=2)
+    scores = cross_val_score(TransformerClassifier(pretrained=tiny, early_stopping=False, **FAST), TEXTS, LABELS, cv=2,
+                             n_jobs=2)
     assert scores.shape == (2,) and np.all(scores >= 0.9)
     chunks = Parallel(n_jobs=2, backend="loky")(delayed(fitted.predict)(TEXTS[i::2]) for i in range(2))
     direct = [fitted.predict(TEXTS[i::2]) for i in range(2)]
@@ -106,7 +107,7 @@ def test_long_texts_are_cut_to_max_len_wordpieces(tiny):
 
 def test_token_ids_are_the_checkpoints_own(tiny):
     ids = np.array([[2, 5, 7, 9, 12, 3], [2, 5, 7, 9, 13, 3]] * 30)
-    clf = TransformerClassifier(pretrained=tiny, **FAST).fit(ids, [1, 0] * 30)
+    clf = TransformerClassifier(pretrained=tiny, early_stopping=False, **FAST).fit(ids, [1, 0] * 30)
     assert clf.score(ids, [1, 0] * 30) == 1.0
     with pytest.raises(ValueError, match=r"X has token id 99 outside the pretrained checkpoint's vocabulary \[0, 33\)"):
         clf.predict(np.array([[2, 99, 3, 0, 0, 0]]))

@@ -284,6 +284,20 @@ def test_no_repeat_ngram_size(strategy, n):
     assert not any(repeats_ngram(h.tokens.tolist(), n) for per_input in hyps for h in per_input)
 
 
+@pytest.mark.parametrize("strategy", ["greedy", "beam", "sample"])
+def test_suppressed_tokens_are_never_generated(strategy):
+    model = PrefixModel(4, vocab=5, seed=0, scale=3.0, eos_bias=[-5.0] * 4)
+    plain = generate(model, 4, bos_id=BOS, eos_id=EOS, strategy=strategy, max_length=12, random_state=0)
+    assert any(np.isin(h.tokens, [3, 4]).any() for per_input in plain for h in per_input)
+    hyps = generate(model, 4, bos_id=BOS, eos_id=EOS, strategy=strategy, max_length=12, random_state=0,
+                    suppress_tokens=[3, 4])
+    assert not any(np.isin(h.tokens, [3, 4]).any() for per_input in hyps for h in per_input)
+    with pytest.raises(ValueError, match="suppress_tokens must not hold eos_id"):
+        generate(model, 4, bos_id=BOS, eos_id=EOS, suppress_tokens=[EOS])
+    with pytest.raises(ValueError, match=r"suppress_tokens must be ids in \[0, 5\)"):
+        generate(model, 4, bos_id=BOS, eos_id=EOS, suppress_tokens=[7])
+
+
 def test_a_sequence_with_every_token_blocked_ends_unfinished():
     # Three tokens besides the end token, none may repeat, and the end token is blocked for 5 steps.
     model = PrefixModel(2, vocab=4, seed=11)

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 
 import attnkit
 from attnkit import Seq2SeqTransformer, TransformerClassifier
@@ -26,7 +27,7 @@ def _classifier_task(n=120):
     return X, y
 
 
-def _seq2seq_task(n=60):
+def _seq2seq_task(n=100):
     return make_case_pairs(n, random_state=0)
 
 
@@ -162,8 +163,9 @@ def test_ctrl_c_keeps_the_best_weights_and_leaves_a_usable_estimator(case, monke
                   "early_stopping": True})
     updates_per_epoch = int(np.ceil(round(0.75 * len(X)) / 16))
     monkeypatch.setattr(network_class, "backward", interrupt_in_epoch_3)
-    with pytest.warns(UserWarning, match=r"training interrupted \(KeyboardInterrupt\) during epoch 3"):
+    with pytest.warns(UserWarning, match=r"training interrupted \(KeyboardInterrupt\) during epoch 3") as caught:
         model.fit(X, y)
+    assert caught[0].filename == __file__  # at the caller's line, not attnkit's
     monkeypatch.undo()
     assert model.n_iter_ == 2 and model._training_state["interrupted"]
     assert model.best_epoch_ == model._training_state["kept_epoch"] in (1, 2)
@@ -221,3 +223,28 @@ def test_a_class_registered_twice_under_one_name_is_refused():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert attnkit.io.register_estimator(attnkit.TransformerClassifier) is attnkit.TransformerClassifier
+
+
+def test_early_stopping_on_a_handful_of_samples_warns_at_the_callers_line(case):
+    # The README's 8-sentence fine-tuning example held out 1 sentence and kept epoch 1: a coin flip.
+    cls, params, X, y, _ = case
+    model = cls(**{**params, "early_stopping": True, "max_iter": 1})
+    with pytest.warns(UserWarning, match=r"early stopping chooses the epoch to keep on 2 validation sample\(s\) "
+                                         r"\(validation_fraction=0.1 of 20 samples\): too few") as caught:
+        model.fit(X[:20], y[:20])
+    assert caught[0].filename == __file__
+    with pytest.warns(UserWarning, match=r"on 3 validation sample\(s\) \(validation_data\)"):
+        model.fit(X[:20], y[:20], validation_data=(X[20:23], y[20:23]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.fit(X[:20], y[:20], validation_data=(X[20:30], y[20:30]))  # 10 samples: no warning
+        model.set_params(early_stopping=False).fit(X[:8], y[:8])
+
+
+def test_a_first_fit_that_diverges_leaves_no_fitted_estimator(case):
+    cls, params, X, y, _ = case
+    model = cls(**{**params, "learning_rate": 1e30, "early_stopping": False})
+    with pytest.raises(ValueError, match="diverged .* try a lower learning_rate"):
+        model.fit(X, y)
+    with pytest.raises(NotFittedError):
+        _outputs(model, X[:2])

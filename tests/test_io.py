@@ -15,13 +15,19 @@ from attnkit.io import from_json, to_json
 from attnkit.nn import serialize
 
 SMALL = dict(d_model=16, n_heads=2, d_ff=32, n_layers=1, max_iter=2, random_state=0)
-TEXTS = ["good film", "bad film", "not good", "not bad at all", "great", "awful"] * 10
-LABELS = ["pos", "neg", "neg", "pos", "pos", "neg"] * 10
+TEXTS = ["good film", "bad film", "not good", "not bad at all", "great", "awful"] * 20
+LABELS = ["pos", "neg", "neg", "pos", "pos", "neg"] * 20
 
 
 @pytest.fixture(scope="module")
 def fitted():
     return TransformerClassifier(**SMALL, class_weight={"pos": 2.0, "neg": 1.0}, mlm_epochs=1).fit(TEXTS, LABELS)
+
+
+@pytest.fixture(scope="module")
+def online():
+    """A classifier trained by partial_fit: its file holds optimiser moments too."""
+    return TransformerClassifier(**SMALL).partial_fit(TEXTS, LABELS, classes=["neg", "pos"])
 
 
 def _same_fitted_state(a, b):
@@ -54,8 +60,8 @@ def test_round_trip_is_bit_exact(fitted, tmp_path):
 
 
 def test_round_trip_of_token_ids_with_int_labels_and_class_weight(tmp_path):
-    X = np.random.default_rng(0).integers(0, 9, size=(40, 6))
-    y = np.arange(40) % 3
+    X = np.random.default_rng(0).integers(0, 9, size=(120, 6))
+    y = np.arange(120) % 3
     clf = TransformerClassifier(**SMALL, class_weight={0: 1.0, 2: 3.0}, padding_id=0).fit(X, y)
     io.save(clf, tmp_path / "ids.npz")
     restored = io.load(tmp_path / "ids.npz")
@@ -125,6 +131,58 @@ def test_load_refuses_files_it_did_not_write(fitted, tmp_path, change, match):
     _rewrite(path, change)
     with pytest.raises(ValueError, match=match):
         attnkit.load(path)
+
+
+def _network(config):
+    return config["fitted"]["network"]
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (lambda s, c: _network(c).update(n_layers=100_000_000),
+         r"the network config says n_layers=100000000, but there are only \d+ weight arrays"),
+        (lambda s, c: _network(c).update(vocab_size=10**10),
+         r"the weights do not match the network config: parameter 'embedding.tokens.weight': expected a float "
+         r"array of shape \(10000000000, 16\)"),
+        (lambda s, c: _network(c).update(d_model=10**9, n_heads=10**9 // 2),
+         r"the weights do not match the network config: parameter '.*': expected a float array of shape .*1000000000"),
+        (lambda s, c: c["params"].update(n_estimators=3),
+         r"the file gives TransformerClassifier parameters it does not have: \['n_estimators'\]"),
+        (lambda s, c: c["params"].update(max_len=-1),
+         r"The 'max_len' parameter of TransformerClassifier \(as the file gives it\) must be"),
+        (lambda s, c: c["fitted"].pop("network"),
+         r"the TransformerClassifier's fitted state lacks the entry 'network'"),
+        (lambda s, c: c["fitted"].update(network_seed="x"), r"invalid literal for int\(\) with base 10: 'x'"),
+        (lambda s, c: c.pop("fitted"), r"the file has no 'fitted' entry \(a JSON object\)"),
+        (lambda s, c: c["fitted"].update(training=[1, 2]), r"is not a valid TransformerClassifier file"),
+        (lambda s, c: s["weights"].update({k: np.full_like(v, np.nan) for k, v in list(s["weights"].items())[:1]}),
+         r"array weights/embedding.tokens.weight holds non-finite values \(NaN or inf\)"),
+        (lambda s, c: s["optimizer"].update({k: v * np.inf for k, v in list(s["optimizer"].items())[:1]}),
+         r"array optimizer/\S+ holds non-finite values"),
+    ],
+    ids=["n_layers-1e8", "vocab_size-1e10", "d_model-1e9", "unknown-param", "bad-param", "no-network", "seed-type",
+         "no-fitted", "training-type", "nan-weight", "inf-moment"],
+)
+def test_a_hostile_file_is_refused_at_once_naming_the_file_and_the_field(online, tmp_path, change, match):
+    # A lying config used to hang (10^8 layers) or raise NumPy's MemoryError 14 frames deep (10^10 tokens): the
+    # network is now built around the file's arrays, so a lie is refused by a shape check, in milliseconds.
+    import time
+    import tracemalloc
+
+    path = tmp_path / "m.npz"
+    online.save(path)
+    _rewrite(path, change)
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        with pytest.raises(ValueError, match=match) as error:
+            attnkit.load(path)
+        seconds, peak = time.perf_counter() - start, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert str(error.value).startswith(str(path))
+    assert seconds < 1.0 and peak < 100 * 2**20, (seconds, peak)
 
 
 def test_load_refuses_other_files_and_never_unpickles(tmp_path):
@@ -273,3 +331,75 @@ def test_a_performer_classifier_of_0_1_0_loads_as_0_1_0_loaded_it_and_says_so(le
         clf = attnkit.load(os.path.join(FIXTURES, "classifier-ids-performer-0.1.0.npz"))
     np.testing.assert_allclose(clf.predict_proba(np.array(expected["X"])), expected["predict_proba_after_load"],
                                rtol=1e-5, atol=1e-6)
+
+
+def test_save_names_the_users_path_and_honours_the_umask(fitted, tmp_path):
+    with pytest.raises(IsADirectoryError, match=rf"path '{tmp_path}' is a directory; give the file to write, such as "
+                                                rf"'{tmp_path}/model.npz'"):
+        fitted.save(tmp_path)
+    missing = tmp_path / "no" / "such" / "m.npz"
+    with pytest.raises(FileNotFoundError, match=rf"cannot save to '{missing}': the folder '{missing.parent}' does not "
+                                                "exist"):
+        fitted.save(missing)
+    old = os.umask(0o022)
+    try:
+        fitted.save(tmp_path / "m.npz")
+        np.savez(tmp_path / "numpy.npz", a=np.zeros(1))
+    finally:
+        os.umask(old)
+    # np.savez's permissions (0644 here), so that a service running as another user can read the model
+    assert (tmp_path / "m.npz").stat().st_mode & 0o777 == (tmp_path / "numpy.npz").stat().st_mode & 0o777 == 0o644
+    assert sorted(os.listdir(tmp_path)) == ["m.npz", "numpy.npz"]
+
+
+def test_a_file_never_carries_a_path_a_later_call_writes_to(tmp_path):
+    clf = TransformerClassifier(**SMALL, early_stopping=False, checkpoint_path=tmp_path / "run.npz").fit(TEXTS, LABELS)
+    clf.save(tmp_path / "m.npz")
+    _, config = serialize.load(tmp_path / "m.npz")
+    assert config["params"]["checkpoint_path"] is None
+    # a file written before this rule (or by hand) still does not choose where fit writes
+    _rewrite(tmp_path / "m.npz", lambda s, c: c["params"].update(checkpoint_path=str(tmp_path / "elsewhere.npz")))
+    loaded = attnkit.load(tmp_path / "m.npz")
+    assert loaded.checkpoint_path is None
+    loaded.set_params(warm_start=True, max_iter=1).fit(TEXTS, LABELS)
+    assert not (tmp_path / "elsewhere.npz").exists()
+
+
+@pytest.mark.parametrize("path", [None, 3, ["m.npz"]])
+def test_load_takes_a_path_or_a_file_object(path):
+    with pytest.raises(TypeError, match="path must be a str, os.PathLike or a binary file object, got"):
+        attnkit.load(path)
+
+
+def test_load_refuses_entries_that_lie_about_their_size(fitted, tmp_path):
+    import zipfile
+
+    path = tmp_path / "m.npz"
+    fitted.save(path)
+    with zipfile.ZipFile(path) as archive:
+        entries = {info.filename: archive.read(info) for info in archive.infolist()}
+    name = next(n for n in entries if n.startswith("weights/"))
+    # an .npy header that claims 10^12 rows for the few bytes the entry holds (NumPy would allocate them first)
+    header = entries[name][10:10 + int.from_bytes(entries[name][8:10], "little")].decode("latin1")
+    shape = header[header.index("(") + 1:header.index(")")]
+    entries[name] = entries[name].replace(shape.encode(), b"1000000000000" + shape.encode()[len(shape.split(",")[0]):])
+    with zipfile.ZipFile(path, "w") as archive:
+        for entry, data in entries.items():
+            archive.writestr(entry, data)
+    with pytest.raises(ValueError, match=rf"{path}: entry '{name}' declares a float32 array of shape \(1000000000000"):
+        attnkit.load(path)
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("__attnkit__.npy", b"\x93NUMPY\x01\x00" + (2**16 - 1).to_bytes(2, "little") + b" " * 70000)
+    with pytest.raises(ValueError, match="has a malformed .npy header|is not a .npy array"):
+        attnkit.load(path)
+
+
+def test_load_refuses_a_description_nested_too_deep(fitted, tmp_path):
+    path = tmp_path / "m.npz"
+    fitted.save(path)
+    with np.load(path) as npz:
+        arrays = {key: npz[key] for key in npz.files}
+    arrays[serialize.META_KEY] = np.array("[" * 100_000 + "]" * 100_000)
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match="entry is not valid JSON"):
+        attnkit.load(path)

@@ -303,7 +303,8 @@ def test_learning_curve_without_validation_and_after_partial_fit(tmp_path):
     for _ in range(3):
         online.partial_fit(X, y, classes=[0, 1])
     assert list(_lines(plot_learning_curve(online))["training loss"].get_xdata()) == [1, 2, 3]
-    clf.set_params(early_stopping=True, validation_fraction=0.25).fit(X, y)
+    with pytest.warns(UserWarning, match="on 4 validation sample"):  # a plotting test: the data stays tiny
+        clf.set_params(early_stopping=True, validation_fraction=0.25).fit(X, y)
     clf.partial_fit(X, y)
     with pytest.warns(UserWarning, match="validated on 3 of its 4 epochs .* drawn at epochs 1 to 3"):
         fig = plot_learning_curve(clf)
@@ -334,7 +335,8 @@ def test_learning_curve_of_a_seq2seq_names_its_score_and_draws_into_a_given_axes
     X = ["ab", "ba", "abc", "cab"] * 3
     model = Seq2SeqTransformer(d_model=8, n_heads=2, encoder_layers=1, decoder_layers=1, max_iter=2,
                                early_stopping=True, validation_fraction=0.25, random_state=0)
-    model.fit(X, [x.upper() for x in X])
+    with pytest.warns(UserWarning, match="on 3 validation sample"):
+        model.fit(X, [x.upper() for x in X])
     fig, ax = plt.subplots()
     assert plot_learning_curve(model, ax=ax) is fig
     assert fig.axes[1].get_ylabel() == "validation token accuracy"

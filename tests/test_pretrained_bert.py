@@ -86,7 +86,9 @@ def test_half_precision_tensors_become_float32():
 @pytest.mark.parametrize(("change", "match"), [
     (lambda t: t.pop("encoder.layer.1.output.dense.bias"), r"missing \['encoder.layer.1.output.dense.bias'\]"),
     (lambda t: t.update({"encoder.layer.2.output.dense.bias": np.zeros(16, np.float32)}),
-     r"unexpected \['encoder.layer.2.output.dense.bias'\]"),
+     r"holds 3 encoder layers, but the config's num_hidden_layers is 2"),
+    (lambda t: t.update({"encoder.layer.1.output.extra": np.zeros(16, np.float32)}),
+     r"unexpected \['encoder.layer.1.output.extra'\]"),
     (lambda t: t.update({"embeddings.word_embeddings.weight": np.zeros((33, 8), np.float32)}),
      r"has shape \(33, 8\), but the config implies \(33, 16\)"),
     (lambda t: t.update({"embeddings.LayerNorm.bias": np.zeros(16, np.int32)}), "must be floating point, got int32"),
@@ -103,8 +105,8 @@ def test_tensors_that_do_not_match_the_config_are_refused(change, match):
     ({"position_embedding_type": "relative_key"}, "position_embedding_type 'relative_key' is not supported"),
     ({"hidden_act": "swish"}, "hidden_act 'swish' is not supported"),
     ({"hidden_size": 15}, "hidden_size 15 is not a multiple of num_attention_heads 2"),
-    ({"num_hidden_layers": 0}, "num_hidden_layers must be an integer >= 1, got 0"),
-    ({"vocab_size": "big"}, "vocab_size must be an integer >= 1, got 'big'"),
+    ({"num_hidden_layers": 0}, r"num_hidden_layers must be an integer in \[1, 1024\], got 0"),
+    ({"vocab_size": "big"}, r"vocab_size must be an integer in \[1, 16777216\], got 'big'"),
     ({"pad_token_id": 99}, "pad_token_id 99 is outside the vocabulary"),
     ({"layer_norm_eps": -1}, r"layer_norm_eps must be a number in \[0, 1\), got -1"),
 ])

@@ -2,6 +2,7 @@
 with sentence-transformers' pooling, and every refusal named; the real all-MiniLM-L6-v2 where installed."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -111,3 +112,63 @@ def test_the_real_all_minilm_l6_v2(minilm):
     assert (minilm.pooling, minilm.normalize, minilm.max_len) == ("mean", True, 256)
     ids, cut = minilm.tokenizer.encode(["This is a test.", "word " * 400], 256)
     assert ids[0] == [101, 2023, 2003, 1037, 3231, 1012, 102] and cut == 1 and len(ids[1]) == 256
+
+
+def _within_a_second_and_100_mb(call):
+    """Run ``call`` under tracemalloc; return (its error or None, seconds, peak bytes)."""
+    import time
+    import tracemalloc
+
+    tracemalloc.start()
+    start = time.perf_counter()
+    try:
+        call()
+        error = None
+    except ValueError as exc:
+        error = exc
+    finally:
+        seconds, peak = time.perf_counter() - start, tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert seconds < 1.0 and peak < 100 * 2**20, (seconds, peak)
+    return error
+
+
+@pytest.mark.parametrize(("key", "value", "match"), [
+    ("num_hidden_layers", 1_000_000_000, r"num_hidden_layers must be an integer in \[1, 1024\], got 1000000000"),
+    ("num_hidden_layers", 1000,
+     r"model.safetensors holds 2 encoder layers, but the config's num_hidden_layers is 1000"),
+    ("vocab_size", 33 * 10**5, r"tensor embeddings.word_embeddings.weight has shape \(33, 16\), but the config implies "
+                               r"\(3300000, 16\)"),
+    ("hidden_size", 16 * 10**4, r"hidden_size must be an integer in \[1, 65536\]"),
+    ("intermediate_size", 32 * 10**3, r"intermediate.dense.weight has shape \(32, 16\), but the config implies "
+                                      r"\(32000, 16\)"),
+    ("max_position_embeddings", 24 * 10**4, r"position_embeddings.weight has shape \(24, 16\), but the config "
+                                            r"implies \(240000, 16\)"),
+])
+def test_a_config_that_lies_about_sizes_is_refused_at_once(tmp_path, key, value, match):
+    # num_hidden_layers: 10^9 made TransformerEmbedder(dir).fit() and TransformerClassifier(pretrained=dir).fit()
+    # grow by ~80 MB/s forever: every size is now bounded and checked against the tensors before anything is built.
+    from attnkit import TransformerClassifier, TransformerEmbedder
+
+    directory = _broken(tmp_path, config={**CONFIG, key: value})
+    for load in (lambda: load_checkpoint(directory), lambda: TransformerEmbedder(directory).fit(),
+                 lambda: TransformerClassifier(pretrained=directory).fit(["good", "bad"] * 10, [1, 0] * 10)):
+        error = _within_a_second_and_100_mb(load)
+        assert error is not None and str(error).startswith(str(directory)), error
+        assert re.search(match, str(error)), str(error)
+
+
+def test_non_finite_weights_are_refused_naming_the_tensor(tmp_path):
+    weights = tensors()
+    weights["embeddings.LayerNorm.weight"][3] = np.nan
+    with pytest.raises(ValueError, match=r"tensor embeddings.LayerNorm.weight holds non-finite values \(NaN or inf\)"):
+        load_checkpoint(_broken(tmp_path, weights=weights))
+
+
+@pytest.mark.parametrize("garbage", [bytes(range(256)) * 4, b'{"model": 5}', b"[" * 100_000])
+def test_a_garbage_tokenizer_is_a_value_error_naming_the_file_and_the_checkpoint(tmp_path, garbage):
+    directory = write_tiny_bert(tmp_path / "ck")
+    (directory / "tokenizer.json").write_bytes(garbage)
+    with pytest.raises(ValueError, match=rf"^{directory}: tokenizer.json (is not UTF-8 text|cannot be read by "
+                                         "tokenizers)"):
+        load_checkpoint(directory)

@@ -74,11 +74,14 @@ def test_a_1d_y_gives_one_token_per_sample():
 
 
 def test_text_and_token_ids_cannot_be_mixed(reverser, upper):
-    with pytest.raises(ValueError, match="X is text, but this Seq2SeqTransformer was fitted on token ids"):
+    with pytest.raises(ValueError, match="X is text, but this Seq2SeqTransformer was fitted on a 2-D array of token "
+                                         "ids"):
         reverser.predict(["cat dog"])
-    with pytest.raises(ValueError, match="X is a 2-D array of token ids, but this Seq2SeqTransformer was fitted "
-                                         "on text"):
+    with pytest.raises(ValueError, match=r"X is a 2-D array of int64 \(numbers, read as token ids\), but this "
+                                         "Seq2SeqTransformer was fitted on text"):
         upper.predict(IDS_X[:2])
+    with pytest.raises(ValueError, match=r"X is a 1-D array of float64 \(numbers, read as token ids\)"):
+        upper.predict(np.array([1.5, 2.5]))
     with pytest.raises(ValueError, match=r"y must hold token ids \(numbers\), as the inputs do"):
         Seq2SeqTransformer(**TINY).fit(IDS_X, ["a", "b", "c"] * 20)
     with pytest.raises(ValueError, match="y must hold integer token ids; got 3.5"):
@@ -94,7 +97,7 @@ def test_validation_data_is_monitored():
     assert len(model.validation_scores_) == 3
     best = int(np.argmin(model.validation_loss_curve_))  # early stopping follows the loss
     assert model.best_validation_score_ == model.validation_scores_[best]
-    with pytest.raises(TypeError, match=r"validation_data must be a tuple \(X_val, y_val\)"):
+    with pytest.raises(TypeError, match=r"validation_data must be a tuple of two items \(X_val, y_val\), got list"):
         Seq2SeqTransformer(**TINY).fit(X, y, validation_data=[X, y])
 
 
@@ -219,7 +222,8 @@ def test_checkpoints_and_resumes(tmp_path):
     saved = attnkit.load(path)
     assert saved.n_iter_ == 2 and saved.loss_curve_ == model.loss_curve_
     np.testing.assert_array_equal(saved.predict(X[:5]), model.predict(X[:5]))
-    saved.set_params(warm_start=True, max_iter=1).fit(X, y)
+    assert saved.checkpoint_path is None  # a file never chooses where a later fit writes
+    saved.set_params(warm_start=True, max_iter=1, checkpoint_path=path).fit(X, y)
     assert saved.n_iter_ == 3 and attnkit.load(path).n_iter_ == 3
 
 
@@ -393,3 +397,12 @@ def test_subword_tokenizer_fit_predict_save_load(kind, tmp_path):
 def test_bad_tokenizer_names_the_allowed_values():
     with pytest.raises(ValueError, match="tokenizer.*(bpe|unigram)"):
         Seq2SeqTransformer(tokenizer="sentencepiece").fit(["a"], ["b"])
+
+
+def test_a_model_never_writes_unk_unless_a_target_held_it():
+    # Fitted on empty targets, one epoch: it used to write the literal text "<unk><unk><unk>..."
+    model = Seq2SeqTransformer(**{**TINY, "max_iter": 1}).fit(["ab", "cd", "ef"], ["", "", ""])
+    assert list(model.predict(["ab", "zz"])) == ["", ""]
+    assert list(model.predict(["ab"], strategy="sample", random_state=0)) == [""]
+    cut = Seq2SeqTransformer(**{**TINY, "max_iter": 1, "max_target_features": 3}).fit(PAIRS[:40], PAIRS[:40])
+    assert cut._writes_unk  # targets lost characters to <unk>: writing it is what the model learnt

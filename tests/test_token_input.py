@@ -64,10 +64,15 @@ def _no_validation(X):
 def test_read_tokens_follows_the_route_it_was_fitted_on():
     assert read_tokens(["Not bad."], TEXT_ROUTE, validate=_no_validation) == [["not", "bad", "."]]
     assert read_tokens(np.array([[5, 0, 6]]), IDS_ROUTE, validate=_no_validation) == [[5, 6]]
-    with pytest.raises(ValueError, match="X_val is text, but this Seq2SeqTransformer was fitted on token ids"):
+    with pytest.raises(ValueError, match="X_val is text, but this Seq2SeqTransformer was fitted on a 2-D array of "
+                                         "token ids"):
         read_tokens(["a"], IDS_ROUTE, validate=_no_validation, name="X_val", owner="Seq2SeqTransformer")
-    with pytest.raises(ValueError, match="X is a 2-D array of token ids, but this estimator was fitted on text"):
+    with pytest.raises(ValueError, match=r"X is a 2-D array of int64 \(numbers, read as token ids\), but this "
+                                         "estimator was fitted on text"):
         read_tokens(np.array([[1]]), TEXT_ROUTE, validate=_no_validation)
+    with pytest.raises(ValueError, match=r"X is a 1-D array of float64 \(numbers, read as token ids\), but this "
+                                         "Seq2SeqTransformer was fitted on text: give a sequence of strings"):
+        read_tokens(np.array([1.5, 2.5]), TEXT_ROUTE, validate=_no_validation, owner="Seq2SeqTransformer")
 
 
 def test_read_target_tokens():

@@ -7,6 +7,7 @@ import types
 
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 
 from attnkit import nn
 from attnkit.estimators._training import (
@@ -271,6 +272,43 @@ def test_keyboard_interrupt_in_the_first_epoch_keeps_the_current_weights():
     assert all(np.isfinite(v).all() for v in toy.model.params.values())
 
 
+@pytest.mark.parametrize("blow_up", ["exploding", "nan"])
+def test_a_diverging_loss_stops_with_a_warning_and_the_best_weights(blow_up):
+    # learning_rate=1e6 left a classifier with loss_curve_ [1.47, 1.98e12] and no word: now training stops at the
+    # first batch that explodes (finite or not) and restores the best epoch's weights.
+    toy, snapshots = _Toy(), []
+
+    def validate():
+        snapshots.append(toy.model.state_dict())
+        return toy.validate()
+
+    def batch_loss(indices):
+        loss, tokens = toy.batch_loss(indices)
+        if toy.calls > 2 * 8 + 3:  # 8 updates an epoch: epoch 3 diverges
+            return (1e12 if blow_up == "exploding" else float("nan")), tokens
+        return loss, tokens
+
+    with pytest.warns(ConvergenceWarning, match=r"the training loss diverged to (1e\+12|nan) at epoch 3, update 20: "
+                                                r"training stopped and the weights of epoch 2 \(the best seen\) were "
+                                                r"restored; try a lower learning_rate") as caught:
+        history = train(toy.model, batch_loss, toy.lengths(), _options(early_stopping=True),
+                        rng=np.random.default_rng(0), validate=validate)
+    assert caught[0].filename == __file__  # the warning points at the caller's line, not attnkit's
+    assert history.diverged and history.n_epochs == 2 and len(history.loss_curve) == 2 and history.kept_epoch == 2
+    assert all(np.array_equal(toy.model.params[k], snapshots[1][k]) for k in toy.model.params)
+
+
+def test_a_loss_that_merely_rises_is_not_divergence():
+    toy = _Toy()
+
+    def batch_loss(indices):
+        loss, tokens = toy.batch_loss(indices)
+        return loss * (1 + toy.calls), tokens  # noisy and rising 20x over the run, far from 100x its start
+
+    history = train(toy.model, batch_loss, toy.lengths(), _options(max_epochs=2), rng=np.random.default_rng(0))
+    assert not history.diverged and history.n_epochs == 2
+
+
 @pytest.mark.parametrize("where", ["loss", "gradient"])
 def test_non_finite_values_stop_with_a_clear_error(where):
     toy = _Toy()
@@ -283,8 +321,12 @@ def test_non_finite_values_stop_with_a_clear_error(where):
             toy.model.grads["weight"][0, 0] = np.inf
         return loss, tokens
 
-    with pytest.raises(ValueError, match=r"epoch 1, update 3.*lower learning_rate"):
+    before = toy.model.state_dict()
+    with pytest.raises(ValueError, match=r"epoch 1, update 3( \(.*\))?, before the first epoch of this call ended "
+                                         r"\(the model is left as it was before the call\); try a lower "
+                                         r"learning_rate"):
         train(toy.model, batch_loss, toy.lengths(), _options(), rng=np.random.default_rng(0))
+    assert all(np.array_equal(toy.model.params[k], before[k]) for k in before)
 
 
 def test_histories_continue_across_calls():
@@ -347,6 +389,9 @@ def test_progress_bar_when_tqdm_is_installed(monkeypatch, capsys):
     fake.tqdm = FakeBar
     monkeypatch.setitem(sys.modules, "tqdm.auto", fake)
     toy = _Toy()
+    train(toy.model, toy.batch_loss, toy.lengths(), _options(max_epochs=2, verbose=1), rng=np.random.default_rng(0))
+    assert bars == []  # stdout is captured, not a terminal: a bar would only litter a log
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     train(toy.model, toy.batch_loss, toy.lengths(), _options(max_epochs=2, verbose=1), rng=np.random.default_rng(0))
     assert [bar.kwargs["desc"] for bar in bars] == ["epoch 1", "epoch 2"]
     assert all(len(bar.postfix) == 8 and "loss" in bar.postfix[0] for bar in bars)

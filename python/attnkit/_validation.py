@@ -7,13 +7,15 @@ from typing import Any
 import numpy as np
 
 
-def check_int(value: Any, name: str, *, minimum: int | None = None) -> int:
-    """Return ``value`` as an int, rejecting bools, floats and anything below ``minimum``."""
+def check_int(value: Any, name: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """Return ``value`` as an int, rejecting bools, floats and anything outside [``minimum``, ``maximum``]."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
     value = int(value)
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return value
 
 

@@ -353,7 +353,7 @@ def _row_generators(random_state, n_inputs, per_input):
 
 def generate(model, n_inputs, *, bos_id, eos_id, strategy="greedy", max_length=64, min_length=0, num_beams=4,
              length_penalty=1.0, no_repeat_ngram_size=0, temperature=1.0, top_k=0, top_p=1.0,
-             num_return_sequences=1, random_state=None):
+             num_return_sequences=1, random_state=None, suppress_tokens=()):
     """Generate token sequences from a decoding model, batched over its inputs.
 
     Parameters
@@ -389,6 +389,10 @@ def generate(model, n_inputs, *, bos_id, eos_id, strategy="greedy", max_length=6
         greedy search has one.
     random_state : None, int, Generator, RandomState, or list of Generators
         Sampling only. A list holds one generator per input (see :func:`input_generators`).
+    suppress_tokens : sequence of int, default=()
+        Ids never generated, by any strategy: tokens a model was never trained to write (padding, a
+        start token, ``<unk>`` when no training target held it), which an undertrained model may still
+        rank first.
 
     Returns
     -------
@@ -420,7 +424,10 @@ def generate(model, n_inputs, *, bos_id, eos_id, strategy="greedy", max_length=6
     if strategy == "greedy" and num_return_sequences != 1:
         raise ValueError(f"num_return_sequences must be 1 for greedy search (it has one answer), got "
                          f"{num_return_sequences}; use strategy='beam' or 'sample'")
-    run = _Run(model, n_inputs, bos_id, eos_id, params)
+    suppress = np.asarray(suppress_tokens, dtype=np.int64).reshape(-1)
+    if np.isin(eos_id, suppress):
+        raise ValueError(f"suppress_tokens must not hold eos_id ({eos_id}): every sequence must be able to end")
+    run = _Run(model, n_inputs, bos_id, eos_id, params, suppress)
     if strategy == "beam":
         return run.beam()
     rngs = _row_generators(random_state, n_inputs, num_return_sequences) if strategy == "sample" else None
@@ -430,9 +437,9 @@ def generate(model, n_inputs, *, bos_id, eos_id, strategy="greedy", max_length=6
 class _Run:
     """One call of generate: the model, the token ids and the parameters."""
 
-    def __init__(self, model, n_inputs, bos_id, eos_id, params):
+    def __init__(self, model, n_inputs, bos_id, eos_id, params, suppress):
         self.model, self.n_inputs, self.bos_id, self.eos_id = model, n_inputs, bos_id, eos_id
-        self.p = params
+        self.p, self.suppress = params, suppress
 
     def log_probs(self, tokens, state, history):
         """The model's step, normalised; and a copy with blocked tokens at -inf (min_length, n-grams)."""
@@ -447,7 +454,10 @@ class _Run:
         logp = ops.log_softmax(scores.astype(np.float64), axis=-1)
         if np.isnan(logp).any():
             raise ValueError("model.step returned NaN scores (or +inf): the model's weights or inputs are not finite")
+        if self.suppress.size and not (0 <= self.suppress.min() and self.suppress.max() < scores.shape[1]):
+            raise ValueError(f"suppress_tokens must be ids in [0, {scores.shape[1]}) (the model's vocabulary size)")
         allowed = logp.copy()
+        allowed[:, self.suppress] = -np.inf
         if history.shape[1] < self.p["min_length"]:
             allowed[:, self.eos_id] = -np.inf
         _block_repeated_ngrams(allowed, history, self.p["no_repeat_ngram_size"])
@@ -465,7 +475,7 @@ class _Run:
         if per_input > 1:
             state = self.model.reorder(state, np.repeat(np.arange(self.n_inputs), per_input))
         rows = np.arange(self.n_inputs * per_input)  # the (input, sample) each live row decodes
-        history = np.empty((rows.size, max_length), np.int64)
+        history = np.empty((rows.size, 0), np.int64)
         log_prob = np.zeros(rows.size)
         tokens = np.full(rows.size, self.bos_id, np.int64)
         results = [None] * rows.size
@@ -477,6 +487,7 @@ class _Run:
             else:
                 choice = _sample(allowed, blocked, [rngs[r] for r in rows], self.p)
             log_prob += np.where(blocked, 0.0, logp[np.arange(rows.size), choice])
+            history = _room_for(history, t)
             history[:, t] = choice
             ended = blocked | (choice == self.eos_id) | (t + 1 == max_length)
             for i in np.flatnonzero(ended):
@@ -499,7 +510,7 @@ class _Run:
         state = self.model.reorder(self.model.start(), np.repeat(inputs, k))
         sums = np.full((inputs.size, k), -np.inf)
         sums[:, 0] = 0.0  # one live beam per input at first: the others are copies
-        history = np.empty((inputs.size * k, max_length), np.int64)
+        history = np.empty((inputs.size * k, 0), np.int64)
         tokens = np.full(inputs.size * k, self.bos_id, np.int64)
         pools: list[list[Any]] = [[] for _ in range(self.n_inputs)]
         for t in range(max_length):
@@ -541,7 +552,7 @@ class _Run:
             keep = np.flatnonzero(~done)
             rows = (keep[:, None] * k + sources[keep]).reshape(-1)
             state = self.model.reorder(state, rows)
-            history = history[rows]
+            history = _room_for(history[rows], t)
             history[:, t] = next_tokens[keep].reshape(-1)
             tokens, sums, inputs = history[:, t].copy(), next_sums[keep], inputs[keep]
         return [pool[: self.p["num_return_sequences"]] for pool in pools]
@@ -552,6 +563,16 @@ class _Run:
         which made a huge num_beams run for hours."""
         pool.sort(key=lambda hypothesis: -hypothesis.score)
         del pool[self.p["num_beams"] :]
+
+
+def _room_for(history, t):
+    """``history`` (rows, capacity) with a column ``t``: doubled when full, never allocated for max_length up
+    front (a max_length of 10^12 is an upper bound, not a size)."""
+    if t < history.shape[1]:
+        return history
+    grown = np.empty((history.shape[0], max(2 * history.shape[1], 64)), np.int64)
+    grown[:, :t] = history[:, :t]
+    return grown
 
 
 def _sample(allowed, blocked, rngs, p):

@@ -29,11 +29,12 @@ True
 """
 
 import os
-import tempfile
+import secrets
 from typing import Any, BinaryIO
 
 import numpy as np
 
+from attnkit._validation import validate_params
 from attnkit.nn import serialize
 
 __all__ = ["ESTIMATORS", "FORMAT", "FORMAT_VERSION", "load", "register_estimator", "save"]
@@ -71,9 +72,12 @@ def save(estimator: Any, path: str | os.PathLike[str], *, compress: bool = False
 
     Notes
     -----
-    Path parameters (``checkpoint_path``) are saved as strings. ``random_state`` is saved when it
-    is an int or None; a Generator or RandomState instance is saved as None (it only seeds future
-    fits).
+    A file never carries a path that a later call would write to: ``checkpoint_path`` is saved as None
+    (set it again on the loaded estimator to keep checkpointing). Other path parameters (``pretrained``)
+    are saved as strings. ``random_state`` is saved when it is an int or None; a Generator or RandomState
+    instance is saved as None (it only seeds future fits). The file gets the permissions ``open`` would
+    give a new file under the process's umask (as ``np.savez``), so that other users may read it when the
+    umask allows.
 
     Raises
     ------
@@ -81,6 +85,8 @@ def save(estimator: Any, path: str | os.PathLike[str], *, compress: bool = False
         If the estimator is not one :func:`load` can rebuild.
     sklearn.exceptions.NotFittedError
         If it is not fitted.
+    IsADirectoryError, FileNotFoundError, PermissionError
+        If ``path`` is a directory, its folder does not exist, or the folder cannot be written.
     """
     name = type(estimator).__name__
     if not _registered(type(estimator)):
@@ -96,8 +102,17 @@ def save(estimator: Any, path: str | os.PathLike[str], *, compress: bool = False
         "fitted": fitted,
     }
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"path {path!r} is a directory; give the file to write, such as "
+                                f"{os.path.join(path, 'model.npz')!r}")
     folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(prefix=".attnkit-", suffix=".tmp", dir=folder)
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(f"cannot save to {path!r}: the folder {folder!r} does not exist")
+    temporary = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+    try:  # mode 0o666 under the umask, as open() gives a new file (mkstemp's 0o600 would keep others out)
+        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    except OSError as error:
+        raise type(error)(error.errno, f"cannot save to {path!r}: {error.strerror}", path) from None
     try:
         with os.fdopen(handle, "wb") as file:
             serialize.save(file, groups, config, compress=compress)
@@ -112,39 +127,83 @@ def save(estimator: Any, path: str | os.PathLike[str], *, compress: bool = False
 def load(path: str | os.PathLike[str] | BinaryIO) -> Any:
     """Read an estimator written by :func:`save` (or the estimator's ``save`` method).
 
+    A file is untrusted input: nothing in it is executed, and every part is checked before it is used.
+    The network is built around the file's own arrays (no random initial weights), so a description
+    that claims sizes the arrays do not have is refused before anything of those sizes is allocated.
+
     Parameters
     ----------
-    path : str, os.PathLike or file-like
+    path : str, os.PathLike or binary file object
 
     Returns
     -------
     estimator
-        Fitted, with the saved parameters; predictions are bit-identical to the saved one's.
+        Fitted, with the saved parameters (``checkpoint_path`` None); predictions are bit-identical to the
+        saved one's.
 
     Raises
     ------
+    TypeError
+        If ``path`` is not a path or a file object.
     ValueError
-        If the file is not an attnkit estimator file, comes from a newer format version, names an
-        unknown estimator, or its arrays do not match its description.
+        Naming the file and what is wrong with it: not an attnkit estimator file, a newer format version,
+        an unknown estimator or parameter, a missing or malformed entry, non-finite weights, or arrays that
+        do not match the network its description gives.
     """
+    if not isinstance(path, (str, os.PathLike)) and not hasattr(path, "read"):
+        raise TypeError(f"path must be a str, os.PathLike or a binary file object, got {type(path).__name__}")
+    where = os.fspath(path) if isinstance(path, (str, os.PathLike)) else "the file"
     groups, config = serialize.load(path)
     if config.get("format") != FORMAT:
-        raise ValueError(f"{os.fspath(path) if isinstance(path, (str, os.PathLike)) else 'the file'} is not an "
-                         f"attnkit estimator file (format {config.get('format')!r}, expected {FORMAT!r})")
+        raise ValueError(f"{where} is not an attnkit estimator file (format {config.get('format')!r}, expected "
+                         f"{FORMAT!r})")
     version = config.get("version")
     if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise ValueError(f"estimator file format version {version!r} is newer than this attnkit reads "
+        raise ValueError(f"{where}: estimator file format version {version!r} is newer than this attnkit reads "
                          f"(<= {FORMAT_VERSION}); it was written by attnkit {config.get('attnkit_version')}: "
                          "upgrade attnkit to load it")
     name = config.get("estimator")
-    if name not in ESTIMATORS:
-        raise ValueError(f"unknown estimator {name!r} in the file; this attnkit loads {sorted(ESTIMATORS)}")
+    if not isinstance(name, str) or name not in ESTIMATORS:
+        raise ValueError(f"{where}: unknown estimator {name!r}; this attnkit loads {sorted(ESTIMATORS)}")
     cls = ESTIMATORS[name]
-    # A parameter added since the file was written takes the value that keeps the file's behaviour.
-    params = {**getattr(cls, "_params_before_they_existed", {}), **from_json(config["params"])}
-    estimator = cls(**params)
-    estimator.__attnkit_set_state__(groups, config["fitted"], version)
+    for entry, kind in (("params", dict), ("fitted", dict)):
+        if not isinstance(config.get(entry), kind):
+            raise ValueError(f"{where}: the file has no {entry!r} entry (a JSON object) for its {name}")
+    _check_finite(groups, where)
+    try:
+        estimator = cls(**_file_params(cls, from_json(config["params"]), where))
+        estimator.__attnkit_set_state__(groups, config["fitted"], version)
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
+    except KeyError as error:
+        raise ValueError(f"{where}: the {name}'s fitted state lacks the entry {error.args[0]!r}") from error
+    except (TypeError, AttributeError, IndexError) as error:  # a field of the wrong type deep in the state
+        raise ValueError(f"{where} is not a valid {name} file: {type(error).__name__}: {error}") from error
     return estimator
+
+
+def _file_params(cls, params, where):
+    """The constructor parameters a file gives ``cls``, checked as ``fit`` checks them; ``checkpoint_path`` None."""
+    known = cls._get_param_names()
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        raise ValueError(f"the file gives {cls.__name__} parameters it does not have: {unknown[:5]}")
+    # A parameter added since the file was written takes the value that keeps the file's behaviour.
+    params = {**getattr(cls, "_params_before_they_existed", {}), **params}
+    if "checkpoint_path" in params:
+        params["checkpoint_path"] = None
+    validate_params({**cls().get_params(deep=False), **params}, getattr(cls, "_parameter_constraints", {}),
+                    caller=f"{cls.__name__} (as the file gives it)")
+    return params
+
+
+def _check_finite(groups, where):
+    """Refuse NaN and inf in a file's float arrays (weights, optimiser moments), naming the first."""
+    for group, arrays in groups.items():
+        for key, value in arrays.items():
+            if value.dtype.kind == "f" and not np.isfinite(value).all():
+                raise ValueError(f"{where}: array {group}/{key} holds non-finite values (NaN or inf); the file is "
+                                 "damaged or was saved from a diverged model")
 
 
 def _registered(cls: type) -> bool:
@@ -159,6 +218,8 @@ def _attnkit_version():
 
 def _portable_params(params):
     out = {key: os.fspath(value) if isinstance(value, os.PathLike) else value for key, value in params.items()}
+    if "checkpoint_path" in out:  # a file must not choose where a later fit writes
+        out["checkpoint_path"] = None
     if "random_state" in out and not (out["random_state"] is None or isinstance(out["random_state"], int)):
         out["random_state"] = None
     return out

@@ -31,6 +31,7 @@ from sklearn.utils.validation import validate_data
 
 from attnkit._random import generator
 from attnkit._validation import validate_params
+from attnkit._warnings import warn
 from attnkit.estimators._jobs import NJobsMixin
 from attnkit.estimators._token_input import TEXT, input_kind, read_target_tokens, read_tokens
 from attnkit.estimators._training import (
@@ -42,13 +43,16 @@ from attnkit.estimators._training import (
     train_validation_split,
 )
 from attnkit.io import from_json, save, to_json
+from attnkit.nn.module import to_be_loaded
 
-__all__ = ["NetworkEstimator", "Samples"]
+__all__ = ["NetworkEstimator", "Samples", "validation_pair"]
 
 # Building a cached network takes a lock, so that threads predicting at once with a freshly loaded or
 # unpickled estimator share one network instead of each building and rebinding its own.
 _CACHE_LOCK = threading.RLock()
 INFERENCE_DTYPES = ("float32", "int8")
+# Early stopping on fewer validation samples than this picks an epoch by noise: say so.
+MIN_VALIDATION_SAMPLES = 10
 
 
 @dataclasses.dataclass
@@ -83,6 +87,15 @@ class Samples:
         targets, weights, stratify = (None if a is None else a[indices]
                                       for a in (self.targets, self.weights, self.stratify))
         return Samples([self.inputs[i] for i in indices], self.lengths[indices], targets, weights, stratify)
+
+
+def validation_pair(validation_data):
+    """``(X_val, y_val)`` of a ``validation_data`` argument, or a TypeError saying what it was instead."""
+    if isinstance(validation_data, tuple) and len(validation_data) == 2:
+        return validation_data
+    seen = f"a tuple of {len(validation_data)} item(s)" if isinstance(validation_data, tuple) else \
+        type(validation_data).__name__
+    raise TypeError(f"validation_data must be a tuple of two items (X_val, y_val), got {seen}")
 
 
 class NetworkEstimator(NJobsMixin, BaseEstimator):
@@ -185,6 +198,12 @@ class NetworkEstimator(NJobsMixin, BaseEstimator):
             train_idx, val_idx = train_validation_split(len(samples), self.validation_fraction, rng,
                                                         stratify=samples.stratify)
             samples, validation = samples.subset(train_idx), samples.subset(val_idx)
+        if self.early_stopping and validation is not None and len(validation) < MIN_VALIDATION_SAMPLES:
+            source = "validation_data" if validation_data is not None else \
+                f"validation_fraction={self.validation_fraction} of {len(samples) + len(validation)} samples"
+            warn(f"early stopping chooses the epoch to keep on {len(validation)} validation sample(s) "
+                 f"({source}): too few for the choice to mean more than chance. Give more samples or a larger "
+                 "validation set, or set early_stopping=False", UserWarning)
         network = self._network()
         if not continuing:
             self._before_training(network, samples, rng)
@@ -200,8 +219,14 @@ class NetworkEstimator(NJobsMixin, BaseEstimator):
             score_name=self._score_name, verbose=int(self.verbose),
             on_epoch_end=epoch_checkpointer(self, lambda history: self._record(history, incremental)),
         )
-        history = train(network, batch_loss, samples.lengths, options, rng=rng, validate=validate,
-                        history=History.from_dict(self._training_state))
+        try:
+            history = train(network, batch_loss, samples.lengths, options, rng=rng, validate=validate,
+                            history=History.from_dict(self._training_state))
+        except ValueError:
+            if not continuing:  # a first fit that failed leaves no half-fitted estimator behind
+                self.__dict__.pop("_weights", None)
+                self.__dict__.pop("_cache", None)
+            raise
         self._record(history, incremental)
         return self
 
@@ -265,14 +290,46 @@ class NetworkEstimator(NJobsMixin, BaseEstimator):
         for key in [key for key in cache if isinstance(key, tuple) and key[0] == "runner"]:
             del cache[key]
 
-    def _build_network(self):
-        return self._network_class(rng=np.random.default_rng(self._network_seed), **self._network_config)
+    def _build_network(self, weights=None):
+        """The network of ``_network_config``, drawn from ``_network_seed``; with ``weights`` (dotted name ->
+        array, e.g. read from a file), built around those arrays instead of random initial ones.
 
-    def _start_network(self, config, rng):
-        """A freshly initialised network (a first fit) and an empty training history."""
+        Built for loading, a network draws and allocates no parameter (:func:`attnkit.nn.module.to_be_loaded`),
+        so sizes that a file's config claims but its arrays do not back are refused by the shape check first;
+        layer counts are checked before anything is built, since each layer is an object.
+
+        Raises
+        ------
+        ValueError
+            When the weights do not match the network the config describes.
+        """
+        def build():
+            return self._network_class(rng=np.random.default_rng(self._network_seed), **self._network_config)
+
+        if weights is None:
+            return build()
+        for key, value in self._network_config.items():
+            if key.endswith("layers") and isinstance(value, int) and value > len(weights):
+                raise ValueError(f"the network config says {key}={value}, but there are only {len(weights)} "
+                                 "weight arrays (a layer has several)")
+        with to_be_loaded():
+            network = build()
+        try:
+            network.load_state_dict(weights)
+        except ValueError as error:
+            raise ValueError(f"the weights do not match the network config: {error}") from None
+        if any(module.draws_beyond_weights for module in network.modules()):
+            # Random state that is not a weight (Performer's features) comes from the stream the initial weights
+            # advance: redraw it all, now that the sizes are known to be those of the arrays.
+            network = build().load_state_dict(weights)
+        return network
+
+    def _start_network(self, config, rng, weights=None):
+        """The network of a first fit, freshly initialised or built around ``weights`` (a pretrained model's
+        arrays, every parameter), and an empty training history."""
         self._network_config = dict(config)
         self._network_seed = int(rng.integers(2**63))
-        network = self._build_network()
+        network = self._build_network(weights)
         self.__dict__.setdefault("_cache", {})["network"] = network
         self._weights = {name: value for name, value, _ in network.named_parameters()}
         self._training_state = History().to_dict()
@@ -281,7 +338,7 @@ class NetworkEstimator(NJobsMixin, BaseEstimator):
         """The live network over ``_weights``."""
 
         def rebuild():
-            network = self._build_network().load_state_dict(self._weights)
+            network = self._build_network(self._weights)
             self._weights = {name: value for name, value, _ in network.named_parameters()}
             return network
 

@@ -83,8 +83,15 @@ def id_rows_to_tokens(X, padding_id, name="X"):
     return [row[mask].tolist() for row, mask in zip(X, keep)]
 
 
-def _what(kind):
-    return "a 2-D array of token ids" if kind == IDS else "text"
+def _what(X, kind):
+    """What ``X`` is, in a message: its rank and dtype when it is numbers (they are read as token ids)."""
+    if kind != IDS:
+        return "text"
+    try:
+        X = np.asarray(X)
+    except (ValueError, TypeError):
+        return "numbers"
+    return f"a {X.ndim}-D array of {X.dtype} (numbers, read as token ids)"
 
 
 def read_tokens(X, route, *, validate, name="X", owner="estimator", tokenize=None):
@@ -111,8 +118,8 @@ def read_tokens(X, route, *, validate, name="X", owner="estimator", tokenize=Non
     """
     kind = input_kind(X)
     if kind != route["kind"]:
-        fitted_on = "token ids" if route["kind"] == IDS else "text"
-        raise ValueError(f"{name} is {_what(kind)}, but this {owner} was fitted on {fitted_on}")
+        fitted_on = "a 2-D array of token ids" if route["kind"] == IDS else "text: give a sequence of strings"
+        raise ValueError(f"{name} is {_what(X, kind)}, but this {owner} was fitted on {fitted_on}")
     if kind == IDS:
         return id_rows_to_tokens(validate(X), route["padding_id"], name=name)
     texts = check_texts(X, name=name)

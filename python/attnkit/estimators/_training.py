@@ -17,10 +17,11 @@ import dataclasses
 import math
 import sys
 import time
-import warnings
 
 import numpy as np
+from sklearn.exceptions import ConvergenceWarning
 
+from attnkit._warnings import warn
 from attnkit.nn.layers import Dropout
 from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm
 
@@ -36,6 +37,9 @@ __all__ = [
 # Batches are cut from pools of this many batches' worth of samples sorted by length: the samples
 # of a batch have similar lengths (little padding) while the pools keep the order random.
 BUCKET_POOL = 50
+# A batch loss this many times the call's first one (or 1, if larger) is divergence, not noise: a
+# cross-entropy starts near log(classes) and falls; learning_rate=1e6 drives it to ~1e12 in an epoch.
+DIVERGENCE_FACTOR = 100
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +134,7 @@ class History:
         AdamW's moments and step count, to resume (``partial_fit``).
     warmup_steps : int
         Warm-up length of the optimiser that ``optimizer_state`` belongs to.
-    stopped_early, interrupted : bool
+    stopped_early, interrupted, diverged : bool
         How the latest call ended.
     """
 
@@ -146,6 +150,7 @@ class History:
     warmup_steps: int = 0
     stopped_early: bool = False
     interrupted: bool = False
+    diverged: bool = False
 
     def to_dict(self):
         """The history as a dict of Python values, the optimiser state (a dict of arrays) included;
@@ -261,8 +266,9 @@ def make_batches(lengths, batch_size, rng, *, bucket=True):
 
 
 def _progress(batches, options, epoch):
-    """``batches`` wrapped in a tqdm bar when verbose and tqdm is installed."""
-    if not options.verbose:
+    """``batches`` wrapped in a tqdm bar when verbose, tqdm is installed and stdout is a terminal (a bar
+    redrawn into a redirected log is only noise there: the epoch lines say it all)."""
+    if not options.verbose or not sys.stdout.isatty():
         return batches, None
     try:
         from tqdm.auto import tqdm
@@ -319,10 +325,15 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
     Raises
     ------
     ValueError
-        If the loss or the gradients become NaN or infinite (with the epoch and update).
+        If the loss diverges (becomes NaN or infinite, or ``DIVERGENCE_FACTOR`` times the call's first
+        batch loss) or the gradients become NaN or infinite before the call's first epoch ends; the
+        weights the call started from are restored.
 
     Warns
     -----
+    sklearn.exceptions.ConvergenceWarning
+        When the loss diverges after an epoch of the call ended: training stops, and the weights of the
+        best epoch are restored.
     UserWarning
         When interrupted (KeyboardInterrupt, e.g. Ctrl-C): training stops at once, the best
         weights seen so far are restored, and the estimator stays usable.
@@ -348,8 +359,9 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
     with_validation = validate is not None
     higher_is_better = with_validation and options.monitor == "score"
     history.best_epoch = history.best_value = history.best_validation = None
-    history.stopped_early = history.interrupted = False
-    best_weights, no_improvement = None, 0
+    history.stopped_early = history.interrupted = history.diverged = False
+    start_weights, best_weights, no_improvement = model.state_dict(), None, 0
+    divergence_limit, diverged = None, None
     start = time.perf_counter()
     epoch, last_epoch = history.n_epochs, history.n_epochs + options.max_epochs
     try:
@@ -363,14 +375,15 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
                 # A diverging run overflows on its way to a non-finite loss; the check below reports it.
                 with np.errstate(over="ignore", invalid="ignore"):
                     loss, tokens = batch_loss(indices)
-                if not math.isfinite(loss):
-                    raise ValueError(f"the training loss became {loss} at epoch {epoch}, update "
-                                     f"{optimizer.step_count + 1}; try a lower learning_rate")
+                where = f"epoch {epoch}, update {optimizer.step_count + 1}"
+                if divergence_limit is None and math.isfinite(loss):
+                    divergence_limit = DIVERGENCE_FACTOR * max(loss, 1.0)
+                if not (math.isfinite(loss) and loss <= divergence_limit):
+                    raise _Diverged(f"the training loss diverged to {loss:.4g} at {where}")
                 try:
                     clip_grad_norm(model, options.max_grad_norm)
                 except FloatingPointError as exc:
-                    raise ValueError(f"non-finite gradients at epoch {epoch}, update {optimizer.step_count + 1} "
-                                     f"({exc}); try a lower learning_rate") from None
+                    raise _Diverged(f"the gradients became non-finite at {where} ({exc})") from None
                 optimizer.step()
                 loss_sum += loss * len(indices)
                 n_seen += len(indices)
@@ -415,7 +428,14 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
                 break
     except KeyboardInterrupt:
         history.interrupted = True
-    if best_weights is not None and (options.early_stopping or history.interrupted):
+    except _Diverged as error:
+        diverged = str(error)
+    if diverged is not None and best_weights is None:
+        model.load_state_dict(start_weights)
+        raise ValueError(f"{diverged}, before the first epoch of this call ended (the model is left as it was "
+                         "before the call); try a lower learning_rate")
+    history.diverged = diverged is not None
+    if best_weights is not None and (options.early_stopping or history.interrupted or history.diverged):
         model.load_state_dict(best_weights)
         history.kept_epoch = history.best_epoch
     else:
@@ -425,7 +445,13 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
             kept = "no epoch was completed: the weights are those of the last update"
         else:
             kept = f"the weights of epoch {history.best_epoch} (the best seen) were restored"
-        warnings.warn(f"training interrupted (KeyboardInterrupt) during epoch {epoch}; {kept}", UserWarning,
-                      stacklevel=3)
+        warn(f"training interrupted (KeyboardInterrupt) during epoch {epoch}; {kept}")
+    if history.diverged:
+        warn(f"{diverged}: training stopped and the weights of epoch {history.best_epoch} (the best seen) were "
+             "restored; try a lower learning_rate", ConvergenceWarning)
     history.optimizer_state = optimizer.state_dict()
     return history
+
+
+class _Diverged(Exception):
+    """The loss or the gradients diverged: how and where (caught by :func:`train`)."""

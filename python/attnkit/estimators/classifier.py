@@ -4,7 +4,6 @@ classifier."""
 import math
 import numbers
 import os
-import warnings
 from typing import Any
 
 import numpy as np
@@ -16,13 +15,15 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from attnkit import ops
 from attnkit._validation import Interval, Options, check_sample_weight
-from attnkit.estimators._base import INFERENCE_DTYPES, NetworkEstimator, Samples
+from attnkit._warnings import warn
+from attnkit.estimators._base import INFERENCE_DTYPES, NetworkEstimator, Samples, validation_pair
 from attnkit.estimators._jobs import map_batches
 from attnkit.estimators._pretraining import pretrain_masked_lm
 from attnkit.estimators._token_space import PretrainedSpace, VocabularySpace
 from attnkit.estimators._training import reseed_dropout
 from attnkit.io import from_json, register_estimator, to_json
 from attnkit.nn import CrossEntropyLoss, SequenceClassifier
+from attnkit.nn.positional import MAX_POSITIONS
 from attnkit.pretrained.checkpoint import load_checkpoint
 from attnkit.pretrained.tokenizer import PretrainedTokenizer
 from attnkit.text import SubwordTokenizer, Texts, Tokenizer, Vocabulary, pad_sequences
@@ -218,6 +219,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         every ``checkpoint_every`` epochs, with that epoch's weights and history. To resume, load
         it (:func:`attnkit.load`), ``set_params(warm_start=True)`` and ``fit`` again: training
         continues from those weights for up to ``max_iter`` more epochs, ``n_iter_`` counting on.
+        The file does not keep the path (a file never chooses where a later call writes): give it
+        again to the loaded estimator to keep checkpointing.
 
     checkpoint_every : int, default=1
         Epochs between checkpoints.
@@ -319,7 +322,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         "lowercase": ["boolean"],
         "max_features": [None, Interval(numbers.Integral, 1, None, closed="left")],
         "min_df": [Interval(numbers.Integral, 1, None, closed="left"), Interval(numbers.Real, 0, 1, closed="right")],
-        "max_len": [Interval(numbers.Integral, 1, None, closed="left")],
+        "max_len": [Interval(numbers.Integral, 1, MAX_POSITIONS - 2, closed="both")],
         "pretrained": [None, str, os.PathLike],
         "padding_id": [Interval(numbers.Integral, None, None, closed="neither")],
         "d_model": [Interval(numbers.Integral, 1, None, closed="left")],
@@ -662,19 +665,17 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             "max_len": self.max_len + 1, "relative_distance": RELATIVE_DISTANCE, "bag_ngrams": self._bag_ngrams(),
         }
 
-    def _start_network(self, config, rng):
-        super()._start_network(config, rng)
+    def _start_network(self, config, rng, weights=None):
+        super()._start_network(config, rng, weights)
         checkpoint = self._cache.pop("checkpoint", None)
         if checkpoint is not None:  # the encoder starts from the checkpoint; the head (and bag) from scratch
             for name, value in checkpoint.weights.items():
                 self._weights[name][...] = value
 
     def _read_validation_data(self, validation_data):
-        if not (isinstance(validation_data, tuple) and len(validation_data) == 2):
-            raise TypeError(f"validation_data must be a tuple (X_val, y_val), got {type(validation_data).__name__}")
-        X_val, y_val = validation_data
+        X_val, y_val = validation_pair(validation_data)
         docs = self._encode(X_val, name="X_val")
-        y_val = _check_y(y_val, len(docs), name="y_val")
+        y_val = _check_y(y_val, len(docs), name="y_val", x_name="X_val")
         unknown = np.setdiff1d(np.unique(y_val), self.classes_)
         if unknown.size:
             raise ValueError(f"y_val has labels that are not in the training labels: {unknown[:5].tolist()}")
@@ -792,9 +793,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         release's ``load`` did (weights are the saved ones; only Performer's random features differ from
         the model before it was saved, and that release lost them too)."""
         if config["network"].get("attention") == "performer":
-            warnings.warn("this classifier was saved by attnkit 0.1.0, which did not keep the seed of its "
-                          "Performer random features: it predicts as 0.1.0's load gave it, not as before it was "
-                          "saved; refit it to recover", UserWarning, stacklevel=4)
+            warn("this classifier was saved by attnkit 0.1.0, which did not keep the seed of its Performer random "
+                 "features: it predicts as 0.1.0's load gave it, not as before it was saved; refit it to recover")
         training = from_json(config["training"])
         state = config["network"]
         route = {**config["input"], "cls": state["pooling"] == "cls", "whole": bool(state.get("bag_ngrams"))}
@@ -825,12 +825,14 @@ def _check_features(features):
         raise ValueError(f"features must be one of {FEATURES}, got {features!r}")
 
 
-def _check_y(y, n_samples, name="y"):
+def _check_y(y, n_samples, name="y", x_name="X"):
     y = column_or_1d(y, warn=True)
+    if y.dtype.kind == "f" and np.isnan(y).any():  # scikit-learn's check would first warn of a NaN cast
+        raise ValueError(f"{name} must hold class labels; got NaN at index {int(np.flatnonzero(np.isnan(y))[0])}")
     try:
         check_classification_targets(y)
     except ValueError as exc:  # scikit-learn's "Unknown label type: unknown" names no argument
         raise ValueError(f"{name} must hold class labels: {exc}") from None
     if len(y) != n_samples:
-        raise ValueError(f"X and {name} have inconsistent numbers of samples: {n_samples} and {len(y)}")
+        raise ValueError(f"{x_name} and {name} have inconsistent numbers of samples: {n_samples} and {len(y)}")
     return y

@@ -3,7 +3,6 @@ random weights), as a scikit-learn transformer."""
 
 import numbers
 import os
-import warnings
 from typing import Any
 
 import numpy as np
@@ -13,11 +12,13 @@ from sklearn.utils.validation import check_is_fitted
 from attnkit._config import get_num_threads
 from attnkit._random import generator
 from attnkit._validation import Interval, Options, validate_params
+from attnkit._warnings import warn
 from attnkit.estimators._base import INFERENCE_DTYPES, NetworkEstimator
 from attnkit.estimators._jobs import map_batches
 from attnkit.estimators._token_input import TEXT
 from attnkit.io import register_estimator
 from attnkit.nn import SequencePooling, TextEncoder
+from attnkit.nn.positional import MAX_POSITIONS
 from attnkit.pretrained import PretrainedTokenizer, load_checkpoint
 from attnkit.text import Texts, check_texts, pad_sequences
 
@@ -133,7 +134,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         "model": [None, str, os.PathLike],
         "pooling": [None, Options(str, {"mean", "cls", "max"})],
         "normalize": [None, "boolean"],
-        "max_len": [None, Interval(numbers.Integral, 1, None, closed="left")],
+        "max_len": [None, Interval(numbers.Integral, 1, MAX_POSITIONS, closed="both")],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
         "weights": [Options(str, {"pretrained", "random"})],
         "random_state": ["random_state"],
@@ -192,9 +193,8 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         self.__dict__.pop("_cache", None)
         self._input = {"kind": TEXT}
         self._start_network({"vocab_size": config.vocab_size, "max_len": max_len, "dropout": 0.0,
-                             **config.encoder_options()}, generator(self.random_state))
-        if self.weights == "pretrained":
-            self._network().load_state_dict(checkpoint.weights)  # in place: _weights are the network's arrays
+                             **config.encoder_options()}, generator(self.random_state),
+                            weights=checkpoint.weights if self.weights == "pretrained" else None)
         self._cache["tokenizer"] = checkpoint.tokenizer
         self._tokenizer_json = checkpoint.tokenizer.json_text
         self.pooling_ = self.pooling or checkpoint.pooling or "mean"
@@ -222,7 +222,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
             Once per call, when texts are longer than ``max_len_`` tokens: how many were cut.
         """
         check_is_fitted(self)
-        ids = self._encode(X, stacklevel=5)  # the user, set_output's and n_jobs' wrappers, transform, _encode
+        ids = self._encode(X)
         network, pool, runner = self._network(), SequencePooling(self.pooling_), self._inference_runner()
         out = np.empty((len(ids), self._n_features_out), dtype=np.float32)
 
@@ -255,7 +255,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
             :func:`attnkit.plotting.plot_attention`.
         """
         check_is_fitted(self)
-        ids = self._encode(X, stacklevel=4)  # the user, the n_jobs wrapper, attention_maps, _encode
+        ids = self._encode(X)
         network, tokenizer = self._network(), self._tokenizer()
         maps: list[dict[str, Any]] = [{} for _ in ids]
         for rows, batch, lengths in self._batches(ids):
@@ -269,15 +269,14 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
     def _tokenizer(self):
         return self._cached("tokenizer", lambda: PretrainedTokenizer(self._tokenizer_json))
 
-    def _encode(self, X, stacklevel):
-        """Token ids of each text ([CLS] ... [SEP]), at most ``max_len_``; warns once when texts were cut,
-        ``stacklevel`` frames up (at the caller's code)."""
+    def _encode(self, X):
+        """Token ids of each text ([CLS] ... [SEP]), at most ``max_len_``; warns once (at the caller's line)
+        when texts were cut."""
         texts = check_texts(X)
         ids, n_cut = self._tokenizer().encode(texts, self.max_len_)
         if n_cut:
-            warnings.warn(f"{n_cut} of {len(texts)} texts are longer than max_len={self.max_len_} tokens and were "
-                          f"truncated to their first {self.max_len_} (special tokens included)", UserWarning,
-                          stacklevel=stacklevel)
+            warn(f"{n_cut} of {len(texts)} texts are longer than max_len={self.max_len_} tokens and were truncated "
+                 f"to their first {self.max_len_} (special tokens included)")
         return ids
 
     def _batches(self, ids, max_samples=None):

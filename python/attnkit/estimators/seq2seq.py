@@ -10,14 +10,18 @@ from sklearn.utils.validation import check_is_fitted
 
 from attnkit import decoding, ops
 from attnkit._validation import Interval, Options
-from attnkit.estimators._base import NetworkEstimator, Samples
+from attnkit.estimators._base import NetworkEstimator, Samples, validation_pair
 from attnkit.estimators._token_input import IDS, text_tokenizer
 from attnkit.io import register_estimator, to_json
 from attnkit.nn import CrossEntropyLoss
 from attnkit.nn.encoder_decoder import EncoderDecoder
+from attnkit.nn.positional import MAX_POSITIONS
 from attnkit.text import SubwordTokenizer, Texts, Tokenizer, Vocabulary, pad_sequences
 
 __all__ = ["Seq2SeqTransformer"]
+
+# Positions the decoder's cache holds before it grows: most targets fit; max_length is only an upper bound.
+CACHE_CAPACITY = 256
 
 RELATIVE_WINDOW = 16  # clipping distance of positional="relative"
 
@@ -100,6 +104,7 @@ class Seq2SeqTransformer(NetworkEstimator):
         ``checkpoint_every`` epochs, with that epoch's weights and history. To resume, load it
         (:func:`attnkit.load`), ``set_params(warm_start=True)`` and ``fit`` again: training
         continues from those weights for up to ``max_iter`` more epochs, ``n_iter_`` counting on.
+        The file does not keep the path: give it again to the loaded estimator to keep checkpointing.
     checkpoint_every : int, default=1
         Epochs between checkpoints.
     random_state : int, RandomState instance, Generator or None, default=None
@@ -178,8 +183,8 @@ class Seq2SeqTransformer(NetworkEstimator):
         "min_df": [Interval(numbers.Integral, 1, None, closed="left"),
                    Interval(numbers.Real, 0, 1, closed="right")],
         "handle_unknown": [Options(str, {"unk", "error"})],
-        "max_source_len": [Interval(numbers.Integral, 2, None, closed="left")],
-        "max_target_len": [Interval(numbers.Integral, 1, None, closed="left")],
+        "max_source_len": [Interval(numbers.Integral, 2, MAX_POSITIONS, closed="both")],
+        "max_target_len": [Interval(numbers.Integral, 1, MAX_POSITIONS - 1, closed="both")],
         "padding_id": [Interval(numbers.Integral, None, None, closed="neither")],
         "d_model": [Interval(numbers.Integral, 1, None, closed="left")],
         "encoder_d_model": [None, Interval(numbers.Integral, 1, None, closed="left")],
@@ -463,6 +468,9 @@ class Seq2SeqTransformer(NetworkEstimator):
             self.target_vocabulary_ = Vocabulary.build(targets, max_features=self.max_target_features,
                                                        min_df=self.min_df)
         pairs = self._encode_token_pairs(sources, targets)
+        # Generation never writes <unk> unless a training target held it (a word cut from the vocabulary).
+        unk = self.target_vocabulary_.unk_id
+        self._writes_unk: bool = (not reset and self._writes_unk) or any(unk in t for _, t in pairs)
         return Samples(pairs, np.array([len(s) + len(t) for s, t in pairs], dtype=np.int64))
 
     def _new_network_config(self, samples):
@@ -483,9 +491,8 @@ class Seq2SeqTransformer(NetworkEstimator):
                              f"attention={self.attention!r}")
 
     def _read_validation_data(self, validation_data):
-        if not (isinstance(validation_data, tuple) and len(validation_data) == 2):
-            raise TypeError(f"validation_data must be a tuple (X_val, y_val), got {type(validation_data).__name__}")
-        pairs = self._encode_pairs(*validation_data, names=("X_val", "y_val"))
+        X_val, y_val = validation_pair(validation_data)
+        pairs = self._encode_pairs(X_val, y_val, names=("X_val", "y_val"))
         return Samples(pairs, np.array([len(s) + len(t) for s, t in pairs], dtype=np.int64))
 
     def _batch_loss(self, network, samples, rng):
@@ -584,9 +591,11 @@ class Seq2SeqTransformer(NetworkEstimator):
         memory, _ = network.encode(source, lengths)
         decoder_model = decoding.DecoderModel(network.children["decoder"], memory, lengths,
                                               embed=network.embed_target, project=network.project,
-                                              capacity=params["max_length"])
+                                              capacity=min(params["max_length"], CACHE_CAPACITY))
+        # Decoding drops the other special tokens; a written <unk> would show as the text "<unk>".
+        suppress = [] if self._writes_unk else [vocab.unk_id]
         return decoding.generate(decoder_model, len(sources), bos_id=vocab.bos_id, eos_id=vocab.eos_id,
-                                 random_state=rngs, **params)
+                                 random_state=rngs, suppress_tokens=suppress, **params)
 
     # -- fitted state ------------------------------------------------------------------------------------------
     def _fitted_extras(self):
@@ -594,12 +603,19 @@ class Seq2SeqTransformer(NetworkEstimator):
         return {}, {"tokenizer": None if self.tokenizer_ is None else {"kind": self.tokenizer_.kind,
                                                                          "lowercase": self.tokenizer_.lowercase},
                     "source_vocabulary": self.source_vocabulary_.get_config(),
-                    "target_vocabulary": self.target_vocabulary_.get_config()}
+                    "target_vocabulary": self.target_vocabulary_.get_config(), "writes_unk": self._writes_unk}
 
     def _set_fitted_extras(self, groups, config):
         self.tokenizer_ = None if config["tokenizer"] is None else text_tokenizer(self._input, "target")
         self.source_vocabulary_ = Vocabulary.from_config(config["source_vocabulary"])
         self.target_vocabulary_ = Vocabulary.from_config(config["target_vocabulary"])
+        self._writes_unk = bool(config.get("writes_unk", True))  # files from before it was kept: as they were
+        network, route = self._network_config, self._input
+        if (route["max_source_len"], route["max_target_len"] + 1) != (network["max_source_len"],
+                                                                      network["max_target_len"]):
+            raise ValueError(f"the input's max_source_len={route['max_source_len']} and max_target_len="
+                             f"{route['max_target_len']} do not match the network's ({network['max_source_len']}, "
+                             f"{network['max_target_len']} with the end token)")
 
     def _upgrade_fitted_state(self, groups, config, version):
         """attnkit 0.1.0's layout (format 1): text input only, the network described by the parameters."""

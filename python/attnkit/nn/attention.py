@@ -74,13 +74,15 @@ class MultiHeadAttention(Module):
         for name, fan_in, fan_out in (("wq", d_model, inner), ("wk", d_context, inner), ("wv", d_context, inner),
                                       ("wo", inner, d_model)):
             limit = math.sqrt(6.0 / (fan_in + fan_out))
-            self.add_param(name, rng.uniform(-limit, limit, size=(fan_in, fan_out)))
-            self.add_param("b" + name[1], np.zeros(fan_out))
+            self.add_param(name, lambda shape, limit=limit: rng.uniform(-limit, limit, size=shape),
+                           shape=(fan_in, fan_out))
+            self.add_param("b" + name[1], np.zeros, shape=(fan_out,))
         self.feature_map: FeatureMap | None
         if attention == "linear":
             self.feature_map = EluFeatureMap()
         elif attention == "performer":
             self.feature_map = PositiveRandomFeatureMap(n_features, random_state=rng.integers(2**63))
+            self.draws_beyond_weights = True
         else:
             self.feature_map = None
         self.position_bias = None if position_bias is None else self.add_child("position_bias", position_bias)

@@ -11,6 +11,7 @@ import numpy as np
 from attnkit._validation import check_int
 from attnkit.nn.layers import Linear
 from attnkit.nn.module import Module
+from attnkit.nn.positional import MAX_POSITIONS
 from attnkit.nn.token_embedding import TokenEmbedding
 from attnkit.nn.transformer import Decoder, Encoder
 
@@ -56,6 +57,8 @@ class EncoderDecoder(Module):
         rng = np.random.default_rng(rng)
         d_enc = check_int(encoder_d_model, "encoder_d_model", minimum=1)
         d_dec = check_int(decoder_d_model, "decoder_d_model", minimum=1)
+        for name, value in (("max_source_len", max_source_len), ("max_target_len", max_target_len)):
+            check_int(value, name, minimum=1, maximum=MAX_POSITIONS)
         absolute = positional if positional in ("sinusoidal", "learned") else None
         relative = check_int(relative_window, "relative_window", minimum=1) if positional == "relative" else None
         common = dict(dropout=dropout, attention=attention, relative_positions=relative)

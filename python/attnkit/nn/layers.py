@@ -51,10 +51,14 @@ class Embedding(Module):
                 raise ValueError(f"padding_idx must be in [0, {self.num_embeddings}), got {padding_idx}")
         self.padding_idx = padding_idx
         init_std = check_real(init_std, "init_std", positive=True)
-        weight = init_std * np.random.default_rng(rng).standard_normal((self.num_embeddings, self.embedding_dim))
-        if padding_idx is not None:
-            weight[padding_idx] = 0.0
-        self.add_param("weight", weight)
+
+        def initial(shape):
+            weight = init_std * np.random.default_rng(rng).standard_normal(shape)
+            if padding_idx is not None:
+                weight[padding_idx] = 0.0
+            return weight
+
+        self.add_param("weight", initial, shape=(self.num_embeddings, self.embedding_dim))
 
     def forward(self, ids, training=False):
         """Rows of ``weight`` for integer ``ids`` of any shape: output ``ids.shape + (embedding_dim,)``."""
@@ -122,9 +126,10 @@ class Linear(Module):
         self.out_features = check_int(out_features, "out_features", minimum=1)
         limit = math.sqrt(6.0 / (self.in_features + self.out_features))
         rng = np.random.default_rng(rng)
-        self.add_param("weight", rng.uniform(-limit, limit, (self.in_features, self.out_features)))
+        self.add_param("weight", lambda shape: rng.uniform(-limit, limit, shape),
+                       shape=(self.in_features, self.out_features))
         if bias:
-            self.add_param("bias", np.zeros(self.out_features))
+            self.add_param("bias", np.zeros, shape=(self.out_features,))
 
     def forward(self, x, training=False):
         x = np.asarray(x)
@@ -163,8 +168,8 @@ class LayerNorm(Module):
         super().__init__()
         self.dim = check_int(dim, "dim", minimum=1)
         self.eps = check_real(eps, "eps")
-        self.add_param("gamma", np.ones(self.dim))
-        self.add_param("beta", np.zeros(self.dim))
+        self.add_param("gamma", np.ones, shape=(self.dim,))
+        self.add_param("beta", np.zeros, shape=(self.dim,))
 
     def forward(self, x, training=False):
         x = np.asarray(x)
@@ -204,7 +209,7 @@ class RMSNorm(Module):
         self.eps = check_real(eps, "eps")
         if self.eps < 0:
             raise ValueError(f"eps must be >= 0, got {self.eps}")
-        self.add_param("gamma", np.ones(self.dim))
+        self.add_param("gamma", np.ones, shape=(self.dim,))
 
     def forward(self, x, training=False):
         x = np.asarray(x)

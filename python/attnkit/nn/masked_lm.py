@@ -43,7 +43,7 @@ class TiedOutput(Module):
         if not isinstance(embedding, Embedding):
             raise TypeError(f"embedding must be an attnkit.nn.Embedding, got {type(embedding).__name__}")
         self.embedding = embedding
-        self.add_param("bias", np.zeros(embedding.num_embeddings), dtype=embedding.params["weight"].dtype)
+        self.add_param("bias", np.zeros, dtype=embedding.params["weight"].dtype, shape=(embedding.num_embeddings,))
 
     def forward(self, h, training=False):
         """Logits (..., vocab_size) of hidden vectors h (..., d)."""

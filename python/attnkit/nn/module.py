@@ -4,26 +4,65 @@ A layer computes ``forward(x, training) -> (out, cache)`` and ``backward(grad_ou
 ``backward`` *adds* parameter gradients into ``grads`` (so several backward calls accumulate, as over
 the time steps of a shared layer) and returns the input gradient. Parameters are float32 NumPy arrays
 by default; ``astype(np.float64)`` converts a whole model (gradient checks run in float64).
+
+A layer gives each parameter's initial values as a function of its shape (``add_param(name, init,
+shape=...)``), so that a model about to receive saved weights is built without drawing or allocating
+them: inside :func:`to_be_loaded`, parameters are zero-stride placeholders until
+:meth:`Module.load_state_dict` puts the saved arrays in their place. A file that lies about a model's
+sizes is then refused by the shape check, before anything of those sizes exists.
 """
 
+import contextlib
+import threading
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Module"]
+__all__ = ["Module", "to_be_loaded"]
+
+_BUILDING = threading.local()
+
+
+@contextlib.contextmanager
+def to_be_loaded():
+    """Build modules whose parameters a later :meth:`Module.load_state_dict` fills: initial values given
+    as functions are not drawn (no random numbers, no memory), and each such parameter is a read-only
+    zero-stride placeholder of its shape until loaded. Per thread."""
+    before = getattr(_BUILDING, "placeholders", False)
+    _BUILDING.placeholders = True
+    try:
+        yield
+    finally:
+        _BUILDING.placeholders = before
 
 
 class Module:
     """Base class: holds ``params`` / ``grads`` (same keys and shapes) and child modules."""
 
+    # True for a module whose construction draws random state that is not a parameter (Performer's features):
+    # a model of such modules built for loading is redrawn in full, so that it holds what the original drew.
+    draws_beyond_weights = False
+
     def __init__(self):
         self.params = {}
         self.grads = {}
         self.children = {}
+        self._placeholders = set()
 
     # -- building -------------------------------------------------------------------------------
-    def add_param(self, name, value, dtype=np.float32):
-        value = np.array(value, dtype=dtype)
+    def add_param(self, name, value, dtype=np.float32, *, shape=None):
+        """Register parameter ``name`` (and its zero gradient); returns the array.
+
+        ``value`` is the initial array, or, with ``shape``, a function ``value(shape) -> array`` that
+        draws it (``np.zeros``, ``lambda s: rng.uniform(-a, a, s)``). Inside :func:`to_be_loaded` that
+        function is not called and the parameter is a placeholder until :meth:`load_state_dict`.
+        """
+        if shape is not None and getattr(_BUILDING, "placeholders", False):
+            placeholder = np.broadcast_to(np.zeros((), dtype), tuple(shape))
+            self.params[name] = self.grads[name] = placeholder
+            self._placeholders.add(name)
+            return placeholder
+        value = np.array(value(tuple(shape)) if shape is not None else value, dtype=dtype)
         self.params[name] = value
         self.grads[name] = np.zeros_like(value)
         return value
@@ -46,10 +85,21 @@ class Module:
     # -- traversal ------------------------------------------------------------------------------
     def named_parameters(self, prefix=""):
         """Yield ``(dotted_name, param, grad)`` for this module and its children, depth first."""
-        for name, value in self.params.items():
-            yield prefix + name, value, self.grads[name]
+        for module, name, dotted in self._slots(prefix):
+            yield dotted, module.params[name], module.grads[name]
+
+    def _slots(self, prefix=""):
+        """``(module, local name, dotted name)`` of every parameter, depth first."""
+        for name in self.params:
+            yield self, name, prefix + name
         for child_name, child in self.children.items():
-            yield from child.named_parameters(f"{prefix}{child_name}.")
+            yield from child._slots(f"{prefix}{child_name}.")
+
+    def modules(self):
+        """This module and every module below it, depth first."""
+        yield self
+        for child in self.children.values():
+            yield from child.modules()
 
     def zero_grad(self):
         for _, _, grad in self.named_parameters():
@@ -76,17 +126,29 @@ class Module:
         return {name: value.copy() for name, value, _ in self.named_parameters()}
 
     def load_state_dict(self, state):
-        """Copy arrays into the parameters; names and shapes must match exactly."""
-        own = {name: value for name, value, _ in self.named_parameters()}
-        missing, extra = sorted(set(own) - set(state)), sorted(set(state) - set(own))
+        """Copy arrays into the parameters; names and shapes must match exactly, and are all checked
+        before any parameter changes. A placeholder (see :func:`to_be_loaded`) takes the given array
+        itself when it already has the parameter's dtype and is C-contiguous, writeable and its own
+        memory (no copy), else a copy."""
+        slots = list(self._slots())
+        own = {dotted for _, _, dotted in slots}
+        missing, extra = sorted(own - set(state)), sorted(set(state) - own)
         if missing or extra:
-            raise ValueError(f"state dict does not match the model: missing {missing}, unexpected {extra}")
-        for name, value in own.items():
-            new = np.asarray(state[name])
+            raise ValueError(f"state dict does not match the model: missing {missing[:8]}"
+                             f"{' ...' if len(missing) > 8 else ''}, unexpected {extra[:8]}"
+                             f"{' ...' if len(extra) > 8 else ''}")
+        for module, name, dotted in slots:
+            new, value = np.asarray(state[dotted]), module.params[name]
             if new.shape != value.shape or new.dtype.kind != "f":
-                raise ValueError(f"parameter {name!r}: expected a float array of shape {value.shape}, "
+                raise ValueError(f"parameter {dotted!r}: expected a float array of shape {value.shape}, "
                                  f"got {new.dtype} {new.shape}")
-            value[...] = new
+        for module, name, dotted in slots:
+            if name in module._placeholders:
+                adopted = np.require(state[dotted], module.params[name].dtype, ("C", "W", "O"))
+                module.params[name], module.grads[name] = adopted, np.zeros_like(adopted)
+                module._placeholders.discard(name)
+            else:
+                module.params[name][...] = state[dotted]
         return self
 
     def n_parameters(self):

@@ -50,7 +50,7 @@ class NgramBag(Module):
         self.gain = check_real(gain, "gain", positive=True)
         self.order = check_int(order, "order", minimum=1)
         self.buckets = check_int(buckets, "buckets", minimum=1)
-        self.add_param("table", np.zeros((self.buckets, check_int(n_outputs, "n_outputs", minimum=1))))
+        self.add_param("table", np.zeros, shape=(self.buckets, check_int(n_outputs, "n_outputs", minimum=1)))
 
     def features(self, ids, lengths):
         """Bucket of every n-gram within the real lengths and the sequence it belongs to, two flat

@@ -20,7 +20,11 @@ from attnkit import ops
 from attnkit._validation import check_int, check_real, float_array
 from attnkit.nn.module import Module
 
-__all__ = ["LearnedPositions", "RelativePositionBias", "SinusoidalPositions"]
+__all__ = ["MAX_POSITIONS", "LearnedPositions", "RelativePositionBias", "SinusoidalPositions"]
+
+# The longest sequence a model may be configured for (2^20 tokens): a bound on sizes no array backs (a sinusoidal
+# model's max_len), so that a number from an untrusted file cannot ask generation for 10^12 positions.
+MAX_POSITIONS = 2**20
 
 
 def _check_rows(x, width, offset, max_len=None):
@@ -130,10 +134,11 @@ class LearnedPositions(Module):
 
     def __init__(self, max_len, d, rng, *, init_std=0.02):
         super().__init__()
-        self.max_len = check_int(max_len, "max_len", minimum=1)
+        self.max_len = check_int(max_len, "max_len", minimum=1, maximum=MAX_POSITIONS)
         self.d = check_int(d, "d", minimum=1)
         init_std = check_real(init_std, "init_std")
-        self.add_param("weight", init_std * np.random.default_rng(rng).standard_normal((self.max_len, self.d)))
+        self.add_param("weight", lambda shape: init_std * np.random.default_rng(rng).standard_normal(shape),
+                       shape=(self.max_len, self.d))
 
     def forward(self, x, training=False, *, offset=0):
         """``out[..., t, :] = x[..., t, :] + weight[offset + t]``.
@@ -205,7 +210,8 @@ class RelativePositionBias(Module):
         self.max_distance = check_int(max_distance, "max_distance", minimum=0)
         init_std = check_real(init_std, "init_std")
         shape = (2 * self.max_distance + 1, self.heads)
-        self.add_param("weight", init_std * np.random.default_rng(rng).standard_normal(shape))
+        self.add_param("weight", lambda shape: init_std * np.random.default_rng(rng).standard_normal(shape),
+                       shape=shape)
 
     def bucket(self, nq, nk, offset=None):
         """Row of ``weight`` used by each (query, key) pair, an int array of shape (nq, nk).

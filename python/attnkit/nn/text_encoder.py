@@ -6,6 +6,7 @@ import numpy as np
 from attnkit._validation import check_int
 from attnkit.nn.module import Module
 from attnkit.nn.packed import PackedEncoder
+from attnkit.nn.positional import MAX_POSITIONS
 from attnkit.nn.token_embedding import TokenEmbedding
 from attnkit.nn.transformer import Encoder
 
@@ -63,8 +64,9 @@ class TextEncoder(Module):
         if positional not in POSITIONAL_KINDS:
             raise ValueError(f"positional must be one of {POSITIONAL_KINDS}, got {positional!r}")
         rng = np.random.default_rng(rng)
-        self.max_len = check_int(max_len, "max_len", minimum=1)
-        n_positions = self.max_len if n_positions is None else check_int(n_positions, "n_positions", minimum=1)
+        self.max_len = check_int(max_len, "max_len", minimum=1, maximum=MAX_POSITIONS)
+        n_positions = self.max_len if n_positions is None else check_int(n_positions, "n_positions", minimum=1,
+                                                                          maximum=MAX_POSITIONS)
         absolute = positional if positional in ("sinusoidal", "learned") else None
         self.add_child("embedding", TokenEmbedding(vocab_size, d_model, rng, positional=absolute, max_len=n_positions,
                                                    dropout=dropout, padding_idx=padding_idx,

@@ -8,6 +8,7 @@ Hugging Face stores a linear layer's weight as (out, in); attnkit's as (in, out)
 """
 
 import dataclasses
+import re
 
 import numpy as np
 
@@ -19,6 +20,12 @@ ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "ge
 # Tensors of a checkpoint that the encoder does not use: a buffer, BertModel's pooler (sentence
 # embeddings and fine-tuning pool the hidden states themselves), and pre-training heads.
 IGNORED_PREFIXES = ("embeddings.position_ids", "pooler.", "cls.", "embeddings.token_type_ids")
+# Sizes a config.json may give, inclusive: a config is untrusted input, and each size is checked against the
+# tensors before anything of that size is built (BERT-large has 24 layers, 1024 wide, 30,522 tokens).
+SIZE_LIMITS = {"vocab_size": (1, 2**24), "hidden_size": (1, 2**16), "num_hidden_layers": (1, 2**10),
+               "num_attention_heads": (1, 2**10), "intermediate_size": (1, 2**18),
+               "max_position_embeddings": (1, 2**20), "type_vocab_size": (0, 2**16), "pad_token_id": (0, 2**24)}
+LAYER = re.compile(r"encoder\.layer\.(\d+)\.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,12 +76,10 @@ class BertConfig:
         if act not in ACTIVATIONS:
             raise ValueError(f"{source}: hidden_act {act!r} is not supported; expected one of {sorted(ACTIVATIONS)}")
         sizes = {}
-        for key, minimum in (("vocab_size", 1), ("hidden_size", 1), ("num_hidden_layers", 1),
-                             ("num_attention_heads", 1), ("intermediate_size", 1), ("max_position_embeddings", 1),
-                             ("type_vocab_size", 0), ("pad_token_id", 0)):
+        for key, (low, high) in SIZE_LIMITS.items():
             value = config.get(key, 0 if key == "pad_token_id" else None)
-            if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-                raise ValueError(f"{source}: {key} must be an integer >= {minimum}, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ValueError(f"{source}: {key} must be an integer in [{low}, {high}], got {value!r}")
             sizes[key] = value
         if sizes["hidden_size"] % sizes["num_attention_heads"]:
             raise ValueError(f"{source}: hidden_size {sizes['hidden_size']} is not a multiple of num_attention_heads "
@@ -139,14 +144,19 @@ def _canonical(name):
 def map_weights(tensors, config, source="model.safetensors"):
     """The checkpoint's tensors as attnkit's parameters: ``{attnkit name: float32 array}``.
 
-    Every tensor the encoder needs must be present with the shape the config implies and a float dtype;
-    tensors of the pooler and of pre-training heads are ignored; anything else is refused.
+    Every tensor the encoder needs must be present with the shape the config implies, a float dtype and
+    finite values; tensors of the pooler and of pre-training heads are ignored; anything else is refused.
 
     Raises
     ------
     ValueError
-        Naming the missing, unexpected, misshapen or non-float tensors.
+        Naming the missing, unexpected, misshapen, non-float or non-finite tensors, or a number of layers
+        that is not the config's.
     """
+    layers = {int(match.group(1)) for name in tensors if (match := LAYER.match(_canonical(name)))}
+    if len(layers) != config.num_hidden_layers:  # checked first: the table below has an entry per layer
+        raise ValueError(f"{source} holds {len(layers)} encoder layers, but the config's num_hidden_layers is "
+                         f"{config.num_hidden_layers}")
     table = config.tensor_table()
     found = {}
     unexpected = []
@@ -169,6 +179,8 @@ def map_weights(tensors, config, source="model.safetensors"):
             raise ValueError(f"{source}: tensor {name} must be floating point, got {value.dtype}")
         if value.shape != shape:
             raise ValueError(f"{source}: tensor {name} has shape {value.shape}, but the config implies {shape}")
+        if not np.isfinite(value).all():
+            raise ValueError(f"{source}: tensor {name} holds non-finite values (NaN or inf); the checkpoint is damaged")
         value = value.T if transpose else value
         weights[target] = np.ascontiguousarray(value, dtype=np.float32)
     return weights

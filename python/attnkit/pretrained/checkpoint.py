@@ -85,7 +85,12 @@ def load_checkpoint(model):
     tokenizer_json = files.read("tokenizer.json")
     if tokenizer_json is None:
         raise FileNotFoundError(f"{where} has no tokenizer.json (attnkit reads the fast tokenizer's file)")
-    tokenizer = PretrainedTokenizer(tokenizer_json.decode("utf-8"))
+    try:
+        tokenizer = PretrainedTokenizer(tokenizer_json.decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{where}: tokenizer.json is not UTF-8 text: {error}") from None
+    except ValueError as error:
+        raise ValueError(f"{where}: {error}") from None
     if tokenizer.vocab_size != config.vocab_size:
         raise ValueError(f"{where}: the tokenizer has {tokenizer.vocab_size} tokens but the embedding table "
                          f"{config.vocab_size} rows")
