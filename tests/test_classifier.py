@@ -181,14 +181,23 @@ def test_punctuation_reads_alike_however_it_is_spaced(fitted):
 
 
 def test_texts_are_truncated_to_max_len():
-    clf = TransformerClassifier(**SMALL, max_len=3, bag_ngrams=0).fit(["a b c d", "d c b a"], [0, 1])
+    clf = TransformerClassifier(**SMALL, max_len=3, bag_ngrams=0, long_texts="truncate").fit(["a b c d", "d c b a"],
+                                                                                           [0, 1])
     assert np.array_equal(clf.predict_proba(["a b c x y z"]), clf.predict_proba(["a b c"]))
     assert not np.array_equal(clf.predict_proba(["a b x"]), clf.predict_proba(["a b c"]))
     assert clf.attention_maps(["a b c d e"])[0]["weights"].shape[-1] == 4  # <cls> + 3 tokens
 
 
+def test_head_and_tail_of_long_texts_by_default():
+    clf = TransformerClassifier(**SMALL, max_len=3, bag_ngrams=0).fit(["a b c d", "d c b a"], [0, 1])
+    # <cls> + 3 tokens: the head's quarter of 4 is the <cls>, the tail is the last 3 tokens
+    assert np.array_equal(clf.predict_proba(["x y z a b c"]), clf.predict_proba(["a b c"]))
+    assert clf.attention_maps(["a b c d e"])[0]["tokens"] == ["<cls>", "c", "d", "<unk>"]  # e: unseen in fit
+
+
 def test_the_ngram_bag_reads_past_max_len():
-    clf = TransformerClassifier(**SMALL, max_len=3, features="pooled").fit(["a b c d", "d c b a"] * 4, [0, 1] * 4)
+    clf = TransformerClassifier(**SMALL, max_len=3, features="pooled", long_texts="truncate")
+    clf.fit(["a b c d", "d c b a"] * 4, [0, 1] * 4)
     # The encoder sees the first 3 tokens only; the bag sees them all.
     np.testing.assert_array_equal(clf.transform(["a b c d a"]), clf.transform(["a b c"]))
     assert not np.array_equal(clf.predict_proba(["a b c d a"]), clf.predict_proba(["a b c"]))

@@ -100,9 +100,11 @@ def test_with_and_without_the_n_gram_bag(tiny, bag_ngrams):
     assert ("bag" in clf._network().children) == bool(bag_ngrams) and clf.score(TEXTS, LABELS) >= 0.9
 
 
-def test_long_texts_are_cut_to_max_len_wordpieces(tiny):
-    clf = TransformerClassifier(pretrained=tiny, max_len=3, **{**FAST, "bag_ngrams": 0}).fit(TEXTS, LABELS)
-    assert clf.attention_maps(["the film was good and fun"])[0]["tokens"] == ["[CLS]", "the", "film", "was", "[SEP]"]
+@pytest.mark.parametrize(("long_texts", "seen"), [("truncate", ["[CLS]", "the", "film", "was", "[SEP]"]),
+                                                  ("head_tail", ["[CLS]", "good", "and", "fun", "[SEP]"])])
+def test_long_texts_are_read_in_max_len_wordpieces(tiny, long_texts, seen):
+    clf = TransformerClassifier(pretrained=tiny, max_len=3, long_texts=long_texts, **{**FAST, "bag_ngrams": 0})
+    assert clf.fit(TEXTS, LABELS).attention_maps(["the film was good and fun"])[0]["tokens"] == seen
 
 
 def test_token_ids_are_the_checkpoints_own(tiny):
@@ -147,3 +149,32 @@ def test_minilm_fine_tunes(tmp_path):
                                 early_stopping=False, random_state=0).fit(texts, [1, 0, 1, 0] * 8)
     assert clf.predict(["a wonderful and funny film", "a boring mess"]).tolist() == [1, 0]
     assert clf.set_params(features="pooled").transform(texts[:2]).shape == (2, 384)
+
+
+@pytest.mark.parametrize(("long_texts", "window_pooling"), [("head_tail", "mean"), ("chunks", "mean"),
+                                                            ("chunks", "max"), ("chunks", "attention")])
+def test_long_reviews_are_read_whole_as_a_manual_computation_says(tiny, long_texts, window_pooling):
+    # max_len 8 (+ [CLS] and [SEP]): reviews at, one over and far over what the encoder reads at once
+    X = ["the film " * 4, "the film " * 4 + "good", "the film was dull " * 30 + "but good fun", "bad"] * 6
+    y = [1, 0, 1, 0] * 6
+    clf = TransformerClassifier(pretrained=tiny, max_len=8, long_texts=long_texts, window_pooling=window_pooling,
+                                bag_ngrams=0, max_iter=2, early_stopping=False, random_state=0).fit(X, y)
+    network, tokenizer = clf._network(), load_checkpoint(tiny).tokenizer
+    scores = []
+    for ids in tokenizer.encode(X[:4], 10**9)[0]:
+        if len(ids) <= 10:
+            windows = [ids]
+        elif long_texts == "head_tail":
+            windows = [ids[:round(10 / 4)] + ids[len(ids) - (10 - round(10 / 4)):]]
+        else:
+            body, starts = ids[1:-1], list(range(0, len(ids) - 2 - 8, 8 - 2)) + [len(ids) - 2 - 8]
+            windows = [[ids[0]] + body[s:s + 8] + [ids[-1]] for s in starts]
+        pooled = np.stack([network.pooled(np.array([w]), lengths=np.array([len(w)]))[0] for w in windows])
+        pooled, _ = (network.children["windows"].forward(pooled, counts=np.array([len(windows)]))
+                     if long_texts == "chunks" else (pooled, None))
+        scores.append(network.children["head"].forward(pooled)[0][0])
+    np.testing.assert_allclose(clf.decision_function(X[:4]), [s[1] - s[0] for s in scores], rtol=1e-4, atol=1e-5)
+    maps = clf.attention_maps(X[2:3])[0]
+    assert maps["tokens"][0] == "[CLS]" and len(maps["tokens"]) == 10
+    if long_texts == "head_tail":  # the review's last words are read
+        assert maps["tokens"][-4:] == ["but", "good", "fun", "[SEP]"]

@@ -8,6 +8,7 @@ import pickle
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import joblib
@@ -398,3 +399,41 @@ def test_minilm_int8_embeddings_stay_within_cosine_0_99_of_float32(minilm):
 def test_docstring_example_runs(minilm):
     result = doctest.testmod(embedder)
     assert result.attempted > 0 and result.failed == 0
+
+
+def _manual_long(directory, texts, *, how, max_len):
+    """Mean-pooled, normalised embeddings of long texts, windows cut by hand: the head's quarter and the tail,
+    or windows of max_len - 2 text tokens advancing by three quarters of that, each as [CLS] window [SEP]."""
+    checkpoint = load_checkpoint(directory)
+    encoder = nn.TextEncoder(checkpoint.config.vocab_size, 0, max_len=max_len, **checkpoint.config.encoder_options())
+    encoder.load_state_dict(checkpoint.weights)
+    out = []
+    for ids in checkpoint.tokenizer.encode(texts, 10**9)[0]:
+        if len(ids) <= max_len:
+            windows = [ids]
+        elif how == "head_tail":
+            head = round(max_len / 4)
+            windows = [ids[:head] + ids[len(ids) - (max_len - head):]]
+        else:
+            body, size = ids[1:-1], max_len - 2
+            starts = list(range(0, len(body) - size, size - size // 4)) + [len(body) - size]
+            windows = [[ids[0]] + body[s:s + size] + [ids[-1]] for s in starts]
+        hidden = [encoder.encode(np.array([w]), lengths=np.array([len(w)]))[0][0].mean(axis=0) for w in windows]
+        vector = np.mean(hidden, axis=0)
+        out.append(vector / np.linalg.norm(vector))
+    return np.stack(out)
+
+
+@pytest.mark.parametrize("how", ["head_tail", "chunks"])
+def test_long_texts_read_whole_equal_a_manual_computation(tiny, how):
+    # 10 tokens and a max_len of 10: texts exactly at, one over, and far over what the encoder reads at once
+    texts = ["the film " * 4, "the film " * 4 + "good", "the film was good " * 40, "bad"]
+    model = TransformerEmbedder(tiny, max_len=10, long_texts=how, pooling="mean", normalize=True).fit()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no truncation warning: nothing is cut
+        out = model.transform(texts)
+    np.testing.assert_allclose(out, _manual_long(tiny, texts, how=how, max_len=10), rtol=1e-5, atol=1e-6)
+    truncated = TransformerEmbedder(tiny, max_len=10, pooling="mean", normalize=True).fit()
+    with pytest.warns(UserWarning, match="2 of 4 texts are longer than max_len=10"):
+        np.testing.assert_array_equal(truncated.transform(texts)[[0, 3]], out[[0, 3]])  # texts that fit: alike
+    assert model.attention_maps(texts[2:3])[0]["weights"].shape[-1] == 10

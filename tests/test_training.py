@@ -375,12 +375,15 @@ def test_progress_bar_when_tqdm_is_installed(monkeypatch, capsys):
     bars = []
 
     class FakeBar:
-        def __init__(self, iterable, **kwargs):
-            self.iterable, self.kwargs, self.postfix = iterable, kwargs, []
+        def __init__(self, **kwargs):
+            self.kwargs, self.postfix, self.n, self.closed = kwargs, [], 0, False
             bars.append(self)
 
-        def __iter__(self):
-            return iter(self.iterable)
+        def update(self, n):
+            self.n += n
+
+        def close(self):
+            self.closed = True
 
         def set_postfix(self, **kwargs):
             self.postfix.append(kwargs)
@@ -394,8 +397,8 @@ def test_progress_bar_when_tqdm_is_installed(monkeypatch, capsys):
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
     train(toy.model, toy.batch_loss, toy.lengths(), _options(max_epochs=2, verbose=1), rng=np.random.default_rng(0))
     assert [bar.kwargs["desc"] for bar in bars] == ["epoch 1", "epoch 2"]
-    assert all(len(bar.postfix) == 8 and "loss" in bar.postfix[0] for bar in bars)
-    assert all(bar.kwargs["leave"] is False for bar in bars)
+    assert all(len(bar.postfix) == 8 and "loss" in bar.postfix[0] and "tokens_per_s" in bar.postfix[0] for bar in bars)
+    assert all(bar.kwargs["leave"] is False and bar.kwargs["total"] == bar.n == 8 and bar.closed for bar in bars)
 
 
 def test_history_defaults():
@@ -414,3 +417,39 @@ def test_reseeding_dropout_makes_masks_depend_on_the_seed_only():
     assert all(np.array_equal(a, b) for a, b in zip(masks(used, 7), masks(fresh, 7)))
     assert not np.array_equal(masks(fresh, 7)[0], masks(fresh, 8)[0])
 
+
+
+def test_long_passes_are_cut_into_epochs_of_at_most_epoch_updates():
+    # 240 samples / 32 = 8 updates a pass: epochs of at most 3 updates cut each pass in 3 (3, 3, 2 updates)
+    toy, sizes = _Toy(), []
+
+    def batch_loss(indices):
+        sizes.append(len(indices))
+        return toy.batch_loss(indices)
+
+    validated = []
+    history = train(toy.model, batch_loss, toy.lengths(), _options(max_epochs=5, epoch_updates=3),
+                    rng=np.random.default_rng(0), validate=lambda: validated.append(1) or toy.validate())
+    assert history.n_epochs == 5 and len(history.loss_curve) == len(validated) == 5
+    assert len(sizes) == 3 + 3 + 2 + 3 + 3 and history.optimizer_state["step"] == 14
+    assert sum(sizes[:8]) == 240  # the first three epochs are one whole pass
+
+
+def test_the_schedule_ends_at_the_last_planned_update_of_cut_epochs():
+    toy = _Toy()
+    history = train(toy.model, toy.batch_loss, toy.lengths(), _options(max_epochs=3, epoch_updates=3),
+                    rng=np.random.default_rng(0))
+    assert history.warmup_steps == 1  # 10% of 3 + 3 + 2 updates, rounded
+
+
+def test_progress_lines_within_an_epoch_when_no_bar(monkeypatch, capsys):
+    from attnkit.estimators import _progress
+
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    monkeypatch.setattr(_progress, "PROGRESS_SECONDS", 0.0)
+    toy = _Toy()
+    train(toy.model, toy.batch_loss, toy.lengths(), _options(max_epochs=1, verbose=1), rng=np.random.default_rng(0))
+    lines = capsys.readouterr().out.rstrip().splitlines()
+    assert len(lines) == 8  # 7 progress lines (not after the last update) and the epoch's line
+    assert all(re.fullmatch(r"  epoch 1: \d/8 updates  loss \d\.\d{4}  [\d,]+ tokens/s  \d+ s left in the epoch", line)
+               for line in lines[:7]), lines

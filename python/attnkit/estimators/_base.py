@@ -160,6 +160,11 @@ class NetworkEstimator(NJobsMixin, BaseEstimator):
         training samples)."""
         return int(self.max_iter)
 
+    def _plan_epochs(self, samples):
+        """(epochs, updates per epoch or None) of a fit on ``samples`` (``TrainingOptions.max_epochs`` and
+        ``epoch_updates``): ``_max_epochs`` passes by default."""
+        return self._max_epochs(len(samples)), None
+
     def _text_tokenizer(self):
         """A function from texts to token lists for the text route, or None for attnkit's own Tokenizer
         (:mod:`._token_input`)."""
@@ -210,8 +215,9 @@ class NetworkEstimator(NJobsMixin, BaseEstimator):
         reseed_dropout(network, rng)
         batch_loss = self._batch_loss(network, samples, rng)
         validate = None if validation is None else (lambda: self._evaluate(network, validation))
+        max_epochs, epoch_updates = (1, None) if incremental else self._plan_epochs(samples)
         options = TrainingOptions(
-            max_epochs=1 if incremental else self._max_epochs(len(samples)), batch_size=self.batch_size,
+            max_epochs=max_epochs, epoch_updates=epoch_updates, batch_size=self.batch_size,
             learning_rate=self._learning_rate(), weight_decay=float(self.weight_decay),
             warmup_fraction=self._warmup_fraction, decay="constant" if incremental else "linear",
             max_grad_norm=self._max_grad_norm, early_stopping=bool(self.early_stopping and validate is not None),

@@ -47,7 +47,6 @@ class VocabularySpace:
     def special_ids(self):
         """The ids word dropout never hides, and the id it puts in their place."""
         return np.arange(len(SPECIAL_TOKENS)), Vocabulary.unk_id
-
     def labels(self, ids):
         """The token of each id."""
         return [self.vocabulary.tokens[i] for i in ids]
@@ -94,6 +93,10 @@ class PretrainedSpace:
     def special_ids(self):
         """The ids word dropout never hides, and the id it puts in their place."""
         return self.tokenizer.special_ids(), self.tokenizer.unk_id()
+
+    def specials(self):
+        """How many special tokens the tokenizer puts before and after a text's own ids."""
+        return self.tokenizer.special_layout()
 
     def labels(self, ids):
         """The token of each id (e.g. wordpieces)."""

@@ -15,13 +15,13 @@ it between ``partial_fit`` calls and still pickle, clone and save as plain data.
 
 import dataclasses
 import math
-import sys
 import time
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from attnkit._warnings import warn
+from attnkit.estimators._progress import EpochProgress, epoch_line
 from attnkit.nn.layers import Dropout
 from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm
 
@@ -83,6 +83,10 @@ class TrainingOptions:
         Group samples of similar length into batches.
     label : str
         What the verbose lines and the progress bar call an epoch (e.g. "pre-training epoch").
+    epoch_updates : int or None
+        An epoch is a pass over the training samples, or, when a pass has more updates than this, an equal
+        part of a pass of at most this many updates (the next epoch goes on with the pass): validation,
+        early stopping, checkpoints and the verbose line come that often, however long the data.
     on_epoch_end : callable or None
         Called with the :class:`History` after each epoch (the model holds that epoch's weights),
         e.g. to write a checkpoint (:func:`epoch_checkpointer`).
@@ -103,6 +107,7 @@ class TrainingOptions:
     verbose: int = 0
     bucket: bool = True
     label: str = "epoch"
+    epoch_updates: int | None = None
     on_epoch_end: object = None
 
 
@@ -265,33 +270,10 @@ def make_batches(lengths, batch_size, rng, *, bucket=True):
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def _progress(batches, options, epoch):
-    """``batches`` wrapped in a tqdm bar when verbose, tqdm is installed and stdout is a terminal (a bar
-    redrawn into a redirected log is only noise there: the epoch lines say it all)."""
-    if not options.verbose or not sys.stdout.isatty():
-        return batches, None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return batches, None
-    bar = tqdm(batches, desc=f"{options.label} {epoch}", unit="batch", leave=False, file=sys.stdout)
-    return bar, bar
-
-
 def _improved(value, best, options, higher_is_better):
     if best is None:
         return True
     return value > best + options.tol if higher_is_better else value < best - options.tol
-
-
-def _epoch_line(history, options, epoch, total, tokens_per_second, elapsed, improved, with_validation):
-    parts = [f"{options.label} {epoch:>3}/{total}", f"loss {history.loss_curve[-1]:.4f}"]
-    if with_validation:
-        parts.append(f"val loss {history.validation_loss_curve[-1]:.4f}")
-        parts.append(f"val {options.score_name} {history.validation_scores[-1]:.4f}")
-    parts.append(f"{tokens_per_second:,.0f} tokens/s")
-    parts.append(f"elapsed {elapsed:.1f} s" + (" *" if improved else ""))
-    return "  ".join(parts)
 
 
 def train(model, batch_loss, lengths, options, *, rng, validate=None, history=None):
@@ -342,18 +324,10 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
         raise ValueError("early_stopping needs a validate callback")
     history = History() if history is None else history
     lengths = np.asarray(lengths)
-    steps_per_epoch = math.ceil(lengths.size / options.batch_size)
-    resume = options.decay == "constant" and history.optimizer_state is not None
-    if options.decay == "constant":
-        if not resume:
-            history.warmup_steps = round(options.warmup_fraction * steps_per_epoch * options.max_epochs)
-        schedule = WarmupSchedule(warmup_steps=history.warmup_steps, decay="constant")
-    else:
-        total = steps_per_epoch * options.max_epochs
-        history.warmup_steps = min(round(options.warmup_fraction * total), total - 1)
-        schedule = WarmupSchedule(warmup_steps=history.warmup_steps, total_steps=total, decay=options.decay)
-    optimizer = AdamW(model, lr=options.learning_rate, weight_decay=options.weight_decay, schedule=schedule)
-    if resume:
+    epochs = _EpochPlan(lengths, options, rng)
+    optimizer = AdamW(model, lr=options.learning_rate, weight_decay=options.weight_decay,
+                      schedule=_schedule(options, history, epochs.total_updates))
+    if options.decay == "constant" and history.optimizer_state is not None:
         optimizer.load_state_dict(history.optimizer_state)
 
     with_validation = validate is not None
@@ -365,11 +339,10 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
     start = time.perf_counter()
     epoch, last_epoch = history.n_epochs, history.n_epochs + options.max_epochs
     try:
-        for _ in range(options.max_epochs):
+        for batches in epochs:
             epoch = history.n_epochs + 1
-            epoch_start, loss_sum, n_seen, n_tokens = time.perf_counter(), 0.0, 0, 0
-            batches, bar = _progress(make_batches(lengths, options.batch_size, rng, bucket=options.bucket),
-                                     options, epoch)
+            loss_sum, n_seen = 0.0, 0
+            progress = EpochProgress(options.verbose, options.label, epoch, len(batches))
             for indices in batches:
                 model.zero_grad()
                 # A diverging run overflows on its way to a non-finite loss; the check below reports it.
@@ -387,10 +360,8 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
                 optimizer.step()
                 loss_sum += loss * len(indices)
                 n_seen += len(indices)
-                n_tokens += tokens
-                if bar is not None:
-                    bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
-            train_seconds = time.perf_counter() - epoch_start
+                progress.update(loss, tokens)
+            _, speed = progress.close()
             history.loss_curve.append(loss_sum / n_seen)
             history.n_epochs = epoch
             validation = None
@@ -410,10 +381,8 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
             else:
                 no_improvement += 1
             if options.verbose:
-                speed = n_tokens / max(train_seconds, 1e-9)
-                elapsed = time.perf_counter() - start
-                print(_epoch_line(history, options, epoch, last_epoch, speed, elapsed, improved, with_validation),
-                      flush=True)
+                print(epoch_line(history, options.label, epoch, last_epoch, speed, time.perf_counter() - start,
+                                 improved, options.score_name, with_validation), flush=True)
             if options.on_epoch_end is not None:
                 options.on_epoch_end(history)
             stop_rule = options.early_stopping or not with_validation
@@ -451,6 +420,39 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
              "restored; try a lower learning_rate", ConvergenceWarning)
     history.optimizer_state = optimizer.state_dict()
     return history
+
+
+def _schedule(options, history, total_updates):
+    """The learning-rate schedule of a call of ``total_updates`` updates: warm-up then decay to 0, or, for
+    ``partial_fit`` (``decay="constant"``), a warm-up planned once and resumed with the optimiser."""
+    if options.decay == "constant":
+        if history.optimizer_state is None:
+            history.warmup_steps = round(options.warmup_fraction * total_updates)
+        return WarmupSchedule(warmup_steps=history.warmup_steps, decay="constant")
+    history.warmup_steps = min(round(options.warmup_fraction * total_updates), total_updates - 1)
+    return WarmupSchedule(warmup_steps=history.warmup_steps, total_steps=total_updates, decay=options.decay)
+
+
+class _EpochPlan:
+    """The batches of each epoch of a call, as lists of index arrays: ``options.max_epochs`` passes over the
+    samples (shuffled, length-bucketed anew for each, :func:`make_batches`), each cut into equal parts of at
+    most ``options.epoch_updates`` updates when it has more; iterating yields one epoch's batches at a time."""
+
+    def __init__(self, lengths, options, rng):
+        self.lengths, self.options, self.rng = lengths, options, rng
+        per_pass = math.ceil(lengths.size / options.batch_size)
+        self.parts = 1 if options.epoch_updates is None else max(1, math.ceil(per_pass / options.epoch_updates))
+        self.sizes = [len(part) for part in np.array_split(np.arange(per_pass), self.parts)]
+        self.total_updates = sum(self.sizes[e % self.parts] for e in range(options.max_epochs))
+
+    def __iter__(self):
+        bounds = np.cumsum([0, *self.sizes])
+        parts: list[list[np.ndarray]] = []
+        for _ in range(self.options.max_epochs):
+            if not parts:
+                batches = make_batches(self.lengths, self.options.batch_size, self.rng, bucket=self.options.bucket)
+                parts = [batches[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+            yield parts.pop(0)
 
 
 class _Diverged(Exception):

@@ -1,6 +1,7 @@
 """TransformerClassifier: a transformer encoder trained on raw text (or token ids), as a scikit-learn
 classifier."""
 
+import functools
 import math
 import numbers
 import os
@@ -24,6 +25,7 @@ from attnkit.estimators._training import reseed_dropout
 from attnkit.io import from_json, register_estimator, to_json
 from attnkit.nn import CrossEntropyLoss, SequenceClassifier
 from attnkit.nn.positional import MAX_POSITIONS
+from attnkit.nn.windows import LONG_TEXT_KINDS, view_tokens
 from attnkit.pretrained.checkpoint import load_checkpoint
 from attnkit.pretrained.tokenizer import PretrainedTokenizer
 from attnkit.text import SubwordTokenizer, Texts, Tokenizer, Vocabulary, pad_sequences
@@ -33,10 +35,14 @@ __all__ = ["TransformerClassifier"]
 RELATIVE_DISTANCE = 16  # clipping distance of positional="relative"
 AUTO_LEARNING_RATE = (1e-3, 5e-5)  # learning_rate="auto": (from scratch, fine-tuning a pretrained encoder)
 AUTO_MAX_ITER = 10  # max_iter="auto" from scratch
-# Fine-tuning: about FINE_TUNING_UPDATES optimiser updates, in FINE_TUNING_EPOCHS epochs. Small sets need
-# several passes to move the pretrained weights (3 epochs of 450 texts are 45 updates); large ones need few.
+# Fine-tuning: about FINE_TUNING_UPDATES optimiser updates, in FINE_TUNING_EPOCHS passes. Small sets need
+# several passes to move the pretrained weights (3 passes of 450 texts are 45 updates); large ones need few.
 FINE_TUNING_UPDATES = 1000
 FINE_TUNING_EPOCHS = (3, 10)
+# ... reading at most FINE_TUNING_TOKENS tokens in all (long documents: fewer passes, fractional ones), in
+# epochs of at most EPOCH_TOKENS tokens, each ending in a validation (see TrainingOptions.epoch_updates).
+FINE_TUNING_TOKENS = 2_700_000
+EPOCH_TOKENS = 1_000_000
 FEATURES = ("scores", "pooled", "pooled+scores")  # what transform returns
 # What a pretrained checkpoint decides: these must keep their defaults with pretrained=...
 ARCHITECTURE_PARAMS = ("tokenizer", "lowercase", "max_features", "min_df", "d_model", "n_heads", "n_layers", "d_ff",
@@ -98,9 +104,21 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         (0, 1], a fraction of the texts).
 
     max_len : int, default=128
-        The encoder reads the first ``max_len`` tokens of each text (the ``<cls>`` token, or a
-        pretrained tokenizer's special tokens, not counted); the n-gram bag (``bag_ngrams``) reads all of
+        The encoder reads at most ``max_len`` tokens at a time (the ``<cls>`` token, or a pretrained
+        tokenizer's special tokens, not counted); a longer text is read as ``long_texts`` says; the n-gram
+        bag (``bag_ngrams``) reads all of
         them.
+
+    long_texts : {"truncate", "head_tail", "chunks"}, default="head_tail"
+        How the encoder reads a text of more than ``max_len`` tokens: its first ``max_len``; its first
+        quarter and its last three quarters of ``max_len`` (where a review's verdict often is; Sun et al.
+        2019 found it best on IMDB); or all of it, in windows of ``max_len`` overlapping by a quarter, whose
+        pooled vectors are pooled again into one (``window_pooling``), trained end to end. Texts that fit
+        are read whole in every case (:func:`attnkit.nn.windows.long_text_view`).
+
+    window_pooling : {"mean", "max", "attention"}, default="mean"
+        With ``long_texts="chunks"``: the windows' vectors' mean, per-feature maximum, or a learned
+        attention over them (:class:`attnkit.nn.windows.WindowPooling`).
 
     padding_id : int, default=0
         For token-id input only: the id that marks padding; these entries are removed from each
@@ -316,13 +334,15 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     _network_class = SequenceClassifier
     _score_name = "accuracy"
     # Files written before `features` existed: their transform gave the pooled vectors.
-    _params_before_they_existed = {"features": "pooled"}
+    _params_before_they_existed = {"features": "pooled", "long_texts": "truncate", "window_pooling": "mean"}
     _parameter_constraints = {
         "tokenizer": [Options(str, set(Tokenizer.KINDS + SubwordTokenizer.KINDS))],
         "lowercase": ["boolean"],
         "max_features": [None, Interval(numbers.Integral, 1, None, closed="left")],
         "min_df": [Interval(numbers.Integral, 1, None, closed="left"), Interval(numbers.Real, 0, 1, closed="right")],
         "max_len": [Interval(numbers.Integral, 1, MAX_POSITIONS - 2, closed="both")],
+        "long_texts": [Options(str, set(LONG_TEXT_KINDS))],
+        "window_pooling": [Options(str, {"mean", "max", "attention"})],
         "pretrained": [None, str, os.PathLike],
         "padding_id": [Interval(numbers.Integral, None, None, closed="neither")],
         "d_model": [Interval(numbers.Integral, 1, None, closed="left")],
@@ -357,7 +377,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     }
 
     def __init__(self, *, pretrained=None, tokenizer="word", lowercase=True, max_features=None, min_df=1, max_len=128,
-                 padding_id=0, d_model=128, n_heads=4, n_layers=2, d_ff=256, dropout=0.1, word_dropout=0.0,
+                 long_texts="head_tail", window_pooling="mean", padding_id=0, d_model=128, n_heads=4, n_layers=2,
+                 d_ff=256, dropout=0.1, word_dropout=0.0,
                  attention="softmax", positional="sinusoidal", pooling="cls", bag_ngrams="auto", features="scores",
                  batch_size=32, learning_rate="auto", weight_decay=0.01, label_smoothing=0.0, mlm_epochs=0,
                  max_iter="auto", early_stopping=True, early_stopping_metric="score",
@@ -370,6 +391,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         self.max_features = max_features
         self.min_df = min_df
         self.max_len = max_len
+        self.long_texts = long_texts
+        self.window_pooling = window_pooling
         self.padding_id = padding_id
         self.d_model = d_model
         self.n_heads = n_heads
@@ -526,7 +549,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         -------
         maps : list of dict, one per sample
             ``"tokens"``: the tokens the model saw (``"<cls>"`` first with cls pooling,
-            ``"<unk>"`` for tokens outside the vocabulary, truncated to ``max_len``);
+            ``"<unk>"`` for tokens outside the vocabulary; of a long text, its head and tail, or its
+            first window, as ``long_texts`` reads it);
             ``"weights"``: ndarray of shape (n_layers, n_heads, n, n), row i the weights of token
             i over the tokens (each row sums to 1).
 
@@ -545,8 +569,9 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         for rows in self._inference_batches([len(d) for d in docs]):
             ids, lengths = pad_sequences([docs[i] for i in rows])
             layers = np.stack(network.attention_weights(ids, lengths=lengths), axis=1)  # (B, L, H, N, N)
-            for row, weights, n in zip(rows, layers, np.minimum(lengths, network.max_len)):
-                maps[row] = {"tokens": self._token_space().labels(docs[row][:n]),
+            seen, seen_lengths, _ = network.first_view(ids, lengths)
+            for row, weights, view, n in zip(rows, layers, seen, seen_lengths):
+                maps[row] = {"tokens": self._token_space().labels(view[:n].tolist()),
                              "weights": weights[:, :, :n, :n].copy()}
         return maps
 
@@ -590,6 +615,16 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         updates_per_epoch = math.ceil(n_samples / self.batch_size)
         return min(high, max(low, math.ceil(FINE_TUNING_UPDATES / updates_per_epoch)))
 
+    def _plan_epochs(self, samples):
+        if self.max_iter != "auto" or self.pretrained is None:
+            return super()._plan_epochs(samples)
+        config = self._network_config
+        tokens = int(view_tokens(samples.lengths, how=config["long_texts"], max_len=config["max_len"],
+                                 specials=config["specials"]).sum())
+        per_pass, parts = math.ceil(len(samples) / self.batch_size), max(1, math.ceil(tokens / EPOCH_TOKENS))
+        passes = min(self._max_epochs(len(samples)), FINE_TUNING_TOKENS / max(tokens, 1))
+        return max(1, round(passes * parts)), (math.ceil(per_pass / parts) if parts > 1 else None)
+
     def _input_settings(self):
         # cls pooling reads a <cls> token put first (a pretrained tokenizer puts its own); the n-gram bag reads
         # whole texts (the network cuts the encoder's copy to max_len).
@@ -597,7 +632,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         return {"tokenizer": "pretrained" if pretrained else self.tokenizer, "lowercase": bool(self.lowercase),
                 "padding_id": int(self.padding_id), "max_len": int(self.max_len),
                 "subword_sizes": {"source": self.max_features},
-                "cls": self.pooling == "cls" and not pretrained, "whole": self._bag_ngrams() > 0}
+                "cls": self.pooling == "cls" and not pretrained,
+                "whole": self._bag_ngrams() > 0 or self.long_texts != "truncate"}
 
     def _text_tokenizer(self):
         # From scratch, attnkit's Tokenizer (None) splits the texts: the vocabulary is learnt from its tokens,
@@ -657,13 +693,19 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             config = self._cache["checkpoint"].config
             return {"vocab_size": config.vocab_size, "n_classes": len(self.classes_), "dropout": float(self.dropout),
                     "pooling": self.pooling, "max_len": min(self.max_len + 2, config.max_position_embeddings),
-                    "bag_ngrams": self._bag_ngrams(), **config.encoder_options()}
+                    "bag_ngrams": self._bag_ngrams(), **self._long_text_options(self._token_space().specials()),
+                    **config.encoder_options()}
         return {
             "vocab_size": self._token_space().vocab_size, "n_classes": len(self.classes_), "d_model": self.d_model,
             "n_heads": self.n_heads, "n_layers": self.n_layers, "d_ff": self.d_ff, "dropout": float(self.dropout),
             "attention": self.attention, "positional": self.positional, "pooling": self.pooling,
             "max_len": self.max_len + 1, "relative_distance": RELATIVE_DISTANCE, "bag_ngrams": self._bag_ngrams(),
+            **self._long_text_options((1, 0) if self.pooling == "cls" else (0, 0)),
         }
+
+    def _long_text_options(self, specials):
+        options = {"long_texts": self.long_texts, "specials": list(specials)}  # JSON-native, as a file keeps it
+        return {**options, "window_pooling": self.window_pooling} if self.long_texts == "chunks" else options
 
     def _start_network(self, config, rng, weights=None):
         super()._start_network(config, rng, weights)
@@ -702,6 +744,10 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         mean_weight = float(weights.mean())
         word_rng = np.random.default_rng(rng.integers(2**63))
         special, unk = self._token_space().special_ids()
+        config = self._network_config
+        # The tokens the encoder reads (what tokens/s counts): a long text's head and tail, or its windows.
+        read_tokens = functools.partial(view_tokens, how=config.get("long_texts", "truncate"),
+                                        max_len=config["max_len"], specials=config.get("specials", (0, 0)))
 
         def batch_loss(indices):
             ids, batch_lengths = pad_sequences([docs[i] for i in indices])
@@ -712,7 +758,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             losses, dlogits = loss_fn.forward(logits, codes[indices], training=True)
             scale = (weights[indices] / (mean_weight * len(indices))).astype(logits.dtype)
             network.backward(loss_fn.backward(scale, dlogits), cache)
-            return float(np.dot(losses, scale)), int(batch_lengths.sum())
+            return float(np.dot(losses, scale)), int(read_tokens(batch_lengths).sum())
 
         return batch_loss
 

@@ -3,6 +3,7 @@ random weights), as a scikit-learn transformer."""
 
 import numbers
 import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from attnkit.estimators._token_input import TEXT
 from attnkit.io import register_estimator
 from attnkit.nn import SequencePooling, TextEncoder
 from attnkit.nn.positional import MAX_POSITIONS
+from attnkit.nn.windows import LONG_TEXT_KINDS, WindowPooling
 from attnkit.pretrained import PretrainedTokenizer, load_checkpoint
 from attnkit.text import Texts, check_texts, pad_sequences
 
@@ -57,9 +59,16 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         when the checkpoint's sentence-transformers modules end with a Normalize module, else False.
 
     max_len : int, default=None
-        Tokens read per text, the special tokens ([CLS], [SEP]) included; longer texts are cut (with a
-        warning). At most the model's ``max_position_embeddings``. None: the checkpoint's
-        ``max_seq_length`` (sentence-transformers), else ``max_position_embeddings``.
+        Tokens the encoder reads at a time, the special tokens ([CLS], [SEP]) included; a longer text is
+        read as ``long_texts`` says. At most the model's ``max_position_embeddings``. None: the
+        checkpoint's ``max_seq_length`` (sentence-transformers), else ``max_position_embeddings``.
+
+    long_texts : {"truncate", "head_tail", "chunks"}, default="truncate"
+        How a text longer than ``max_len`` is embedded: its first ``max_len`` tokens (with a warning; what
+        sentence-transformers does); its first quarter and last three quarters of ``max_len``; or all of it,
+        in windows of ``max_len`` overlapping by a quarter (each with the special tokens), whose embeddings
+        (pooled as ``pooling`` says) are averaged into the text's: a document embedding
+        (:func:`attnkit.nn.windows.long_text_view`). Texts that fit are embedded alike in every case.
 
     batch_size : int, default=32
         Texts encoded at once, grouped by length; fewer when a batch would pass 8,192 padded tokens.
@@ -130,23 +139,26 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
     """
 
     _network_class = TextEncoder
+    _params_before_they_existed = {"long_texts": "truncate"}
     _parameter_constraints = {
         "model": [None, str, os.PathLike],
         "pooling": [None, Options(str, {"mean", "cls", "max"})],
         "normalize": [None, "boolean"],
         "max_len": [None, Interval(numbers.Integral, 1, MAX_POSITIONS, closed="both")],
+        "long_texts": [Options(str, set(LONG_TEXT_KINDS))],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
         "weights": [Options(str, {"pretrained", "random"})],
         "random_state": ["random_state"],
         "inference_dtype": [Options(str, set(INFERENCE_DTYPES))],
     }
 
-    def __init__(self, model=None, *, pooling=None, normalize=None, max_len=None, batch_size=32, weights="pretrained",
-                 random_state=None, n_jobs=None, inference_dtype="float32"):
+    def __init__(self, model=None, *, pooling=None, normalize=None, max_len=None, long_texts="truncate", batch_size=32,
+                 weights="pretrained", random_state=None, n_jobs=None, inference_dtype="float32"):
         self.model = model
         self.pooling = pooling
         self.normalize = normalize
         self.max_len = max_len
+        self.long_texts = long_texts
         self.batch_size = batch_size
         self.weights = weights
         self.random_state = random_state
@@ -193,6 +205,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         self.__dict__.pop("_cache", None)
         self._input = {"kind": TEXT}
         self._start_network({"vocab_size": config.vocab_size, "max_len": max_len, "dropout": 0.0,
+                             "long_texts": self.long_texts, "specials": list(checkpoint.tokenizer.special_layout()),
                              **config.encoder_options()}, generator(self.random_state),
                             weights=checkpoint.weights if self.weights == "pretrained" else None)
         self._cache["tokenizer"] = checkpoint.tokenizer
@@ -219,16 +232,20 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         Warns
         -----
         UserWarning
-            Once per call, when texts are longer than ``max_len_`` tokens: how many were cut.
+            Once per call, with ``long_texts="truncate"``, when texts are longer than ``max_len_`` tokens: how
+            many were cut.
         """
         check_is_fitted(self)
         ids = self._encode(X)
         network, pool, runner = self._network(), SequencePooling(self.pooling_), self._inference_runner()
+        windows = WindowPooling(self._n_features_out, "mean")
         out = np.empty((len(ids), self._n_features_out), dtype=np.float32)
 
         def embed(item):
             rows, batch, lengths = item
-            out[rows] = pool.forward(network.infer(batch, lengths=lengths, runner=runner), lengths=lengths)[0]
+            batch, lengths, _, counts = network.view(batch, lengths)
+            pooled = pool.forward(network.infer(batch, lengths=lengths, runner=runner), lengths=lengths)[0]
+            out[rows] = pooled if counts is None else windows.forward(pooled, counts=counts)[0]
 
         # T threads take T batches at once (map_batches): cut them T times smaller, so that the tokens in
         # flight, and the buffers they fill, stay one batch_size's worth (2x the memory, otherwise).
@@ -260,8 +277,9 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         maps: list[dict[str, Any]] = [{} for _ in ids]
         for rows, batch, lengths in self._batches(ids):
             layers = network.attention_weights(batch, lengths=lengths)  # n_layers x (B, n_heads, N, N)
-            for j, (row, n) in enumerate(zip(rows, lengths)):
-                maps[row] = {"tokens": tokenizer.tokens(ids[row]),
+            seen, seen_lengths, _ = network.first_view(batch, lengths)
+            for j, (row, n) in enumerate(zip(rows, seen_lengths)):
+                maps[row] = {"tokens": tokenizer.tokens(seen[j, :n]),
                              "weights": np.stack([layer[j, :, :n, :n] for layer in layers])}
         return maps
 
@@ -270,10 +288,11 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         return self._cached("tokenizer", lambda: PretrainedTokenizer(self._tokenizer_json))
 
     def _encode(self, X):
-        """Token ids of each text ([CLS] ... [SEP]), at most ``max_len_``; warns once (at the caller's line)
-        when texts were cut."""
+        """Token ids of each text ([CLS] ... [SEP]): at most ``max_len_`` with "truncate", warning once (at the
+        caller's line) when texts were cut; else whole (the network reads them in its way)."""
         texts = check_texts(X)
-        ids, n_cut = self._tokenizer().encode(texts, self.max_len_)
+        truncate = self._network_config.get("long_texts", "truncate") == "truncate"
+        ids, n_cut = self._tokenizer().encode(texts, self.max_len_ if truncate else sys.maxsize)
         if n_cut:
             warn(f"{n_cut} of {len(texts)} texts are longer than max_len={self.max_len_} tokens and were truncated "
                  f"to their first {self.max_len_} (special tokens included)")

@@ -8,6 +8,7 @@ from attnkit.nn.layers import Dropout, Linear
 from attnkit.nn.ngram_bag import NgramBag
 from attnkit.nn.pooling import SequencePooling
 from attnkit.nn.text_encoder import TextEncoder
+from attnkit.nn.windows import WindowPooling
 
 __all__ = ["SequenceClassifier"]
 
@@ -36,8 +37,13 @@ class SequenceClassifier(TextEncoder):
         ``"cls"`` reads position 0: the caller puts a ``<cls>`` token there.
     max_len : int, default=512
         Longest sequence the encoder reads (and the learned position table's size, unless
-        ``n_positions`` says otherwise): longer ones are cut to their first ``max_len`` ids for the
-        encoder, while the n-gram bag reads them whole.
+        ``n_positions`` says otherwise): longer ones are read as ``long_texts`` says, while the n-gram
+        bag reads them whole.
+    long_texts : {"truncate", "head_tail", "chunks"}, default="truncate"
+        How the encoder reads a text longer than ``max_len`` (:class:`TextEncoder`); with "chunks" the
+        windows' pooled vectors are pooled again, by ``window_pooling``, into one per text.
+    window_pooling : {"mean", "max", "attention"}, default="mean"
+        :class:`attnkit.nn.windows.WindowPooling`'s mode (``long_texts="chunks"`` only).
     relative_distance : int, default=16
         Clipping distance of relative positions.
     bag_ngrams : int, default=0
@@ -63,13 +69,15 @@ class SequenceClassifier(TextEncoder):
     """
 
     def __init__(self, vocab_size, n_classes, rng, *, d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1,
-                 attention="softmax", positional="sinusoidal", pooling="cls", max_len=512, relative_distance=16,
-                 bag_ngrams=0, bag_gain=30.0, **encoder_options):
+                 attention="softmax", positional="sinusoidal", pooling="cls", max_len=512, long_texts="truncate",
+                 window_pooling="mean", relative_distance=16, bag_ngrams=0, bag_gain=30.0, **encoder_options):
         rng = np.random.default_rng(rng)  # one generator for the encoder and the head, drawn in that order
         super().__init__(vocab_size, rng, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
                          dropout=dropout, attention=attention, positional=positional, max_len=max_len,
-                         relative_distance=relative_distance, **encoder_options)
+                         long_texts=long_texts, relative_distance=relative_distance, **encoder_options)
         self.add_child("pooling", SequencePooling(pooling))
+        if long_texts == "chunks":
+            self.add_child("windows", WindowPooling(d_model, window_pooling))
         self.add_child("dropout", Dropout(dropout, rng))
         self.add_child("head", Linear(d_model, check_int(n_classes, "n_classes", minimum=1), rng))
         if check_int(bag_ngrams, "bag_ngrams", minimum=0):
@@ -77,9 +85,13 @@ class SequenceClassifier(TextEncoder):
 
     def features(self, ids, training=False, *, lengths, token_types=None):
         """Pooled sequence vectors (B, d_model) and the cache for :meth:`backward`."""
+        ids, lengths, token_types, counts = self.view(ids, lengths, token_types)
         x, c_encode = self.encode(ids, training, lengths=lengths, token_types=token_types)
-        pooled, c_pool = self.children["pooling"].forward(x, training, lengths=self.truncate(ids, lengths)[1])
-        return pooled, (c_encode, c_pool)
+        pooled, c_pool = self.children["pooling"].forward(x, training, lengths=lengths)
+        c_windows = None
+        if counts is not None:
+            pooled, c_windows = self.children["windows"].forward(pooled, training, counts=counts)
+        return pooled, (c_encode, c_pool, c_windows)
 
     def forward(self, ids, training=False, *, lengths, token_types=None):
         """Logits (B, n_classes) for token ids (B, N) whose real lengths are ``lengths`` (B,)."""
@@ -100,8 +112,10 @@ class SequenceClassifier(TextEncoder):
 
     def pooled(self, ids, *, lengths, token_types=None, runner=None):
         """Inference pooled vectors (B, d_model), as ``features(ids)[0]`` without a backward cache."""
+        ids, lengths, token_types, counts = self.view(ids, lengths, token_types)
         x = self.infer(ids, lengths=lengths, token_types=token_types, runner=runner)
-        return self.children["pooling"].forward(x, lengths=self.truncate(ids, lengths)[1])[0]
+        pooled = self.children["pooling"].forward(x, lengths=lengths)[0]
+        return pooled if counts is None else self.children["windows"].forward(pooled, counts=counts)[0]
 
     def scores(self, ids, pooled, *, lengths):
         """Inference logits from the pooled vectors of ``ids``: the head's, plus the n-gram bag's."""
@@ -112,9 +126,11 @@ class SequenceClassifier(TextEncoder):
 
     def backward(self, grad, cache):
         """Accumulates every parameter's gradient from d loss / d logits; returns None."""
-        (c_encode, c_pool), c_drop, c_head, c_bag = cache
+        (c_encode, c_pool, c_windows), c_drop, c_head, c_bag = cache
         if c_bag is not None:
             self.children["bag"].backward(grad, c_bag)
         grad = self.children["head"].backward(grad, c_head)
         grad = self.children["dropout"].backward(grad, c_drop)
+        if c_windows is not None:
+            grad = self.children["windows"].backward(grad, c_windows)
         return self.backward_encode(self.children["pooling"].backward(grad, c_pool), c_encode)

@@ -9,6 +9,7 @@ from attnkit.nn.packed import PackedEncoder
 from attnkit.nn.positional import MAX_POSITIONS
 from attnkit.nn.token_embedding import TokenEmbedding
 from attnkit.nn.transformer import Encoder
+from attnkit.nn.windows import LONG_TEXT_KINDS, long_text_view
 
 __all__ = ["TextEncoder"]
 
@@ -40,7 +41,13 @@ class TextEncoder(Module):
         Absolute positions added to the embeddings, learned relative-position biases in every attention
         layer (clipped to +-``relative_distance``), or none.
     max_len : int, default=512
-        Longest sequence the encoder reads: longer ones are cut to their first ``max_len`` ids.
+        Longest sequence the encoder reads; a longer text is read as ``long_texts`` says.
+    long_texts : {"truncate", "head_tail", "chunks"}, default="truncate"
+        The encoder's view of a text longer than ``max_len`` (:func:`attnkit.nn.windows.long_text_view`): its
+        first ``max_len`` ids, its head and tail, or every id in overlapping windows of ``max_len`` (the
+        encoder's outputs are then per window).
+    specials : (int, int), default=(0, 0)
+        Special tokens at the start and end of every text (BERT: 1, 1), repeated around each window.
     n_positions : int, optional
         Rows of the learned position table (default ``max_len``; a checkpoint's may be longer than what
         is read).
@@ -57,14 +64,17 @@ class TextEncoder(Module):
     """
 
     def __init__(self, vocab_size, rng, *, d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1, ff_dropout=None,
-                 attention="softmax", positional="sinusoidal", max_len=512, n_positions=None, relative_distance=16,
-                 n_token_types=0, embedding_norm=None, norm_first=True, norm="layer", norm_eps=None,
-                 activation="gelu_tanh", padding_idx=0):
+                 attention="softmax", positional="sinusoidal", max_len=512, long_texts="truncate", specials=(0, 0),
+                 n_positions=None, relative_distance=16, n_token_types=0, embedding_norm=None, norm_first=True,
+                 norm="layer", norm_eps=None, activation="gelu_tanh", padding_idx=0):
         super().__init__()
         if positional not in POSITIONAL_KINDS:
             raise ValueError(f"positional must be one of {POSITIONAL_KINDS}, got {positional!r}")
+        if long_texts not in LONG_TEXT_KINDS:
+            raise ValueError(f"long_texts must be one of {LONG_TEXT_KINDS}, got {long_texts!r}")
         rng = np.random.default_rng(rng)
         self.max_len = check_int(max_len, "max_len", minimum=1, maximum=MAX_POSITIONS)
+        self.long_texts, self.specials = long_texts, tuple(check_int(n, "specials", minimum=0) for n in specials)
         n_positions = self.max_len if n_positions is None else check_int(n_positions, "n_positions", minimum=1,
                                                                           maximum=MAX_POSITIONS)
         absolute = positional if positional in ("sinusoidal", "learned") else None
@@ -78,19 +88,33 @@ class TextEncoder(Module):
                                           relative_positions=relative, norm_first=norm_first, norm=norm,
                                           norm_eps=norm_eps, activation=activation))
 
-    def truncate(self, ids, lengths, token_types=None):
-        """The encoder's view of a batch: ids (B, N), lengths (B,) and token types cut to ``max_len``."""
+    def view(self, ids, lengths, token_types=None):
+        """The encoder's view of a batch of whole texts, by ``long_texts``: ids (W, n <= max_len), lengths (W,),
+        token types, and the windows of each text (B,) with ``"chunks"`` (else None; W = B)."""
         ids = np.asarray(ids)
-        if ids.ndim == 2 and ids.shape[1] > self.max_len:
-            cut = None if token_types is None else np.asarray(token_types)[:, :self.max_len]
-            return ids[:, :self.max_len], np.minimum(lengths, self.max_len), cut
+        if ids.ndim != 2:
+            return ids, lengths, token_types, None
+        if token_types is None or self.long_texts == "truncate" or ids.shape[1] <= self.max_len:
+            view, view_lengths, counts = long_text_view(ids, lengths, how=self.long_texts, max_len=self.max_len,
+                                                        specials=self.specials)
+            return view, view_lengths, None if token_types is None else token_types[:, :self.max_len], counts
+        raise ValueError(f"token_types cannot follow long_texts={self.long_texts!r}: give texts of at most "
+                         f"max_len={self.max_len} ids")
+
+    def first_view(self, ids, lengths, token_types=None):
+        """:meth:`view` with one sequence per text (the first window of each, with "chunks"): ids, lengths,
+        token types."""
+        ids, lengths, token_types, counts = self.view(ids, lengths, token_types)
+        if counts is not None:
+            first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+            ids, lengths = ids[first], lengths[first]
         return ids, lengths, token_types
 
     def encode(self, ids, training=False, *, lengths, token_types=None):
-        """The encoder's output for the first ``max_len`` tokens, (B, min(N, max_len), d_model), and the cache
-        for :meth:`backward_encode`. Padding keys (past ``lengths``) are skipped; the outputs at padding
-        positions are not meaningful."""
-        ids, lengths, token_types = self.truncate(ids, lengths, token_types)
+        """The encoder's output for its view of the texts (:meth:`view`; one row per window with "chunks"), (W,
+        n, d_model), and the cache for :meth:`backward_encode`. Padding keys (past ``lengths``) are skipped;
+        the outputs at padding positions are not meaningful."""
+        ids, lengths, token_types, _ = self.view(ids, lengths, token_types)
         x, c_embed = self.children["embedding"].forward(ids, training, token_types=token_types)
         x, c_enc = self.children["encoder"].forward(x, training, key_lengths=lengths)
         return x, (c_embed, c_enc)
@@ -98,7 +122,7 @@ class TextEncoder(Module):
     def infer(self, ids, *, lengths, token_types=None, runner=None):
         """Inference output only, as ``encode(ids)[0]`` at the real tokens but without keeping any layer's
         backward cache; ``runner`` (from :meth:`inference_runner`) serves many batches of one model."""
-        ids, lengths, token_types = self.truncate(ids, lengths, token_types)
+        ids, lengths, token_types, _ = self.view(ids, lengths, token_types)
         x, _ = self.children["embedding"].forward(ids, token_types=token_types)
         if runner is not None:
             return runner(x, key_lengths=lengths)
@@ -126,7 +150,7 @@ class TextEncoder(Module):
 
     def attention_weights(self, ids, *, lengths, token_types=None):
         """Each layer's self-attention weights, a list of (B, n_heads, N, N) arrays (inference mode), N at
-        most ``max_len``."""
-        ids, lengths, token_types = self.truncate(ids, lengths, token_types)
+        most ``max_len``: over the encoder's view of each text (its first window with "chunks")."""
+        ids, lengths, token_types = self.first_view(ids, lengths, token_types)
         x, _ = self.children["embedding"].forward(ids, token_types=token_types)
         return self.children["encoder"].attention_weights(x, key_lengths=lengths)[1]

@@ -87,6 +87,15 @@ class PretrainedTokenizer:
             ids.append(tokenizer.post_process(encoding).ids)
         return ids, n_cut
 
+    def special_layout(self):
+        """(before, after): how many special tokens the tokenizer puts before and after a text's own (1, 1 for
+        BERT's ``[CLS] ... [SEP]``)."""
+        tokenizer = self._rust()
+        own = tokenizer.encode("a", add_special_tokens=False).ids
+        full = tokenizer.encode("a", add_special_tokens=True).ids
+        before = next(i for i in range(len(full) - len(own) + 1) if full[i:i + len(own)] == own)
+        return before, len(full) - len(own) - before
+
     def tokens(self, ids):
         """The token strings of ``ids`` (e.g. wordpieces ``["[CLS]", "play", "##ing", "[SEP]"]``)."""
         tokenizer = self._rust()
