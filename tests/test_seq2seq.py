@@ -406,3 +406,10 @@ def test_a_model_never_writes_unk_unless_a_target_held_it():
     assert list(model.predict(["ab"], strategy="sample", random_state=0)) == [""]
     cut = Seq2SeqTransformer(**{**TINY, "max_iter": 1, "max_target_features": 3}).fit(PAIRS[:40], PAIRS[:40])
     assert cut._writes_unk  # targets lost characters to <unk>: writing it is what the model learnt
+
+
+@pytest.mark.parametrize("kind", ["bpe", "unigram"])
+def test_subword_targets_keep_every_piece(kind):
+    # min_df=2 used to turn a target's rare pieces into <unk>: the exact decoding of subword pieces was lost
+    with pytest.raises(ValueError, match=f"min_df=2 with tokenizer='{kind}' would turn rare pieces into <unk>"):
+        Seq2SeqTransformer(**TINY, tokenizer=kind, min_df=2, max_iter=1).fit(["ab", "cd"], ["AB", "CD"])

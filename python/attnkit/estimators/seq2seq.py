@@ -53,7 +53,10 @@ class Seq2SeqTransformer(NetworkEstimator):
         Keep only the most frequent tokens of each side (others become ``<unk>``); for subword
         tokenizers, the number of pieces each side learns (8000 when None, fewer on small data).
     min_df : int or float, default=1
-        Drop tokens found in fewer training texts (a count, or a fraction of the texts).
+        Drop tokens found in fewer training texts (a count, or a fraction of the texts). Word and character
+        tokens only: a subword tokenizer's pieces spell every text exactly, and dropping rare ones would turn
+        them into ``<unk>`` in the targets, so ``tokenizer="bpe"`` or ``"unigram"`` needs ``min_df=1`` (size
+        their vocabularies with ``max_source_features`` / ``max_target_features``).
     handle_unknown : {"unk", "error"}, default="unk"
         A source token outside the vocabulary (a character never seen in training) becomes ``<unk>``,
         or raises a ValueError naming the text and the tokens.
@@ -485,6 +488,10 @@ class Seq2SeqTransformer(NetworkEstimator):
         }
 
     def _check_params(self):
+        if self.tokenizer in SubwordTokenizer.KINDS and self.min_df != 1:
+            raise ValueError(f"min_df={self.min_df!r} with tokenizer={self.tokenizer!r} would turn rare pieces into "
+                             "<unk> and break the exact decoding of the targets; keep min_df=1 and size the "
+                             "vocabularies with max_source_features and max_target_features")
         if self.positional == "relative" and self.attention != "softmax":
             raise ValueError(f"positional='relative' needs attention='softmax' (relative positions are a bias on the "
                              f"attention logits, which {self.attention!r} attention never forms); got "
