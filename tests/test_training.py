@@ -14,41 +14,12 @@ from attnkit.estimators._training import (
     History,
     TrainingOptions,
     epoch_checkpointer,
-    make_batches,
     reseed_dropout,
     train,
     train_validation_split,
 )
 
 # ---------------------------------------------------------------------------------- batching
-
-
-@pytest.mark.parametrize("bucket", [False, True])
-def test_batches_cover_every_sample_once(bucket):
-    lengths = np.random.default_rng(0).integers(1, 50, size=1003)
-    batches = make_batches(lengths, 32, np.random.default_rng(1), bucket=bucket)
-    assert np.array_equal(np.sort(np.concatenate(batches)), np.arange(1003))
-    assert sorted(len(b) for b in batches)[1:] == [32] * (len(batches) - 1)
-
-
-def test_bucketing_cuts_padding_and_still_shuffles():
-    lengths = np.random.default_rng(0).integers(1, 60, size=4000)
-
-    def padding(batches):
-        return sum(int(lengths[b].max()) * len(b) - int(lengths[b].sum()) for b in batches)
-
-    plain = make_batches(lengths, 32, np.random.default_rng(1), bucket=False)
-    bucketed = make_batches(lengths, 32, np.random.default_rng(1), bucket=True)
-    assert padding(bucketed) < 0.2 * padding(plain)
-    again = make_batches(lengths, 32, np.random.default_rng(2), bucket=True)
-    assert not all(np.array_equal(a, b) for a, b in zip(bucketed, again))
-
-
-def test_batches_are_reproducible():
-    lengths = np.arange(100)
-    first = make_batches(lengths, 8, np.random.default_rng(5))
-    second = make_batches(lengths, 8, np.random.default_rng(5))
-    assert all(np.array_equal(a, b) for a, b in zip(first, second))
 
 
 def test_train_validation_split_stratifies():

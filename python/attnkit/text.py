@@ -39,6 +39,8 @@ from typing import TypeAlias
 
 import numpy as np
 
+from attnkit.batching import padded_batches
+
 __all__ = [
     "SPECIAL_TOKENS",
     "SubwordTokenizer",
@@ -547,10 +549,7 @@ def length_sorted_batches(sequences, batch_size, *, pad_id=0):
     ids, lengths : ndarray
         As :func:`pad_sequences` gives them for those items.
     """
-    order = np.argsort([len(seq) for seq in sequences], kind="stable")
-    for start in range(0, len(order), batch_size):
-        rows = order[start : start + batch_size]
-        yield (rows, *pad_sequences([sequences[i] for i in rows], pad_id=pad_id))
+    yield from padded_batches(sequences, batch_size, pad_id=pad_id)
 
 
 def check_texts(X, name="X"):

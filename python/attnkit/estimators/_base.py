@@ -30,6 +30,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import validate_data
 
 from attnkit._random import generator
+from attnkit.batching import inference_batches
 from attnkit._validation import validate_params
 from attnkit._warnings import warn
 from attnkit.estimators._jobs import NJobsMixin
@@ -371,20 +372,9 @@ class NetworkEstimator(NJobsMixin, BaseEstimator):
         return read_target_tokens(y, self._input, name=name)
 
     def _inference_batches(self, lengths, *, max_samples=None):
-        """Index arrays of inference batches: samples sorted by length, each batch at most
-        ``_batch_tokens`` padded tokens and ``max_samples`` samples (at least one sample)."""
-        lengths = np.maximum(np.asarray(lengths, dtype=np.int64), 1)
-        order = np.argsort(lengths, kind="stable")
-        limit = order.size if max_samples is None else max(1, int(max_samples))
-        start = 0
-        while start < order.size:
-            # Sorted, so a batch's padded width is the length of its last sample.
-            stop = start + 1
-            while stop < order.size and stop - start < limit \
-                    and (stop - start + 1) * lengths[order[stop]] <= self._batch_tokens:
-                stop += 1
-            yield order[start:stop]
-            start = stop
+        """Index arrays of inference batches (:func:`attnkit.batching.inference_batches`): samples sorted by
+        length, each batch at most ``_batch_tokens`` padded tokens and ``max_samples`` samples."""
+        return inference_batches(lengths, max_tokens=self._batch_tokens, max_samples=max_samples)
 
     # --------------------------------------------------------------------------- save / load
     def save(self, path, *, compress=False):

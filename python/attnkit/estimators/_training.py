@@ -21,6 +21,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from attnkit._warnings import warn
+from attnkit.batching import training_batches
 from attnkit.estimators._progress import EpochProgress, epoch_line
 from attnkit.nn.layers import Dropout
 from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm
@@ -28,15 +29,11 @@ from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm
 __all__ = [
     "History",
     "TrainingOptions",
-    "make_batches",
     "reseed_dropout",
     "train",
     "train_validation_split",
 ]
 
-# Batches are cut from pools of this many batches' worth of samples sorted by length: the samples
-# of a batch have similar lengths (little padding) while the pools keep the order random.
-BUCKET_POOL = 50
 # A batch loss this many times the call's first one (or 1, if larger) is divergence, not noise: a
 # cross-entropy starts near log(classes) and falls; learning_rate=1e6 drives it to ~1e12 in an epoch.
 DIVERGENCE_FACTOR = 100
@@ -243,33 +240,6 @@ def reseed_dropout(model, rng):
         reseed_dropout(child, rng)
 
 
-def make_batches(lengths, batch_size, rng, *, bucket=True):
-    """Shuffled minibatches of sample indices, optionally of similar lengths.
-
-    Parameters
-    ----------
-    lengths : array of int, shape (n_samples,)
-    batch_size : int
-    rng : numpy.random.Generator
-    bucket : bool, default=True
-        Shuffle, cut into pools of ``BUCKET_POOL`` batches, sort each pool by length, cut it into
-        batches and shuffle the batches: padding shrinks, each epoch still sees new batches.
-
-    Returns
-    -------
-    list of ndarray of int
-        Every sample exactly once; all batches have ``batch_size`` samples except one.
-    """
-    lengths = np.asarray(lengths)
-    order = rng.permutation(lengths.size)
-    if bucket:
-        pool = batch_size * BUCKET_POOL
-        order = np.concatenate([chunk[np.argsort(lengths[chunk], kind="stable")]
-                                for chunk in np.array_split(order, max(1, math.ceil(order.size / pool)))])
-    batches = [order[i : i + batch_size] for i in range(0, order.size, batch_size)]
-    return [batches[i] for i in rng.permutation(len(batches))]
-
-
 def _improved(value, best, options, higher_is_better):
     if best is None:
         return True
@@ -435,7 +405,7 @@ def _schedule(options, history, total_updates):
 
 class _EpochPlan:
     """The batches of each epoch of a call, as lists of index arrays: ``options.max_epochs`` passes over the
-    samples (shuffled, length-bucketed anew for each, :func:`make_batches`), each cut into equal parts of at
+    samples (shuffled, length-bucketed anew for each, :func:`attnkit.batching.training_batches`), each cut into equal parts of at
     most ``options.epoch_updates`` updates when it has more; iterating yields one epoch's batches at a time."""
 
     def __init__(self, lengths, options, rng):
@@ -450,7 +420,7 @@ class _EpochPlan:
         parts: list[list[np.ndarray]] = []
         for _ in range(self.options.max_epochs):
             if not parts:
-                batches = make_batches(self.lengths, self.options.batch_size, self.rng, bucket=self.options.bucket)
+                batches = training_batches(self.lengths, self.options.batch_size, self.rng, bucket=self.options.bucket)
                 parts = [batches[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
             yield parts.pop(0)
 
