@@ -30,9 +30,9 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import validate_data
 
 from attnkit._random import generator
-from attnkit.batching import inference_batches
 from attnkit._validation import validate_params
 from attnkit._warnings import warn
+from attnkit.batching import inference_batches
 from attnkit.estimators._jobs import NJobsMixin
 from attnkit.estimators._token_input import TEXT, input_kind, read_target_tokens, read_tokens
 from attnkit.estimators._training import (

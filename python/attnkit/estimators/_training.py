@@ -405,8 +405,9 @@ def _schedule(options, history, total_updates):
 
 class _EpochPlan:
     """The batches of each epoch of a call, as lists of index arrays: ``options.max_epochs`` passes over the
-    samples (shuffled, length-bucketed anew for each, :func:`attnkit.batching.training_batches`), each cut into equal parts of at
-    most ``options.epoch_updates`` updates when it has more; iterating yields one epoch's batches at a time."""
+    samples (shuffled, length-bucketed anew for each: :func:`attnkit.batching.training_batches`), each cut
+    into equal parts of at most ``options.epoch_updates`` updates when it has more; iterating yields one
+    epoch's batches at a time."""
 
     def __init__(self, lengths, options, rng):
         self.lengths, self.options, self.rng = lengths, options, rng
