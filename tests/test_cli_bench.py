@@ -1,4 +1,4 @@
-"""``attnkit bench``: finding the benchmarks folder, choosing scripts, passing options, exit codes.
+"""attnkit.cli.bench, ``attnkit bench``: finding the benchmarks folder, choosing scripts, passing options, exit codes.
 Timings are never asserted."""
 
 import importlib.metadata
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from attnkit import _bench
-from attnkit.__main__ import main
+from attnkit.cli import bench as _bench
+from attnkit.cli import main
 
 CHECKOUT_BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 

@@ -36,7 +36,7 @@ def find_benchmarks(explicit=None):
     here = Path(__file__).resolve()
     candidates = [Path(explicit)] if explicit is not None else [
         *([Path(os.environ[ENV_VAR])] if os.environ.get(ENV_VAR) else []),
-        here.parents[2] / "benchmarks",  # python/attnkit/_bench.py in a checkout
+        here.parents[3] / "benchmarks",  # python/attnkit/cli/bench.py in a checkout
         Path.cwd() / "benchmarks",
     ]
     for folder in candidates:

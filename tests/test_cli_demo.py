@@ -1,21 +1,22 @@
-"""``attnkit demo`` (attention, classifier and seq2seq parts) and ``attnkit show-config``."""
+"""attnkit.cli.demo: ``attnkit demo`` (attention, classifier and seq2seq parts); the dispatch of attnkit.cli
+(``attnkit show-config``, ``python -m attnkit``)."""
 
 import os
 import sys
 
 import pytest
 
-from attnkit import __main__ as cli
+from attnkit.cli import demo, main
 
 
 @pytest.fixture
 def quick_demo(monkeypatch):
-    monkeypatch.setattr(cli, "DEMO_CLASSIFIER", {**cli.DEMO_CLASSIFIER, "max_iter": 1})
+    monkeypatch.setattr(demo, "DEMO_CLASSIFIER", {**demo.DEMO_CLASSIFIER, "max_iter": 1})
 
 
 def test_demo_prints_both_models_and_a_text_map_without_matplotlib(quick_demo, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)
-    cli.demo_classifier()
+    demo.demo_classifier()
     out = capsys.readouterr().out
     assert "bag of words and bigrams + logistic regression: accuracy 0." in out
     assert "TransformerClassifier (d_model=32" in out and "accuracy " in out
@@ -27,13 +28,13 @@ def test_demo_prints_both_models_and_a_text_map_without_matplotlib(quick_demo, m
 
 def test_demo_draws_a_png_with_matplotlib(quick_demo, capsys):
     pytest.importorskip("matplotlib").use("Agg")
-    cli.demo_classifier()
+    demo.demo_classifier()
     path = capsys.readouterr().out.strip().splitlines()[-1].split("drawn to ")[1]
     assert os.path.getsize(path) > 1000
 
 
 def test_demo_runs_every_part(quick_demo, capsys):
-    assert cli.main(["demo", "--pairs", "60", "--epochs", "1"]) == 0
+    assert main(["demo", "--pairs", "60", "--epochs", "1"]) == 0
     out = capsys.readouterr().out
     assert "max |attnkit - numpy reference|" in out
     assert "TransformerClassifier" in out
@@ -43,5 +44,13 @@ def test_demo_runs_every_part(quick_demo, capsys):
 
 
 def test_show_config(capsys):
-    assert cli.main(["show-config"]) == 0
+    assert main(["show-config"]) == 0
     assert "isa_available" in capsys.readouterr().out
+
+
+def test_python_dash_m_attnkit_dispatches_to_the_command():
+    import subprocess
+
+    result = subprocess.run([sys.executable, "-m", "attnkit", "show-config"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0 and "isa_available" in result.stdout

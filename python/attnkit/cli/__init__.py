@@ -1,0 +1,28 @@
+"""The ``attnkit`` command: ``demo``, ``bench`` and ``show-config``, one module each; this one only parses and
+dispatches (``python -m attnkit`` too)."""
+
+import argparse
+
+from attnkit.cli import bench, demo
+
+__all__ = ["main"]
+
+
+def main(argv=None):
+    """Run the command ``argv`` (default: the process's arguments); returns the exit code."""
+    parser = argparse.ArgumentParser(prog="attnkit", description="Fast transformer attention and models on the CPU.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo.add_arguments(sub.add_parser("demo", help="run a small attention example, train a small classifier and a "
+                                                   "small seq2seq model, and print the configuration"))
+    bench.add_arguments(sub.add_parser("bench", help="run the benchmark scripts of a source checkout (quick by "
+                                                     "default) and print their ratio tables"))
+    sub.add_parser("show-config", help="print version, ISA, threads, compiler and flags")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        return demo.run(args)
+    if args.command == "bench":
+        return bench.run(args)
+    import attnkit
+
+    attnkit.show_config()
+    return 0
