@@ -7,11 +7,11 @@ import numpy as np
 
 from attnkit import ops
 from attnkit._validation import check_int
-from attnkit.feature_maps import EluFeatureMap, FeatureMap, PositiveRandomFeatureMap
-from attnkit.masking import check_key_lengths
 from attnkit.nn.cache import CrossAttentionCache, SelfAttentionCache
 from attnkit.nn.layers import add_product
 from attnkit.nn.module import Module
+from attnkit.ops.feature_maps import EluFeatureMap, FeatureMap, PositiveRandomFeatureMap
+from attnkit.ops.masking import check_key_lengths
 
 __all__ = ["MultiHeadAttention"]
 

@@ -9,8 +9,8 @@ from numpy.typing import ArrayLike
 from attnkit import _core
 from attnkit._memory import UNCHECKED_BYTES, checked_empty
 from attnkit._validation import check_bool, check_real, float_array
-from attnkit.masking import check_key_lengths, check_mask, padding_lengths
 from attnkit.ops._layout import batch_shape, check_qkv, describe_shapes, operand, unbroadcast
+from attnkit.ops.masking import check_key_lengths, check_mask, padding_lengths
 
 __all__ = ["AttentionContext", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 

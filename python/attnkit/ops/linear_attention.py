@@ -10,10 +10,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from attnkit import _core, feature_maps
+from attnkit import _core
 from attnkit._validation import check_bool, check_ndim, check_real, float_array
-from attnkit.masking import check_key_lengths, check_mask
+from attnkit.ops import feature_maps
 from attnkit.ops._layout import batch_shape, check_qkv, describe_shapes, unbroadcast
+from attnkit.ops.masking import check_key_lengths, check_mask
 
 __all__ = ["LinearAttentionContext", "LinearAttentionState", "linear_attention", "linear_attention_backward"]
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnkit.masking import check_key_lengths, check_mask, padding_lengths
+from attnkit.ops.masking import check_key_lengths, check_mask, padding_lengths
 
 batch_shapes = st.lists(st.integers(1, 3), max_size=3).map(tuple)
 

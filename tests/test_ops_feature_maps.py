@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnkit.feature_maps import (
+from attnkit.ops.feature_maps import (
     EluFeatureMap,
     PolynomialFeatureMap,
     PositiveRandomFeatureMap,
