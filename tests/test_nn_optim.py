@@ -139,7 +139,7 @@ def strided_twin(a):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("order", ["C", "F"])
 def test_kernel_and_numpy_paths_agree_bit_for_bit(kernel_threads, dtype, order):
-    # A Module's contiguous arrays take the fused kernel; strided triples take the NumPy sequence.
+    # A Module's contiguous arrays take the fused kernel in place; strided triples go through contiguous copies.
     rng = np.random.default_rng(kernel_threads)
     model = Toy(rng).astype(dtype)
     big = model.add_param("big", rng.standard_normal((300, 200)).T if order == "F" else rng.standard_normal((200, 300)),

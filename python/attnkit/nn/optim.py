@@ -11,7 +11,7 @@ import numbers
 
 import numpy as np
 
-from attnkit import ops, reference
+from attnkit import ops
 from attnkit._validation import check_int, check_real
 from attnkit.nn.module import Module
 
@@ -168,7 +168,7 @@ def _kernel_layout(arrays):
 
     Module parameters are float32 or float64 and C- or Fortran-ordered (their moments follow their
     layout); transposing all four alike keeps the update elementwise. Triples given by hand may be
-    strided views or other dtypes: those take the NumPy sequence the kernel reproduces bit for bit.
+    strided views or other dtypes: those are updated through contiguous copies (:meth:`AdamW.step`).
     """
     if not all(isinstance(a, np.ndarray) for a in arrays):
         return None
@@ -286,10 +286,16 @@ class AdamW:
             arrays = (param, grad, self._exp_avg[name], self._exp_avg_sq[name])
             factor = shrink if self.weight_decay and name in self.decayed else 1.0
             in_kernel_layout = _kernel_layout(arrays)
-            if in_kernel_layout is None:
-                reference.adamw_update(*arrays, **hyper, shrink=factor)
-            else:
+            if in_kernel_layout is not None:
                 ops.adamw_update(*in_kernel_layout, **hyper, shrink=factor)
+                continue
+            # Triples given by hand (strided views, float16, mixed dtypes): the kernel on contiguous copies in
+            # the parameter's float type (float32 at least), written back; the oracle is never a training path.
+            dtype = param.dtype if param.dtype in (np.float32, np.float64) else np.float32
+            copies = tuple(np.ascontiguousarray(a, dtype=dtype) for a in arrays)
+            ops.adamw_update(*copies, **hyper, shrink=factor)
+            for target, copy in zip((param, self._exp_avg[name], self._exp_avg_sq[name]), copies[:1] + copies[2:]):
+                target[...] = copy
 
     def zero_grad(self):
         """Set every gradient to zero, in place."""
