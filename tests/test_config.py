@@ -4,6 +4,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -142,9 +143,12 @@ def _row_sums_of_softmax(n):
 @pytest.fixture
 def uncapped():
     """No count set by set_num_threads (OpenMP's maximum alone decides), as in a fresh process; restored after."""
-    with _config.num_threads(attnkit.get_num_threads()):
-        _config._set_cap(0)
+    previous = attnkit.get_num_threads()
+    _core.set_num_threads(0)
+    try:
         yield
+    finally:
+        attnkit.set_num_threads(previous)
 
 
 @given(cap=st.sampled_from([0, 1, 2, 3]), counts=st.lists(st.none() | st.integers(1, 4), max_size=4))
@@ -152,15 +156,15 @@ def uncapped():
 def test_num_threads_blocks_nest_and_each_restores_what_it_found(cap, counts):
     previous = attnkit.get_num_threads()
     try:
-        _config._set_cap(cap)
-        before = (attnkit.get_num_threads(), _config._cap)
+        _core.set_num_threads(cap)
+        before = (attnkit.get_num_threads(), _core.get_call_threads())
         with contextlib.ExitStack() as stack:
             expected = before[0]
             for n in counts:
                 stack.enter_context(_config.num_threads(n))
                 expected = expected if n is None else n
                 assert attnkit.get_num_threads() == expected
-        assert (attnkit.get_num_threads(), _config._cap) == before
+        assert (attnkit.get_num_threads(), _core.get_call_threads()) == before
     finally:
         attnkit.set_num_threads(previous)
 
@@ -171,9 +175,34 @@ def test_num_threads_lifts_no_cap_that_was_not_there(uncapped):
         with _config.num_threads(before + 1):
             assert attnkit.get_num_threads() == before + 1
             raise RuntimeError("inside")
-    assert attnkit.get_num_threads() == before and _config._cap == 0
+    assert attnkit.get_num_threads() == before and _core.get_call_threads() == 0
     with threadpool_limits(limits=before + 1, user_api="openmp"):
         assert attnkit.get_num_threads() == before + 1  # OpenMP's maximum decides again, as before the block
+
+
+def test_each_thread_has_its_own_count_during_a_call():
+    # n_jobs must not change another thread's count: a server calls estimators from many threads at once.
+    def openmp_counts():
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "openmp"]
+
+    process, pools = attnkit.get_num_threads(), openmp_counts()
+    barrier, seen = threading.Barrier(3), {}
+
+    def call(n):
+        with _config.num_threads(n):
+            barrier.wait(timeout=30)  # every thread inside its block at once
+            seen[n] = attnkit.get_num_threads()
+            barrier.wait(timeout=30)
+
+    workers = [threading.Thread(target=call, args=(n,)) for n in (1, 3)]
+    for worker in workers:
+        worker.start()
+    barrier.wait(timeout=30)
+    seen["main"], seen["pools"] = attnkit.get_num_threads(), openmp_counts()
+    barrier.wait(timeout=30)
+    for worker in workers:
+        worker.join()
+    assert seen == {1: 1, 3: 3, "main": process, "pools": pools}  # nothing process-wide moved
 
 
 def test_resolve_n_jobs_follows_scikit_learn():

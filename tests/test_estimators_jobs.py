@@ -15,7 +15,7 @@ from attnkit import RandomFourierFeatures, Seq2SeqTransformer, TransformerClassi
 from attnkit._config import num_threads, resolve_n_jobs
 from attnkit.datasets import make_case_pairs, make_negation_sentences
 from attnkit.estimators import embedder, random_features
-from attnkit.estimators._jobs import BALANCE, THREADED_METHODS, NJobsMixin, map_batches
+from attnkit.estimators._jobs import BALANCE, map_batches
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("safetensors")
@@ -166,17 +166,21 @@ def test_n_jobs_travels_with_the_estimator(case, tmp_path):
 
 
 def test_every_public_method_that_runs_kernels_is_threaded():
-    """A method is threaded by its name: every public method of every estimator is either in THREADED_METHODS
-    or one of these, which never reach a kernel."""
+    """A method is threaded where it is defined (@threaded, @fit_context): every public method of every
+    estimator is marked, or one of these, which never reach a kernel, or one of scikit-learn's mixins that
+    only call marked methods (fit_transform: fit, transform; score: predict)."""
     no_kernels = {"get_params", "set_params", "save", "get_feature_names_out", "set_output", "get_metadata_routing"}
+    calls_marked = {"fit_transform", "score"}
     for cls in (TransformerClassifier, Seq2SeqTransformer, TransformerEmbedder, RandomFourierFeatures):
-        assert issubclass(cls, NJobsMixin)
         public = {name for name in dir(cls) if not name.startswith("_") and callable(getattr(cls, name))
                   and not name.startswith("set_") or name in {"set_params", "set_output"}}
-        assert public - set(THREADED_METHODS) <= no_kernels, cls.__name__
-        for name in public & set(THREADED_METHODS):
-            if name in cls.__dict__:
-                assert hasattr(cls.__dict__[name], "__wrapped__"), (cls.__name__, name)
+        for name in public - no_kernels:
+            method = getattr(cls, name)
+            owner = next(base for base in cls.__mro__ if name in base.__dict__)
+            if owner.__module__.startswith("sklearn"):
+                assert name in calls_marked, (cls.__name__, name)
+            else:
+                assert getattr(method, "__attnkit_threaded__", False), (cls.__name__, name)
 
 
 # ------------------------------------------------------------------------------------------ map_batches

@@ -37,5 +37,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("build_info", &attnkit::build_info);
   m.def("set_num_threads", &attnkit::set_num_threads, py::arg("n"));
   m.def("get_num_threads", &attnkit::get_num_threads);
+  m.def("set_call_threads", &attnkit::set_call_threads, py::arg("n"),
+        "The calling thread's own kernel thread count (0: the process's).");
+  m.def("get_call_threads", &attnkit::get_call_threads);
   m.attr("__version__") = ATTNKIT_VERSION;
 }

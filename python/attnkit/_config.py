@@ -25,7 +25,7 @@ def set_num_threads(n: int) -> None:
         ``os.fork`` (multiprocessing's default start method on Linux, gunicorn) the kernels run on
         one thread, and a larger ``n`` warns and stays 1: GNU OpenMP's threads do not survive fork.
     """
-    _set_cap(_after_fork(check_int(n, "n", minimum=1), stacklevel=3))
+    _core.set_num_threads(_after_fork(check_int(n, "n", minimum=1), stacklevel=3))
 
 
 def _after_fork(n, *, stacklevel):
@@ -38,25 +38,19 @@ def _after_fork(n, *, stacklevel):
     return n
 
 
-def _set_cap(n):
-    global _cap
-    _core.set_num_threads(n)
-    _cap = n
-
-
 _forked = False
-# The count set_num_threads (or num_threads) last set; 0 while nothing has, when OpenMP's own maximum
-# (OMP_NUM_THREADS, threadpoolctl) alone decides. The compiled module keeps it but does not report it.
-_cap = 0
 
 
 def _one_thread_after_fork():
     # GNU OpenMP's thread pool does not survive fork: a child that opens a parallel region with the
     # parent's pool hangs for good. A team of one never touches the pool, so the child runs the
-    # kernels on one thread (as PyTorch does), and set_num_threads there keeps it at one.
+    # kernels on one thread (as PyTorch does), and set_num_threads there keeps it at one. The forking
+    # thread's own count (an n_jobs call in flight) came along: it is one too.
     global _forked
     _forked = True
-    _set_cap(1)
+    _core.set_num_threads(1)
+    if _core.get_call_threads():
+        _core.set_call_threads(1)
 
 
 if hasattr(os, "register_at_fork"):
@@ -94,27 +88,22 @@ def _cpu_count():
 
 @contextlib.contextmanager
 def num_threads(n: int | None, *, stacklevel: int = 4) -> Iterator[None]:
-    """Run the kernels on ``n`` threads inside a ``with`` block, then restore the count of before, also
-    when the block raises; ``None`` changes nothing.
+    """Run the kernels that the calling thread starts on ``n`` threads inside a ``with`` block, then
+    restore its count of before, also when the block raises; ``None`` changes nothing.
 
-    Like :func:`set_num_threads` (and threadpoolctl's ``threadpool_limits``), the count is the process's,
-    not the calling thread's alone. In a child made by fork it stays 1 (with a warning ``stacklevel``
-    frames up, as :func:`set_num_threads` gives).
+    The count is the calling thread's alone: another Python thread keeps its own (or the process's,
+    :func:`set_num_threads`), and threadpoolctl sees no change. In a child made by fork it stays 1 (with
+    a warning ``stacklevel`` frames up, as :func:`set_num_threads` gives).
     """
     if n is None:
         yield
         return
-    cap, before = _cap, get_num_threads()
-    _set_cap(_after_fork(n, stacklevel=stacklevel))
+    before = _core.get_call_threads()
+    _core.set_call_threads(_after_fork(n, stacklevel=stacklevel))
     try:
         yield
     finally:
-        # Setting a count also sets OpenMP's maximum (the calling thread's), so the count of before is set
-        # first: with no cap then, that maximum was the count, and the cap is then lifted again. Under a
-        # cap that a tighter threadpoolctl limit undercut, the cap stays at that limit (the count it gave).
-        _set_cap(before)
-        if cap == 0:
-            _set_cap(0)
+        _core.set_call_threads(before)
 
 
 def config():

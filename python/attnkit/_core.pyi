@@ -8,7 +8,7 @@ import typing
 import numpy
 import numpy.typing
 
-__all__: list[str] = ['adamw_update', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_int8_variant', 'get_isa', 'get_num_threads', 'int8_linear', 'int8_vnni_available', 'layer_norm', 'layer_norm_backward', 'linear_attention', 'linear_attention_backward', 'matmul', 'packed_attention', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_int8_vnni', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares']
+__all__: list[str] = ['adamw_update', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_int8_variant', 'get_call_threads', 'get_isa', 'get_num_threads', 'int8_linear', 'int8_vnni_available', 'layer_norm', 'layer_norm_backward', 'linear_attention', 'linear_attention_backward', 'matmul', 'packed_attention', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_call_threads', 'set_int8_vnni', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares']
 @typing.overload
 def adamw_update(param: numpy.typing.NDArray[numpy.float32], grad: numpy.typing.NDArray[numpy.float32], exp_avg: numpy.typing.NDArray[numpy.float32], exp_avg_sq: numpy.typing.NDArray[numpy.float32], step_size: typing.SupportsFloat | typing.SupportsIndex, beta1: typing.SupportsFloat | typing.SupportsIndex, beta2: typing.SupportsFloat | typing.SupportsIndex, denom_scale: typing.SupportsFloat | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, shrink: typing.SupportsFloat | typing.SupportsIndex, decay: bool) -> None:
     ...
@@ -77,6 +77,8 @@ def get_isa() -> str:
     """
     The ISA variant in use.
     """
+def get_call_threads() -> int:
+    ...
 def get_num_threads() -> int:
     ...
 def int8_linear(x: numpy.typing.NDArray[numpy.float32], w: numpy.typing.NDArray[numpy.int8], w_scale: numpy.typing.NDArray[numpy.float32], w_colsum: numpy.typing.NDArray[numpy.int32], bias: typing.Any, out: typing.Any, acc: typing.Any) -> None:
@@ -158,6 +160,10 @@ def set_int8_vnni(enabled: bool) -> None:
 def set_isa(name: str) -> None:
     """
     Switch the ISA variant (for tests).
+    """
+def set_call_threads(n: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    The calling thread's own kernel thread count (0: the process's).
     """
 def set_num_threads(n: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...

@@ -76,9 +76,12 @@ std::string active_int8_variant();         // "avx512vnni" or the active ISA's n
 bool int8_vnni_available();
 void set_int8_vnni(bool enabled);          // throws std::invalid_argument if enabling and unavailable
 
-// threads.cpp: the thread count kernels use (min of set_num_threads and omp_get_max_threads()).
+// threads.cpp: the thread count kernels use: the calling thread's own count when it set one
+// (set_call_threads, > 0), else the min of set_num_threads and omp_get_max_threads().
 int kernel_threads();
 void set_num_threads(int n);
 int get_num_threads();
+void set_call_threads(int n);  // the calling thread's count, 0 for the process's; no other thread sees it
+int get_call_threads();
 
 }  // namespace attnkit

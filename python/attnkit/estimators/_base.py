@@ -30,10 +30,8 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import validate_data
 
 from attnkit._random import generator
-from attnkit._validation import validate_params
 from attnkit._warnings import warn
 from attnkit.batching import inference_batches
-from attnkit.estimators._jobs import NJobsMixin
 from attnkit.estimators._token_input import TEXT, input_kind, read_target_tokens, read_tokens
 from attnkit.estimators._training import (
     History,
@@ -99,7 +97,7 @@ def validation_pair(validation_data):
     raise TypeError(f"validation_data must be a tuple of two items (X_val, y_val), got {seen}")
 
 
-class NetworkEstimator(NJobsMixin, BaseEstimator):
+class NetworkEstimator(BaseEstimator):
     """Base class of the estimators that train an :mod:`attnkit.nn` network.
 
     A subclass sets ``_network_class`` and ``_parameter_constraints``, has the parameters the fit
@@ -185,7 +183,6 @@ class NetworkEstimator(NJobsMixin, BaseEstimator):
     # ------------------------------------------------------------------------- fit skeleton
     def _fit(self, X, y, sample_weight=None, *, validation_data=None, classes=None, incremental=False):
         """Validate, read the data, start or continue the network, train, and publish the results."""
-        validate_params(self.get_params(deep=False), self._parameter_constraints, caller=type(self).__name__)
         self._check_params()
         continuing = (incremental or self.warm_start) and self.__sklearn_is_fitted__()
         # One stream per (seed, epochs done): a fit is reproducible, consecutive partial_fit and warm_start

@@ -1,9 +1,12 @@
-"""``n_jobs`` for every attnkit estimator: the kernels' thread count during the estimator's own calls.
+"""The wrappers of the estimators' public methods, and ``n_jobs``: the kernels' thread count during an
+estimator's own calls.
 
-:class:`NJobsMixin` wraps the methods of :data:`THREADED_METHODS` that a subclass defines, once, when the
-class is created (as scikit-learn's ``set_output`` wraps ``transform``), so no method repeats the thread
-handling and a method added later cannot forget it. :func:`map_batches` spends those threads on inference
-batches.
+A public method that runs kernels is marked where it is defined: ``@threaded`` (the calling thread's kernel
+count is the estimator's ``n_jobs`` during the call, restored after) or ``@fit_context`` for the fits, which
+also check every parameter against ``_parameter_constraints`` first (scikit-learn's ``_fit_context``
+pattern: one check, before any work, not one per fit method). The count is the calling thread's own, so
+threads calling at once with different ``n_jobs`` never change each other's. :func:`map_batches` spends
+those threads on inference batches.
 """
 
 import functools
@@ -13,44 +16,38 @@ from concurrent.futures import ThreadPoolExecutor
 from attnkit._config import get_num_threads, num_threads, resolve_n_jobs
 from attnkit._validation import Interval, validate_params
 
-__all__ = ["N_JOBS_CONSTRAINTS", "NJobsMixin", "THREADED_METHODS", "map_batches"]
-
-# The public methods that run kernels; those a class inherits from scikit-learn's mixins (fit_transform,
-# ClassifierMixin.score) call these.
-THREADED_METHODS = ("fit", "partial_fit", "fit_transform", "predict", "predict_proba", "predict_log_proba",
-                    "decision_function", "transform", "score", "sequence_log_proba", "attention_maps")
+__all__ = ["N_JOBS_CONSTRAINTS", "fit_context", "map_batches", "threaded"]
 
 N_JOBS_CONSTRAINTS = [None, Interval(numbers.Integral, 1, None, closed="left"),
                       Interval(numbers.Integral, None, -1, closed="right")]
 
 
-class NJobsMixin:
-    """Runs the kernels on ``n_jobs`` threads (:func:`attnkit._config.resolve_n_jobs`) during each call of a
-    threaded method, restoring the count of before afterwards, also on an exception; ``n_jobs=None`` leaves
-    the count alone. The subclass has an ``n_jobs`` parameter."""
+def threaded(method):
+    """Mark ``method`` (of an estimator with an ``n_jobs`` parameter) as running kernels: during each call the
+    calling thread's kernels run on ``n_jobs`` threads (:func:`attnkit._config.resolve_n_jobs`; None leaves
+    the count alone), restored afterwards, also on an exception. A bad ``n_jobs`` raises, naming it."""
 
-    n_jobs: int | None
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        for name in THREADED_METHODS:
-            if name in cls.__dict__:
-                setattr(cls, name, _on_n_jobs_threads(cls.__dict__[name]))
-
-    def _n_threads(self):
-        """The thread count ``n_jobs`` asks for, or None; a bad ``n_jobs`` raises, naming it."""
-        validate_params({"n_jobs": self.n_jobs}, {"n_jobs": N_JOBS_CONSTRAINTS}, caller=type(self).__name__)
-        return resolve_n_jobs(self.n_jobs)
-
-
-def _on_n_jobs_threads(method):
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
+        validate_params({"n_jobs": self.n_jobs}, {"n_jobs": N_JOBS_CONSTRAINTS}, caller=type(self).__name__)
         # The warning after fork points at the user's call: num_threads's generator, contextlib, here, the user.
-        with num_threads(self._n_threads(), stacklevel=5):
+        with num_threads(resolve_n_jobs(self.n_jobs), stacklevel=5):
             return method(self, *args, **kwargs)
 
+    wrapper.__attnkit_threaded__ = True  # type: ignore[attr-defined]
     return wrapper
+
+
+def fit_context(method):
+    """:func:`threaded`, for a fit: every parameter is checked against the class's ``_parameter_constraints``
+    first, before any work (errors name the parameter, in scikit-learn's words)."""
+
+    @functools.wraps(method)
+    def validated(self, *args, **kwargs):
+        validate_params(self.get_params(deep=False), self._parameter_constraints, caller=type(self).__name__)
+        return method(self, *args, **kwargs)
+
+    return threaded(validated)
 
 
 def map_batches(fn, batches, *, cost):
@@ -72,8 +69,12 @@ def map_batches(fn, batches, *, cost):
         for batch in batches:
             fn(batch)
         return
-    with num_threads(1), ThreadPoolExecutor(threads, thread_name_prefix="attnkit-batch") as pool:
-        for _ in pool.map(fn, order):  # re-raises a worker's exception
+    def on_one_thread(batch):
+        with num_threads(1):  # the worker's own count: each op on the worker's thread alone
+            fn(batch)
+
+    with ThreadPoolExecutor(threads, thread_name_prefix="attnkit-batch") as pool:
+        for _ in pool.map(on_one_thread, order):  # re-raises a worker's exception
             pass
 
 

@@ -18,7 +18,7 @@ from attnkit import ops
 from attnkit._validation import Interval, Options, check_sample_weight
 from attnkit._warnings import warn
 from attnkit.estimators._base import INFERENCE_DTYPES, NetworkEstimator, Samples, validation_pair
-from attnkit.estimators._jobs import map_batches
+from attnkit.estimators._jobs import fit_context, map_batches, threaded
 from attnkit.estimators._pretraining import pretrain_masked_lm
 from attnkit.estimators._token_space import PretrainedSpace, VocabularySpace
 from attnkit.estimators._training import reseed_dropout
@@ -250,8 +250,10 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     n_jobs : int or None, default=None
         Threads of attnkit's kernels during this estimator's calls (fit, partial_fit, predict, transform, ...):
         None leaves the current count (:func:`attnkit.set_num_threads`, ``OMP_NUM_THREADS``), -1 takes
-        every CPU, -2 all but one; the count of before is restored when the call returns. The count is the process's, as
-        with :func:`attnkit.set_num_threads`; other libraries' threads (NumPy's BLAS) are left alone.
+        every CPU, -2 all but one; the count of before is restored when the call returns. The count is
+        the calling thread's own: threads calling at once with different ``n_jobs`` each get theirs, and
+        the process's count (:func:`attnkit.set_num_threads`) and other libraries' threads (NumPy's BLAS)
+        are left alone.
         Inference over several batches (predict, transform, ...) runs whole batches on these threads at once, each
         kernel on one thread, when they share out evenly: the same results, sooner.
 
@@ -426,6 +428,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         self.inference_dtype = inference_dtype
 
     # ----------------------------------------------------------------------------- public API
+    @fit_context
     def fit(self, X: Texts, y: ArrayLike, sample_weight: ArrayLike | None = None, *,
             validation_data: tuple[Texts, ArrayLike] | None = None) -> "TransformerClassifier":
         """Learn the vocabulary and train the network.
@@ -453,6 +456,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         """
         return self._fit(X, y, sample_weight, validation_data=validation_data, classes=None, incremental=False)
 
+    @fit_context
     def partial_fit(self, X: Texts, y: ArrayLike, classes: ArrayLike | None = None,
                     sample_weight: ArrayLike | None = None) -> "TransformerClassifier":
         """Train for one epoch on (X, y), continuing from the current weights.
@@ -475,6 +479,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         """
         return self._fit(X, y, sample_weight, validation_data=None, classes=classes, incremental=True)
 
+    @threaded
     def predict(self, X: Texts) -> np.ndarray:
         """Class label of each text.
 
@@ -490,6 +495,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         logits = self._logits(X)
         return self.classes_[np.argmax(logits, axis=1)]
 
+    @threaded
     def predict_proba(self, X: Texts) -> np.ndarray:
         """Probability of each class.
 
@@ -500,10 +506,12 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         """
         return ops.softmax(self._logits(X).astype(np.float64), axis=-1)
 
+    @threaded
     def predict_log_proba(self, X: Texts) -> np.ndarray:
         """Log-probability of each class, shape (n_samples, n_classes)."""
         return ops.log_softmax(self._logits(X).astype(np.float64), axis=-1)
 
+    @threaded
     def decision_function(self, X: Texts) -> np.ndarray:
         """Unnormalised class scores (logits).
 
@@ -515,6 +523,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         logits = self._logits(X).astype(np.float64)
         return logits[:, 1] - logits[:, 0] if logits.shape[1] == 2 else logits
 
+    @threaded
     def transform(self, X: Texts) -> np.ndarray:
         """Features for another estimator, e.g. the next step of a Pipeline (see ``features``).
 
@@ -538,6 +547,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
         return self._batched(self._encode(X), features, self._n_features_out)
 
+    @threaded
     def attention_maps(self, X: Texts) -> list[dict[str, Any]]:
         """Every layer's and head's self-attention weights for each text, with its tokens.
 

