@@ -46,7 +46,8 @@ def test_a_table_of_mixed_rules_writes_every_target_as_float32():
                                          r"\['wte'\], unexpected \[\]$"),
     (lambda t: t.update({"transformer.h.0.mlp": np.zeros(2)}), r"missing \[\], unexpected \['transformer.h.0.mlp'\]"),
     (lambda t: t.update({"transformer.h.0.attn.c_attn.weight": np.zeros((4, 9))}),
-     r"^m.safetensors: tensor transformer.h.0.attn.c_attn.weight has shape \(4, 9\), but the config implies \(4, 12\)$"),
+     r"^m.safetensors: tensor transformer.h.0.attn.c_attn.weight has shape \(4, 9\), but the config implies "
+     r"\(4, 12\)$"),
     (lambda t: t.update({"transformer.wte": np.zeros((5, 4), np.int64)}),
      r"tensor transformer.wte must be floating point, got int64"),
     (lambda t: t["transformer.h.0.rotary_q"].__setitem__((1, 1), np.inf),
