@@ -206,7 +206,7 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         self._input = {"kind": TEXT}
         self._start_network({"vocab_size": config.vocab_size, "max_len": max_len, "dropout": 0.0,
                              "long_texts": self.long_texts, "specials": list(checkpoint.tokenizer.special_layout()),
-                             **config.encoder_options()}, generator(self.random_state),
+                             **checkpoint.network_options()}, generator(self.random_state),
                             weights=checkpoint.weights if self.weights == "pretrained" else None)
         self._cache["tokenizer"] = checkpoint.tokenizer
         self._tokenizer_json = checkpoint.tokenizer.json_text

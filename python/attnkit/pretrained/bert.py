@@ -10,10 +10,13 @@ Hugging Face stores a linear layer's weight as (out, in); attnkit's as (in, out)
 import dataclasses
 import re
 
+from attnkit.pretrained.architecture import Architecture, unsupported_model_type
 from attnkit.pretrained.rules import Rename
 from attnkit.pretrained.table import TensorNames, apply_table, check_layer_count
 
-__all__ = ["BertConfig", "map_weights"]
+__all__ = ["ARCHITECTURE", "BertConfig", "map_weights"]
+
+READS = "BERT-family checkpoints (model_type 'bert': BERT, MiniLM, and sentence-transformers models on them)"
 
 # hidden_act -> attnkit's activation. "gelu" is the exact (erf) GELU in Hugging Face and in attnkit.
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
@@ -68,8 +71,7 @@ class BertConfig:
             raise ValueError(f"{source} must hold a JSON object, got {type(config).__name__}")
         model_type = config.get("model_type")
         if model_type != "bert":
-            raise ValueError(f"{source}: model_type {model_type!r} is not supported; attnkit reads BERT-family "
-                             "checkpoints (model_type 'bert': BERT, MiniLM, and sentence-transformers models on them)")
+            raise unsupported_model_type(model_type, [READS], source)
         if config.get("position_embedding_type", "absolute") != "absolute":
             raise ValueError(f"{source}: position_embedding_type {config['position_embedding_type']!r} is not "
                              "supported (only 'absolute')")
@@ -160,3 +162,7 @@ def map_weights(tensors, config, source="model.safetensors"):
     """
     check_layer_count(tensors, config.num_hidden_layers, TENSOR_NAMES, source=source)  # the table has one per layer
     return apply_table(tensors, config.tensor_table(), TENSOR_NAMES, source=source)
+
+
+ARCHITECTURE = Architecture(model_type="bert", reads=READS, read_config=BertConfig.from_json,
+                            network_options=BertConfig.encoder_options, map_weights=map_weights)

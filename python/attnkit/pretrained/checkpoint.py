@@ -4,9 +4,11 @@ a tokenizer. Nothing is half-loaded: every check runs before anything is returne
 
 import dataclasses
 import json
+from typing import Any
 
-from attnkit.pretrained.bert import BertConfig, map_weights
+from attnkit.pretrained.architecture import Architecture
 from attnkit.pretrained.files import MAX_WEIGHTS_BYTES, open_checkpoint
+from attnkit.pretrained.registry import architecture_for
 from attnkit.pretrained.tokenizer import PretrainedTokenizer, require_extra
 
 __all__ = ["Checkpoint", "load_checkpoint"]
@@ -21,7 +23,10 @@ class Checkpoint:
 
     Attributes
     ----------
+    architecture : Architecture
+        The door it was read through (:mod:`attnkit.pretrained.registry`), by the config's ``model_type``.
     config : BertConfig
+        The architecture's config (``BertConfig`` for ``model_type: "bert"``).
     weights : dict of str to ndarray
         attnkit parameter name -> float32 array (:class:`attnkit.nn.TextEncoder`'s names).
     tokenizer : PretrainedTokenizer
@@ -35,13 +40,18 @@ class Checkpoint:
         Where it was read from.
     """
 
-    config: BertConfig
+    architecture: Architecture
+    config: Any
     weights: dict
     tokenizer: PretrainedTokenizer
     pooling: str | None
     normalize: bool | None
     max_len: int | None
     source: str
+
+    def network_options(self):
+        """Keyword arguments of the attnkit network the weights fit (for BERT, :class:`attnkit.nn.TextEncoder`)."""
+        return self.architecture.network_options(self.config)
 
 
 def load_checkpoint(model):
@@ -69,7 +79,9 @@ def load_checkpoint(model):
     safetensors_numpy = require_extra("safetensors.numpy")
     files = open_checkpoint(model)
     where = files.description
-    config = BertConfig.from_json(_json(files, "config.json"), source=f"{where}: config.json")
+    fields = _json(files, "config.json")
+    architecture = architecture_for(fields, f"{where}: config.json")
+    config = architecture.read_config(fields, f"{where}: config.json")
     data = files.read("model.safetensors", limit=MAX_WEIGHTS_BYTES)
     if data is None:
         if files.exists("pytorch_model.bin"):
@@ -81,7 +93,7 @@ def load_checkpoint(model):
         tensors = safetensors_numpy.load(data)
     except Exception as error:  # safetensors raises its own error types for a damaged header or a dtype NumPy lacks
         raise ValueError(f"{where}: model.safetensors cannot be read: {error}") from None
-    weights = map_weights(tensors, config, source=f"{where}: model.safetensors")
+    weights = architecture.map_weights(tensors, config, f"{where}: model.safetensors")
     tokenizer_json = files.read("tokenizer.json")
     if tokenizer_json is None:
         raise FileNotFoundError(f"{where} has no tokenizer.json (attnkit reads the fast tokenizer's file)")
@@ -98,7 +110,8 @@ def load_checkpoint(model):
     if max_len is not None and not 2 <= max_len <= config.max_position_embeddings:
         raise ValueError(f"{where}: sentence_bert_config.json's max_seq_length {max_len} is not in [2, "
                          f"{config.max_position_embeddings}] (the model's positions)")
-    return Checkpoint(config, weights, tokenizer, pooling, normalize, max_len, where)
+    return Checkpoint(architecture=architecture, config=config, weights=weights, tokenizer=tokenizer, pooling=pooling,
+                      normalize=normalize, max_len=max_len, source=where)
 
 
 def _json(files, name, required=True):
