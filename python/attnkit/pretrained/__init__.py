@@ -10,7 +10,8 @@ sentence-transformers' pooling files) from a directory, a zip file, or an instal
 from attnkit.pretrained.bert import BertConfig, map_weights
 from attnkit.pretrained.checkpoint import Checkpoint, load_checkpoint
 from attnkit.pretrained.files import CheckpointFiles, open_checkpoint
+from attnkit.pretrained.sentence import SentenceTransformers
 from attnkit.pretrained.tokenizer import PretrainedTokenizer
 
-__all__ = ["BertConfig", "Checkpoint", "CheckpointFiles", "PretrainedTokenizer", "load_checkpoint", "map_weights",
-           "open_checkpoint"]
+__all__ = ["BertConfig", "Checkpoint", "CheckpointFiles", "PretrainedTokenizer", "SentenceTransformers",
+           "load_checkpoint", "map_weights", "open_checkpoint"]
