@@ -62,12 +62,12 @@ class AttnkitEmbedder:
     """
 
     def __init__(self, checkpoint, max_len=None):
-        config = checkpoint.config
-        self.max_len = max_len or checkpoint.max_len or config.max_position_embeddings
+        config, sentence = checkpoint.config, checkpoint.sentence
+        self.max_len = max_len or (sentence and sentence.max_len) or config.max_position_embeddings
         self.encoder = nn.TextEncoder(config.vocab_size, 0, max_len=self.max_len, dropout=0.0,
                                       **config.encoder_options()).load_state_dict(checkpoint.weights)
-        self.pooling = nn.SequencePooling(checkpoint.pooling or "mean")
-        self.normalize = bool(checkpoint.normalize)
+        self.pooling = nn.SequencePooling((sentence and sentence.pooling) or "mean")
+        self.normalize = bool(sentence and sentence.normalize)
         self.tokenizer, self.pad, self.width = checkpoint.tokenizer, config.pad_token_id, config.hidden_size
 
     def tokenize(self, texts):

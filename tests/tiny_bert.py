@@ -23,13 +23,14 @@ CONFIG = {"model_type": "bert", "architectures": ["BertModel"], "vocab_size": le
 def tokenizer_json(lowercase=True):
     """The text of a BERT-style ``tokenizer.json`` over VOCAB (fixed padding and truncation switched on, as
     all-MiniLM-L6-v2's are, so that the loader must switch them off)."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
     tokenizer = Tokenizer(models.WordPiece({t: i for i, t in enumerate(VOCAB)}, unk_token="[UNK]"))
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=lowercase)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
+    tokenizer.decoder = decoders.WordPiece()  # as BERT's tokenizer.json: "##" pieces glued back on
     tokenizer.add_special_tokens(SPECIALS)
     tokenizer.enable_padding(length=16, pad_id=0, pad_token="[PAD]")
     tokenizer.enable_truncation(max_length=16)

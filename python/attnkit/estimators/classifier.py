@@ -700,11 +700,12 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     def _new_network_config(self, samples):
         if self._input["tokenizer"] == "pretrained":
-            config = self._cache["checkpoint"].config
+            checkpoint = self._cache["checkpoint"]
+            config = checkpoint.config
             return {"vocab_size": config.vocab_size, "n_classes": len(self.classes_), "dropout": float(self.dropout),
                     "pooling": self.pooling, "max_len": min(self.max_len + 2, config.max_position_embeddings),
                     "bag_ngrams": self._bag_ngrams(), **self._long_text_options(self._token_space().specials()),
-                    **config.encoder_options()}
+                    **checkpoint.network_options()}
         return {
             "vocab_size": self._token_space().vocab_size, "n_classes": len(self.classes_), "d_model": self.d_model,
             "n_heads": self.n_heads, "n_layers": self.n_layers, "d_ff": self.d_ff, "dropout": float(self.dropout),

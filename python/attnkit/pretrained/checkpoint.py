@@ -3,16 +3,15 @@ sentence-transformers files when present) into plain data: a config, attnkit-nam
 a tokenizer. Nothing is half-loaded: every check runs before anything is returned."""
 
 import dataclasses
-import json
+from typing import Any
 
-from attnkit.pretrained.bert import BertConfig, map_weights
+from attnkit.pretrained.architecture import Architecture
 from attnkit.pretrained.files import MAX_WEIGHTS_BYTES, open_checkpoint
+from attnkit.pretrained.registry import architecture_for
+from attnkit.pretrained.sentence import SentenceTransformers, read_sentence_transformers
 from attnkit.pretrained.tokenizer import PretrainedTokenizer, require_extra
 
 __all__ = ["Checkpoint", "load_checkpoint"]
-
-POOLING_MODES = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
-                 "pooling_mode_max_tokens": "max"}
 
 
 @dataclasses.dataclass
@@ -21,27 +20,30 @@ class Checkpoint:
 
     Attributes
     ----------
-    config : BertConfig
+    architecture : Architecture
+        The door it was read through (:mod:`attnkit.pretrained.registry`), by the config's ``model_type``.
+    config : object
+        The architecture's config (``BertConfig`` for ``model_type: "bert"``).
     weights : dict of str to ndarray
-        attnkit parameter name -> float32 array (:class:`attnkit.nn.TextEncoder`'s names).
+        attnkit parameter name -> float32 array (for BERT, :class:`attnkit.nn.TextEncoder`'s names).
     tokenizer : PretrainedTokenizer
-    pooling : {"mean", "cls", "max"} or None
-        The pooling the sentence-transformers files say the model was trained with (None: no such files).
-    normalize : bool or None
-        Whether sentence-transformers L2-normalises its embeddings (a Normalize module).
-    max_len : int or None
-        sentence-transformers' ``max_seq_length`` (tokens, special tokens included).
+    sentence : SentenceTransformers or None
+        How sentence-transformers pools, normalises and cuts the encoder's output (None: the checkpoint has
+        no sentence-transformers files, as a plain BERT or a decoder).
     source : str
         Where it was read from.
     """
 
-    config: BertConfig
+    architecture: Architecture
+    config: Any
     weights: dict
     tokenizer: PretrainedTokenizer
-    pooling: str | None
-    normalize: bool | None
-    max_len: int | None
+    sentence: SentenceTransformers | None
     source: str
+
+    def network_options(self):
+        """Keyword arguments of the attnkit network the weights fit (for BERT, :class:`attnkit.nn.TextEncoder`)."""
+        return self.architecture.network_options(self.config)
 
 
 def load_checkpoint(model):
@@ -69,7 +71,9 @@ def load_checkpoint(model):
     safetensors_numpy = require_extra("safetensors.numpy")
     files = open_checkpoint(model)
     where = files.description
-    config = BertConfig.from_json(_json(files, "config.json"), source=f"{where}: config.json")
+    fields = files.read_json("config.json")
+    architecture = architecture_for(fields, f"{where}: config.json")
+    config = architecture.read_config(fields, f"{where}: config.json")
     data = files.read("model.safetensors", limit=MAX_WEIGHTS_BYTES)
     if data is None:
         if files.exists("pytorch_model.bin"):
@@ -81,7 +85,7 @@ def load_checkpoint(model):
         tensors = safetensors_numpy.load(data)
     except Exception as error:  # safetensors raises its own error types for a damaged header or a dtype NumPy lacks
         raise ValueError(f"{where}: model.safetensors cannot be read: {error}") from None
-    weights = map_weights(tensors, config, source=f"{where}: model.safetensors")
+    weights = architecture.map_weights(tensors, config, f"{where}: model.safetensors")
     tokenizer_json = files.read("tokenizer.json")
     if tokenizer_json is None:
         raise FileNotFoundError(f"{where} has no tokenizer.json (attnkit reads the fast tokenizer's file)")
@@ -94,47 +98,6 @@ def load_checkpoint(model):
     if tokenizer.vocab_size != config.vocab_size:
         raise ValueError(f"{where}: the tokenizer has {tokenizer.vocab_size} tokens but the embedding table "
                          f"{config.vocab_size} rows")
-    pooling, normalize, max_len = _sentence_transformers(files)
-    if max_len is not None and not 2 <= max_len <= config.max_position_embeddings:
-        raise ValueError(f"{where}: sentence_bert_config.json's max_seq_length {max_len} is not in [2, "
-                         f"{config.max_position_embeddings}] (the model's positions)")
-    return Checkpoint(config, weights, tokenizer, pooling, normalize, max_len, where)
-
-
-def _json(files, name, required=True):
-    data = files.read(name)
-    if data is None:
-        if required:
-            raise FileNotFoundError(f"{files.description} has no {name}")
-        return None
-    try:
-        return json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{files.description}: {name} is not valid JSON: {error}") from None
-
-
-def _sentence_transformers(files):
-    """(pooling, normalize, max_len) from modules.json, the pooling module's config and
-    sentence_bert_config.json; None for what the checkpoint does not say."""
-    modules = _json(files, "modules.json", required=False)
-    pooling = normalize = None
-    if isinstance(modules, list):
-        types = {str(m.get("type", "")).rsplit(".", 1)[-1]: m for m in modules if isinstance(m, dict)}
-        normalize = "Normalize" in types
-        if "Pooling" in types:
-            path = str(types["Pooling"].get("path", ""))
-            pooling_config = _json(files, f"{path}/config.json" if path else "config.json", required=False)
-            if isinstance(pooling_config, dict):
-                modes = [mode for key, mode in POOLING_MODES.items() if pooling_config.get(key)]
-                if len(modes) != 1 or any(pooling_config.get(k) for k in pooling_config
-                                          if k.startswith("pooling_mode") and k not in POOLING_MODES):
-                    raise ValueError(f"{files.description}: {path}/config.json asks for pooling "
-                                     f"{sorted(k for k, v in pooling_config.items() if v is True)}; attnkit pools "
-                                     "by one of mean, cls or max")
-                pooling = modes[0]
-    sentence = _json(files, "sentence_bert_config.json", required=False)
-    max_len = sentence.get("max_seq_length") if isinstance(sentence, dict) else None
-    if max_len is not None and (isinstance(max_len, bool) or not isinstance(max_len, int)):
-        raise ValueError(f"{files.description}: sentence_bert_config.json's max_seq_length must be an integer, "
-                         f"got {max_len!r}")
-    return pooling, normalize, max_len
+    sentence = read_sentence_transformers(files, config.max_position_embeddings)
+    return Checkpoint(architecture=architecture, config=config, weights=weights, tokenizer=tokenizer,
+                      sentence=sentence, source=where)

@@ -8,6 +8,7 @@ never imported: importing it would run its code.
 """
 
 import importlib.metadata
+import json
 import os
 import posixpath
 import zipfile
@@ -71,6 +72,26 @@ class CheckpointFiles:
         if len(data) > limit:
             raise _too_large(name, len(data), limit, self.description)
         return data
+
+    def read_json(self, name, *, required=True):
+        """The parsed JSON of file ``name``, or None when it is absent and not ``required``.
+
+        Raises
+        ------
+        FileNotFoundError
+            For a required file the checkpoint lacks.
+        ValueError
+            For a file that is not valid JSON (or not UTF-8), naming it.
+        """
+        data = self.read(name)
+        if data is None:
+            if required:
+                raise FileNotFoundError(f"{self.description} has no {name}")
+            return None
+        try:
+            return json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise ValueError(f"{self.description}: {name} is not valid JSON: {error}") from None
 
     def exists(self, name):
         """Whether the checkpoint holds file ``name``."""

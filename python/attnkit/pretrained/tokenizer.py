@@ -29,7 +29,7 @@ def require_extra(module):
 
 
 class PretrainedTokenizer:
-    """Texts -> token ids with a checkpoint's ``tokenizer.json``.
+    """Texts -> token ids (and back) with a checkpoint's ``tokenizer.json``.
 
     Parameters
     ----------
@@ -86,6 +86,35 @@ class PretrainedTokenizer:
                 n_cut += 1
             ids.append(tokenizer.post_process(encoding).ids)
         return ids, n_cut
+
+    def decode(self, ids, skip_special_tokens=True):
+        """The text of token ids: the inverse of :meth:`encode`, through the tokenizer's own decoder.
+
+        WordPiece's decoder glues ``##`` pieces and ``. , ? !`` to the word before them (a BERT tokenizer
+        lower-cases and strips accents, so its text comes back normalised); byte-level BPE's maps its byte
+        symbols back to UTF-8, so the exact text comes back.
+
+        Parameters
+        ----------
+        ids : sequence of int
+            Token ids, in ``[0, vocab_size)``.
+        skip_special_tokens : bool, default=True
+            Leave out the special tokens ([CLS], [SEP], [PAD], ``<|endoftext|>``, ...).
+
+        Returns
+        -------
+        str
+
+        Raises
+        ------
+        ValueError
+            For an id outside the vocabulary (the tokenizer itself would drop it silently).
+        """
+        ids = [int(i) for i in ids]
+        bad = [i for i in ids if not 0 <= i < self.vocab_size]
+        if bad:
+            raise ValueError(f"ids must be token ids in [0, {self.vocab_size}), got {bad[:5]}")
+        return self._rust().decode(ids, skip_special_tokens=bool(skip_special_tokens))
 
     def special_layout(self):
         """(before, after): how many special tokens the tokenizer puts before and after a text's own (1, 1 for
