@@ -172,3 +172,10 @@ def test_a_garbage_tokenizer_is_a_value_error_naming_the_file_and_the_checkpoint
     with pytest.raises(ValueError, match=rf"^{directory}: tokenizer.json (is not UTF-8 text|cannot be read by "
                                          "tokenizers)"):
         load_checkpoint(directory)
+
+
+def test_the_sentence_transformers_fields_keep_their_names(tiny, tmp_path):
+    checkpoint = load_checkpoint(tiny)
+    assert (checkpoint.pooling, checkpoint.normalize, checkpoint.max_len) == ("mean", True, 20)
+    plain = load_checkpoint(write_tiny_bert(tmp_path / "plain", sentence_transformers=False))
+    assert plain.sentence is None and (plain.pooling, plain.normalize, plain.max_len) == (None, None, None)

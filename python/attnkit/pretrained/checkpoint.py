@@ -45,6 +45,22 @@ class Checkpoint:
         """Keyword arguments of the attnkit network the weights fit (for BERT, :class:`attnkit.nn.TextEncoder`)."""
         return self.architecture.network_options(self.config)
 
+    # The sentence-transformers fields under the names they had before they became optional (attnkit 0.1.0).
+    @property
+    def pooling(self):
+        """``sentence.pooling``, or None without sentence-transformers files."""
+        return None if self.sentence is None else self.sentence.pooling
+
+    @property
+    def normalize(self):
+        """``sentence.normalize``, or None without sentence-transformers files."""
+        return None if self.sentence is None else self.sentence.normalize
+
+    @property
+    def max_len(self):
+        """``sentence.max_len``, or None without sentence-transformers files."""
+        return None if self.sentence is None else self.sentence.max_len
+
 
 def load_checkpoint(model):
     """Read a checkpoint.
