@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnkit.batching import inference_batches, padded_batches, training_batches
+from attnkit.batching import inference_batches, length_sorted_batches, pad_sequences, training_batches
 
 
 @pytest.mark.parametrize("bucket", [False, True])
@@ -49,10 +49,33 @@ def test_inference_batches_sort_and_respect_the_budget(lengths, max_tokens, max_
         assert len(rows) == 1 or max_tokens is None or padded <= max_tokens
 
 
-def test_padded_batches_pad_each_batch_to_its_longest():
+def test_length_sorted_batches_pad_each_batch_to_its_longest():
     sequences = [[1, 2, 3], [4], [], [5, 6], [7, 8, 9, 10]]
-    batches = list(padded_batches(sequences, 2, pad_id=0))
+    batches = list(length_sorted_batches(sequences, 2, pad_id=0))
     assert [rows.tolist() for rows, _, _ in batches] == [[2, 1], [3, 0], [4]]
     rows, ids, lengths = batches[1]
     np.testing.assert_array_equal(ids, [[5, 6, 0], [1, 2, 3]])
     np.testing.assert_array_equal(lengths, [2, 3])
+
+
+def test_pad_sequences():
+    ids, lengths = pad_sequences([[5, 6, 7], [], [8]], pad_id=0)
+    assert ids.tolist() == [[5, 6, 7], [0, 0, 0], [8, 0, 0]]
+    assert lengths.tolist() == [3, 0, 1] and lengths.dtype == np.int64 and ids.dtype == np.int64
+
+def test_pad_sequences_truncates_and_keeps_one_column():
+    ids, lengths = pad_sequences([[5, 6, 7], [8]], max_len=2, pad_id=-1, dtype=np.int32)
+    assert ids.tolist() == [[5, 6], [8, -1]] and lengths.tolist() == [2, 1] and ids.dtype == np.int32
+    ids, lengths = pad_sequences([[], []])
+    assert ids.shape == (2, 1) and lengths.tolist() == [0, 0]
+    ids, lengths = pad_sequences([])
+    assert ids.shape == (0, 1) and lengths.shape == (0,)
+
+def test_length_sorted_batches_cover_every_item_with_little_padding():
+    sequences = [[1] * n for n in (5, 1, 3, 1, 4, 2, 0)]
+    batches = list(length_sorted_batches(sequences, 3))
+    assert sorted(int(r) for rows, _, _ in batches for r in rows) == list(range(7))
+    for rows, ids, lengths in batches:
+        assert lengths.tolist() == [len(sequences[r]) for r in rows]
+        assert ids.shape == (len(rows), max(1, max(lengths)))
+    assert [lengths.tolist() for _, _, lengths in batches] == [[0, 1, 1], [2, 3, 4], [5]]

@@ -4,14 +4,15 @@
 :func:`training_batches` shuffles the samples, sorts pools of ``BUCKET_POOL`` batches by length, cuts them and
 shuffles the batches: padding shrinks while each pass still sees new batches. :func:`inference_batches` sorts
 the samples by length and cuts the order where a batch would pass ``max_tokens`` padded tokens or
-``max_samples`` samples. :func:`padded_batches` pads the id lists of each inference batch.
+``max_samples`` samples. :func:`length_sorted_batches` pads the id lists of each inference batch
+(:func:`pad_sequences`).
 """
 
 import math
 
 import numpy as np
 
-__all__ = ["BUCKET_POOL", "inference_batches", "padded_batches", "training_batches"]
+__all__ = ["BUCKET_POOL", "inference_batches", "pad_sequences", "length_sorted_batches", "training_batches"]
 
 # Training batches are cut from pools of this many batches' worth of samples sorted by length: the samples
 # of a batch have similar lengths (little padding) while the pools keep the order random.
@@ -78,7 +79,7 @@ def inference_batches(lengths, *, max_tokens=None, max_samples=None):
         start = stop
 
 
-def padded_batches(sequences, batch_size, *, pad_id=0):
+def length_sorted_batches(sequences, batch_size, *, pad_id=0):
     """Padded inference batches of id lists of similar lengths, ``batch_size`` sequences each.
 
     Parameters
@@ -92,9 +93,38 @@ def padded_batches(sequences, batch_size, *, pad_id=0):
     rows : ndarray of int
         Positions in ``sequences`` of the batch's items.
     ids, lengths : ndarray
-        As :func:`attnkit.text.pad_sequences` gives them for those items.
+        As :func:`pad_sequences` gives them for those items.
     """
-    from attnkit.text import pad_sequences  # text imports this module
-
     for rows in inference_batches([len(seq) for seq in sequences], max_samples=batch_size):
         yield (rows, *pad_sequences([sequences[i] for i in rows], pad_id=pad_id))
+
+
+def pad_sequences(sequences, *, pad_id=0, max_len=None, dtype=np.int64):
+    """A padded batch of id lists.
+
+    Parameters
+    ----------
+    sequences : sequence of sequences of int
+        One id list per item; items may be empty.
+    pad_id : int, default=0
+        Value of the padding positions (``Vocabulary.pad_id``).
+    max_len : int, optional
+        Truncate items to this many ids. The batch is as wide as its longest (truncated) item.
+    dtype : numpy integer dtype, default=numpy.int64
+
+    Returns
+    -------
+    ids : ndarray of shape (B, N)
+        Items left-aligned, padded on the right with ``pad_id``; N >= 1 (an all-empty batch gets
+        one column of padding, so that every layer sees a non-empty sequence axis).
+    lengths : ndarray of shape (B,), int64
+        The real length of each item (what attention's ``key_lengths`` takes).
+    """
+    if max_len is not None:
+        sequences = [seq[:max_len] for seq in sequences]
+    lengths = np.fromiter((len(seq) for seq in sequences), dtype=np.int64, count=len(sequences))
+    width = max(1, int(lengths.max(initial=0)))
+    ids = np.full((len(sequences), width), pad_id, dtype=dtype)
+    for row, seq in zip(ids, sequences):
+        row[: len(seq)] = seq
+    return ids, lengths
