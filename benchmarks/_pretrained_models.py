@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from attnkit import nn
-from attnkit.batching import padded_batches
+from attnkit.batching import length_sorted_batches
 
 LR = 2e-5
 WEIGHT_DECAY = 0.01
@@ -81,7 +81,7 @@ class AttnkitEmbedder:
     def hidden_states(self, ids, batch_size):
         """The last layer's vectors of each text's real tokens: a list of (length, width) arrays."""
         out = [None] * len(ids)
-        for index, batch, lengths in padded_batches(ids, batch_size, pad_id=self.pad):
+        for index, batch, lengths in length_sorted_batches(ids, batch_size, pad_id=self.pad):
             x = self.encode(batch, lengths)
             for row, i in enumerate(index):
                 out[i] = x[row, :lengths[row]]
@@ -91,7 +91,7 @@ class AttnkitEmbedder:
         """Sentence embeddings (n_texts, width), float32, tokenisation included."""
         ids, _ = self.tokenize(texts)
         out = np.empty((len(ids), self.width), dtype=np.float32)
-        for index, batch, lengths in padded_batches(ids, batch_size, pad_id=self.pad):
+        for index, batch, lengths in length_sorted_batches(ids, batch_size, pad_id=self.pad):
             out[index] = self.pooling.forward(self.encode(batch, lengths), lengths=lengths)[0]
         if self.normalize:
             out /= np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)  # torch's F.normalize
@@ -121,7 +121,7 @@ def training_batches(texts, labels, tokenize, batch_size, pool_batches, n_batche
     pool = rng.permutation(len(texts))[:batch_size * pool_batches]
     pool_ids = tokenize([texts[i] for i in pool])
     batches = [TrainBatch(batch, lengths, np.asarray(labels)[pool[index]])
-               for index, batch, lengths in padded_batches(pool_ids, batch_size, pad_id=pad)]
+               for index, batch, lengths in length_sorted_batches(pool_ids, batch_size, pad_id=pad)]
     return [batches[i] for i in rng.choice(len(batches), size=n_batches, replace=False)]
 
 
@@ -209,7 +209,7 @@ def torch_hidden_states(torch, bert, ids, batch_size, pad):
     """As :meth:`AttnkitEmbedder.hidden_states`, through ``bert`` with an attention mask over the padding."""
     out = [None] * len(ids)
     with torch.inference_mode():
-        for index, batch, lengths in padded_batches(ids, batch_size, pad_id=pad):
+        for index, batch, lengths in length_sorted_batches(ids, batch_size, pad_id=pad):
             mask = torch.from_numpy((np.arange(batch.shape[1]) < lengths[:, None]).astype(np.int64))
             x = bert(input_ids=torch.from_numpy(batch), attention_mask=mask).last_hidden_state.numpy()
             for row, i in enumerate(index):
