@@ -48,33 +48,33 @@ class CausalDecoderLayer(Module):
         block = dict(norm_first=norm_first, norm=norm, norm_eps=norm_eps)
         self_attn = make_attention(d_model, n_heads, rng, attention=attention, causal=True,
                                relative_positions=relative_positions, n_features=n_features)
-        self.add_child("self_attention", Residual(d_model, self_attn, dropout, rng, **block))
+        self.self_attention = Residual(d_model, self_attn, dropout, rng, **block)
         ff = FeedForward(d_model, d_ff, rng, activation=activation, dropout=dropout)
-        self.add_child("feed_forward", Residual(d_model, ff, dropout, rng, **block))
+        self.feed_forward = Residual(d_model, ff, dropout, rng, **block)
 
     def forward(self, x, training=False, *, key_lengths=None):
         """``x`` (B, N, d_model); ``key_lengths`` (B,) the real lengths of right-padded rows (padding keys
         are skipped; the outputs at padding positions are not meaningful)."""
-        x, c_att = self.children["self_attention"].forward(x, training, key_lengths=key_lengths)
-        x, c_ff = self.children["feed_forward"].forward(x, training)
+        x, c_att = self.self_attention.forward(x, training, key_lengths=key_lengths)
+        x, c_ff = self.feed_forward.forward(x, training)
         return x, (c_att, c_ff)
 
     def backward(self, grad, cache):
         c_att, c_ff = cache
-        grad = self.children["feed_forward"].backward(grad, c_ff)
-        return self.children["self_attention"].backward(grad, c_att)
+        grad = self.feed_forward.backward(grad, c_ff)
+        return self.self_attention.backward(grad, c_att)
 
     def start(self, batch_size, *, capacity=16):
         """An empty self-attention cache for decoding one position at a time (see :meth:`CausalDecoder.start`)."""
-        attention = self.children["self_attention"].children["sublayer"]
+        attention = self.self_attention.sublayer
         return attention.start_self(batch_size, capacity=capacity)
 
     def step(self, x, cache):
         """The layer's output for one new position ``x`` (B, 1, d_model); ``cache`` (a
         :class:`SelfAttentionCache`) is updated in place. Equals row t of :meth:`forward` (inference mode)
         when x is position t and the cache holds positions 0..t-1. Returns ``(out, cache)``."""
-        x = self.children["self_attention"].step(x, cache)
-        return self.children["feed_forward"].step(x), cache
+        x = self.self_attention.step(x, cache)
+        return self.feed_forward.step(x), cache
 
 
 class CausalDecoder(DecodingStack):
@@ -122,5 +122,4 @@ class CausalDecoder(DecodingStack):
             ``cache.length`` is the position of the next input (the ``offset`` of positional encodings).
         """
         batch_size = check_int(batch_size, "batch_size", minimum=1)
-        return DecoderCache(self.children[f"layer{i}"].start(batch_size, capacity=capacity)
-                            for i in range(self.n_layers))
+        return DecoderCache(layer.start(batch_size, capacity=capacity) for layer in self.layers)

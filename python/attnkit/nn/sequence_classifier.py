@@ -75,32 +75,31 @@ class SequenceClassifier(TextEncoder):
         super().__init__(vocab_size, rng, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
                          dropout=dropout, attention=attention, positional=positional, max_len=max_len,
                          long_texts=long_texts, relative_distance=relative_distance, **encoder_options)
-        self.add_child("pooling", SequencePooling(pooling))
-        if long_texts == "chunks":
-            self.add_child("windows", WindowPooling(d_model, window_pooling))
-        self.add_child("dropout", Dropout(dropout, rng))
-        self.add_child("head", Linear(d_model, check_int(n_classes, "n_classes", minimum=1), rng))
-        if check_int(bag_ngrams, "bag_ngrams", minimum=0):
-            self.add_child("bag", NgramBag(n_classes, order=bag_ngrams, gain=bag_gain))
+        self.pooling = SequencePooling(pooling)
+        self.windows = WindowPooling(d_model, window_pooling) if long_texts == "chunks" else None
+        self.dropout = Dropout(dropout, rng)
+        self.head = Linear(d_model, check_int(n_classes, "n_classes", minimum=1), rng)
+        self.bag = (NgramBag(n_classes, order=bag_ngrams, gain=bag_gain)
+                    if check_int(bag_ngrams, "bag_ngrams", minimum=0) else None)
 
     def features(self, ids, training=False, *, lengths, token_types=None):
         """Pooled sequence vectors (B, d_model) and the cache for :meth:`backward`."""
         ids, lengths, token_types, counts = self.view(ids, lengths, token_types)
         x, c_encode = self.encode(ids, training, lengths=lengths, token_types=token_types)
-        pooled, c_pool = self.children["pooling"].forward(x, training, lengths=lengths)
+        pooled, c_pool = self.pooling.forward(x, training, lengths=lengths)
         c_windows = None
         if counts is not None:
-            pooled, c_windows = self.children["windows"].forward(pooled, training, counts=counts)
+            pooled, c_windows = self.windows.forward(pooled, training, counts=counts)
         return pooled, (c_encode, c_pool, c_windows)
 
     def forward(self, ids, training=False, *, lengths, token_types=None):
         """Logits (B, n_classes) for token ids (B, N) whose real lengths are ``lengths`` (B,)."""
         pooled, c_features = self.features(ids, training, lengths=lengths, token_types=token_types)
-        h, c_drop = self.children["dropout"].forward(pooled, training)
-        logits, c_head = self.children["head"].forward(h, training)
+        h, c_drop = self.dropout.forward(pooled, training)
+        logits, c_head = self.head.forward(h, training)
         c_bag = None
-        if "bag" in self.children:
-            wide, c_bag = self.children["bag"].forward(ids, training, lengths=lengths)
+        if self.bag is not None:
+            wide, c_bag = self.bag.forward(ids, training, lengths=lengths)
             logits = logits + wide
         return logits, (c_features, c_drop, c_head, c_bag)
 
@@ -114,23 +113,23 @@ class SequenceClassifier(TextEncoder):
         """Inference pooled vectors (B, d_model), as ``features(ids)[0]`` without a backward cache."""
         ids, lengths, token_types, counts = self.view(ids, lengths, token_types)
         x = self.infer(ids, lengths=lengths, token_types=token_types, runner=runner)
-        pooled = self.children["pooling"].forward(x, lengths=lengths)[0]
-        return pooled if counts is None else self.children["windows"].forward(pooled, counts=counts)[0]
+        pooled = self.pooling.forward(x, lengths=lengths)[0]
+        return pooled if counts is None else self.windows.forward(pooled, counts=counts)[0]
 
     def scores(self, ids, pooled, *, lengths):
         """Inference logits from the pooled vectors of ``ids``: the head's, plus the n-gram bag's."""
-        logits = self.children["head"].forward(pooled)[0]
-        if "bag" in self.children:
-            logits = logits + self.children["bag"].forward(ids, lengths=lengths)[0]
+        logits = self.head.forward(pooled)[0]
+        if self.bag is not None:
+            logits = logits + self.bag.forward(ids, lengths=lengths)[0]
         return logits
 
     def backward(self, grad, cache):
         """Accumulates every parameter's gradient from d loss / d logits; returns None."""
         (c_encode, c_pool, c_windows), c_drop, c_head, c_bag = cache
         if c_bag is not None:
-            self.children["bag"].backward(grad, c_bag)
-        grad = self.children["head"].backward(grad, c_head)
-        grad = self.children["dropout"].backward(grad, c_drop)
+            self.bag.backward(grad, c_bag)
+        grad = self.head.backward(grad, c_head)
+        grad = self.dropout.backward(grad, c_drop)
         if c_windows is not None:
-            grad = self.children["windows"].backward(grad, c_windows)
-        return self.backward_encode(self.children["pooling"].backward(grad, c_pool), c_encode)
+            grad = self.windows.backward(grad, c_windows)
+        return self.backward_encode(self.pooling.backward(grad, c_pool), c_encode)

@@ -70,20 +70,20 @@ class EncoderLayer(Module):
         block = dict(norm_first=norm_first, norm=norm, norm_eps=norm_eps)
         attn = make_attention(d_model, n_heads, rng, attention=attention, causal=False,
                           relative_positions=relative_positions, n_features=n_features)
-        self.add_child("self_attention", Residual(d_model, attn, dropout, rng, **block))
+        self.self_attention = Residual(d_model, attn, dropout, rng, **block)
         ff = FeedForward(d_model, d_ff, rng, activation=activation,
                          dropout=dropout if ff_dropout is None else ff_dropout)
-        self.add_child("feed_forward", Residual(d_model, ff, dropout, rng, **block))
+        self.feed_forward = Residual(d_model, ff, dropout, rng, **block)
 
     def forward(self, x, training=False, *, key_lengths=None):
-        x, c_att = self.children["self_attention"].forward(x, training, key_lengths=key_lengths)
-        x, c_ff = self.children["feed_forward"].forward(x, training)
+        x, c_att = self.self_attention.forward(x, training, key_lengths=key_lengths)
+        x, c_ff = self.feed_forward.forward(x, training)
         return x, (c_att, c_ff)
 
     def backward(self, grad, cache):
         c_att, c_ff = cache
-        grad = self.children["feed_forward"].backward(grad, c_ff)
-        return self.children["self_attention"].backward(grad, c_att)
+        grad = self.feed_forward.backward(grad, c_ff)
+        return self.self_attention.backward(grad, c_att)
 
     def attention_weights(self, x, *, key_lengths=None):
         """Inference-mode output and self-attention weights (B, H, N, N), for inspection.
@@ -91,7 +91,7 @@ class EncoderLayer(Module):
         Softmax attention only (linear attention never forms the weights). The attention is run a
         second time with ``return_weights``, so the training path never pays for the N x N array.
         """
-        _, weights = self.children["self_attention"].attend(x, key_lengths=key_lengths)
+        _, weights = self.self_attention.attend(x, key_lengths=key_lengths)
         return self.forward(x, key_lengths=key_lengths)[0], weights
 
 
@@ -108,28 +108,28 @@ class DecoderLayer(Module):
         block = dict(norm_first=norm_first, norm=norm, norm_eps=norm_eps)
         self_attn = make_attention(d_model, n_heads, rng, attention=attention, causal=True,
                                relative_positions=relative_positions, n_features=n_features)
-        self.add_child("self_attention", Residual(d_model, self_attn, dropout, rng, **block))
+        self.self_attention = Residual(d_model, self_attn, dropout, rng, **block)
         # Cross-attention is never causal and takes no relative positions (queries and keys come
         # from different sequences); it uses the same attention rule as the rest of the layer.
         cross = make_attention(d_model, n_heads, rng, attention=attention, causal=False, relative_positions=None,
                            n_features=n_features, d_context=d_memory)
-        self.add_child("cross_attention", Residual(d_model, cross, dropout, rng, **block))
+        self.cross_attention = Residual(d_model, cross, dropout, rng, **block)
         ff = FeedForward(d_model, d_ff, rng, activation=activation, dropout=dropout)
-        self.add_child("feed_forward", Residual(d_model, ff, dropout, rng, **block))
+        self.feed_forward = Residual(d_model, ff, dropout, rng, **block)
 
     def forward(self, x, training=False, *, memory, memory_lengths=None):
-        x, c_self = self.children["self_attention"].forward(x, training)
-        x, c_cross = self.children["cross_attention"].forward(x, training, context=memory,
+        x, c_self = self.self_attention.forward(x, training)
+        x, c_cross = self.cross_attention.forward(x, training, context=memory,
                                                               key_lengths=memory_lengths)
-        x, c_ff = self.children["feed_forward"].forward(x, training)
+        x, c_ff = self.feed_forward.forward(x, training)
         return x, (c_self, c_cross, c_ff)
 
     def start(self, memory, memory_lengths=None, *, capacity=16):
         """Caches for decoding one position at a time: an empty self-attention cache and ``memory``'s
         keys and values, projected once. See :meth:`Decoder.start`."""
         memory = np.asarray(memory)
-        self_attention = self.children["self_attention"].children["sublayer"]
-        cross_attention = self.children["cross_attention"].children["sublayer"]
+        self_attention = self.self_attention.sublayer
+        cross_attention = self.cross_attention.sublayer
         return (self_attention.start_self(memory.shape[0], capacity=capacity),
                 cross_attention.start_cross(memory, key_lengths=memory_lengths))
 
@@ -140,16 +140,16 @@ class DecoderLayer(Module):
         positions 0..t-1. Returns ``(out, cache)``.
         """
         self_cache, cross_cache = cache
-        x = self.children["self_attention"].step(x, self_cache)
-        x = self.children["cross_attention"].step(x, cross_cache)
-        return self.children["feed_forward"].step(x), cache
+        x = self.self_attention.step(x, self_cache)
+        x = self.cross_attention.step(x, cross_cache)
+        return self.feed_forward.step(x), cache
 
     def backward(self, grad, cache):
         """Returns (dx, dmemory)."""
         c_self, c_cross, c_ff = cache
-        grad = self.children["feed_forward"].backward(grad, c_ff)
-        grad, dmemory = self.children["cross_attention"].backward(grad, c_cross)
-        return self.children["self_attention"].backward(grad, c_self), dmemory
+        grad = self.feed_forward.backward(grad, c_ff)
+        grad, dmemory = self.cross_attention.backward(grad, c_cross)
+        return self.self_attention.backward(grad, c_self), dmemory
 
 
 class Stack(Module):
@@ -167,39 +167,43 @@ class Stack(Module):
         for i in range(self.n_layers):
             self.add_child(f"layer{i}", layer_class(d_model, n_heads, d_ff, rng, norm_first=norm_first, norm=norm,
                                                     norm_eps=norm_eps, **layer_options))
-        if self.norm_first:
-            self.add_child("norm", make_norm(norm, d_model, norm_eps))
+        self.norm = make_norm(norm, d_model, norm_eps) if self.norm_first else None
+
+    @property
+    def layers(self):
+        """The layers, first to last: the children ``layer0``, ``layer1``, ..."""
+        return [getattr(self, f"layer{i}") for i in range(self.n_layers)]
 
     def forward(self, x, training=False, **kwargs):
         caches = []
-        for i in range(self.n_layers):
-            x, c = self.children[f"layer{i}"].forward(x, training, **kwargs)
+        for layer in self.layers:
+            x, c = layer.forward(x, training, **kwargs)
             caches.append(c)
         c_norm = None
-        if "norm" in self.children:
-            x, c_norm = self.children["norm"].forward(x, training)
+        if self.norm is not None:
+            x, c_norm = self.norm.forward(x, training)
         return x, (caches, c_norm)
 
     def infer(self, x, **kwargs):
         """Inference output only, as ``forward(x)[0]``: each layer's cache is dropped before the next layer
         runs, so memory peaks at one layer's intermediates, not the whole stack's."""
-        for i in range(self.n_layers):
-            x = self.children[f"layer{i}"].forward(x, **kwargs)[0]
+        for layer in self.layers:
+            x = layer.forward(x, **kwargs)[0]
         return self.final_norm(x)
 
     def final_norm(self, x):
         """Inference: the stack's final norm of the last layer's output x (pre-LN), or x (post-LN)."""
-        return self.children["norm"].forward(x)[0] if "norm" in self.children else x
+        return x if self.norm is None else self.norm.forward(x)[0]
 
     def _backward_layers(self, grad, cache):
         """Backward through the norm and the layers, last first: dx and each layer's extra gradient
         (a decoder layer's dmemory), in that order."""
         caches, c_norm = cache
-        if "norm" in self.children:
-            grad = self.children["norm"].backward(grad, c_norm)
+        if self.norm is not None:
+            grad = self.norm.backward(grad, c_norm)
         extras = []
-        for i in reversed(range(self.n_layers)):
-            result = self.children[f"layer{i}"].backward(grad, caches[i])
+        for layer, c in zip(self.layers[::-1], caches[::-1]):
+            result = layer.backward(grad, c)
             if isinstance(result, tuple):
                 grad, extra = result
                 extras.append(extra)
@@ -218,8 +222,8 @@ class DecodingStack(Stack):
         Returns ``(out, cache)``: out (B, 1, d_model) equals row ``cache.length`` of :meth:`forward` over
         the whole prefix (inference mode); the cache is updated in place and returned.
         """
-        for i in range(self.n_layers):
-            x, _ = self.children[f"layer{i}"].step(x, cache.layers[i])
+        for layer, layer_cache in zip(self.layers, cache.layers):
+            x, _ = layer.step(x, layer_cache)
         return self.final_norm(x), cache
 
     @staticmethod
@@ -250,8 +254,8 @@ class Encoder(Stack):
     def attention_weights(self, x, *, key_lengths=None):
         """Inference-mode output and each layer's self-attention weights: a list of (B, H, N, N)."""
         weights = []
-        for i in range(self.n_layers):
-            x, w = self.children[f"layer{i}"].attention_weights(x, key_lengths=key_lengths)
+        for layer in self.layers:
+            x, w = layer.attention_weights(x, key_lengths=key_lengths)
             weights.append(w)
         return self.final_norm(x), weights
 
@@ -292,5 +296,4 @@ class Decoder(DecodingStack):
         DecoderCache
             ``cache.length`` is the position of the next input (the ``offset`` of positional encodings).
         """
-        return DecoderCache(self.children[f"layer{i}"].start(memory, memory_lengths, capacity=capacity)
-                            for i in range(self.n_layers))
+        return DecoderCache(layer.start(memory, memory_lengths, capacity=capacity) for layer in self.layers)
