@@ -61,13 +61,14 @@ class EncoderDecoder(Module):
             check_int(value, name, minimum=1, maximum=MAX_POSITIONS)
         absolute = positional if positional in ("sinusoidal", "learned") else None
         relative = check_int(relative_window, "relative_window", minimum=1) if positional == "relative" else None
-        common = dict(dropout=dropout, attention=attention, relative_positions=relative)
         self.source_embedding = TokenEmbedding(source_vocab_size, d_enc, rng, positional=absolute,
                                                max_len=max_source_len, dropout=dropout)
-        self.encoder = Encoder(encoder_layers, d_enc, n_heads, d_ff or 4 * d_enc, rng, **common)
+        self.encoder = Encoder(encoder_layers, d_enc, n_heads, d_ff or 4 * d_enc, rng, dropout=dropout,
+                               attention=attention, relative_positions=relative)
         self.target_embedding = TokenEmbedding(target_vocab_size, d_dec, rng, positional=absolute,
                                                max_len=max_target_len, dropout=dropout)
-        self.decoder = Decoder(decoder_layers, d_dec, n_heads, d_ff or 4 * d_dec, rng, d_memory=d_enc, **common)
+        self.decoder = Decoder(decoder_layers, d_dec, n_heads, d_ff or 4 * d_dec, rng, d_memory=d_enc, dropout=dropout,
+                               attention=attention, relative_positions=relative)
         self.output = Linear(d_dec, target_vocab_size, rng)
 
     def encode(self, source, source_lengths, training=False):
@@ -111,25 +112,12 @@ class EncoderDecoder(Module):
             ``"encoder"``: per encoder layer (B, H, M, M); ``"decoder"``: per decoder layer, causal
             self-attention (B, H, N, N); ``"cross"``: per decoder layer (B, H, N, M).
         """
-        x = self.source_embedding.forward(source)[0]
-        encoder = self.encoder
-        maps: dict[str, list[np.ndarray]] = {"encoder": [], "decoder": [], "cross": []}
-        for layer in encoder.layers:
-            x = _attend(layer.self_attention, x, maps["encoder"], key_lengths=source_lengths)
-            x = layer.feed_forward.forward(x)[0]
-        memory = encoder.final_norm(x)
-        decoder, y = self.decoder, self.embed_target(target_in)
-        for layer in decoder.layers:
-            y = _attend(layer.self_attention, y, maps["decoder"])
-            y = _attend(layer.cross_attention, y, maps["cross"], context=memory,
-                        key_lengths=source_lengths)
-            y = layer.feed_forward.forward(y)[0]
+        memory, weights = self.encoder.attention_weights(self.source_embedding.forward(source)[0],
+                                                         key_lengths=source_lengths)
+        maps: dict[str, list[np.ndarray]] = {"encoder": weights, "decoder": [], "cross": []}
+        y = self.embed_target(target_in)
+        for layer in self.decoder.layers:
+            y, (self_weights, cross_weights) = layer.attention_weights(y, memory=memory, memory_lengths=source_lengths)
+            maps["decoder"].append(self_weights)
+            maps["cross"].append(cross_weights)
         return maps
-
-
-def _attend(residual, x, maps, **kwargs):
-    """The output of an attention's residual block (inference), its weights appended to maps."""
-    out, weights = residual.attend(x, **kwargs)
-    maps.append(weights)
-    return out
-
