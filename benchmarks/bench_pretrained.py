@@ -80,7 +80,7 @@ _ATTNKIT_PARTS = {
     "TokenEmbedding": "embeddings", "Embedding": "embeddings", "LearnedPositions": "embeddings",
     "MultiHeadAttention": "Q/K/V/out projections", "LayerNorm": "layer norm", "Dropout": "dropout",
     "FeedForward": "GELU",  # its own work is the activation and its gradient; the linears are timed apart
-    "Residual": "residual adds", "EncoderLayer": "residual adds", "Encoder": "residual adds",
+    "Residual": "residual adds", "TransformerBlock": "residual adds", "Encoder": "residual adds",
     "SequencePooling": "pooling + head", "SequenceClassifier": "other", "TextEncoder": "other",
 }
 

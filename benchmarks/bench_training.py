@@ -394,7 +394,7 @@ _ATTNKIT_PARTS = {
     "Embedding": "embedding + positions", "SinusoidalPositions": "embedding + positions",
     "MultiHeadAttention": "Q/K/V/out projections", "LayerNorm": "layer norm", "Dropout": "dropout",
     "FeedForward": "GELU",  # its own work is the activation and its gradient; the linears are timed apart
-    "Residual": "residual adds", "EncoderLayer": "residual adds", "Encoder": "residual adds", "Tagger": "other",
+    "Residual": "residual adds", "TransformerBlock": "residual adds", "Encoder": "residual adds", "Tagger": "other",
 }
 
 

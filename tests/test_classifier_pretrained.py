@@ -170,9 +170,9 @@ def test_long_reviews_are_read_whole_as_a_manual_computation_says(tiny, long_tex
             body, starts = ids[1:-1], list(range(0, len(ids) - 2 - 8, 8 - 2)) + [len(ids) - 2 - 8]
             windows = [[ids[0]] + body[s:s + 8] + [ids[-1]] for s in starts]
         pooled = np.stack([network.pooled(np.array([w]), lengths=np.array([len(w)]))[0] for w in windows])
-        pooled, _ = (network.children["windows"].forward(pooled, counts=np.array([len(windows)]))
+        pooled, _ = (network.windows.forward(pooled, counts=np.array([len(windows)]))
                      if long_texts == "chunks" else (pooled, None))
-        scores.append(network.children["head"].forward(pooled)[0][0])
+        scores.append(network.head.forward(pooled)[0][0])
     np.testing.assert_allclose(clf.decision_function(X[:4]), [s[1] - s[0] for s in scores], rtol=1e-4, atol=1e-5)
     maps = clf.attention_maps(X[2:3])[0]
     assert maps["tokens"][0] == "[CLS]" and len(maps["tokens"]) == 10

@@ -21,10 +21,10 @@ class _TeacherForcing(nn.Module):
         self.source, self.source_lengths = source, source_lengths
 
     def forward(self, target_in, training=False):
-        return self.children["model"].forward(self.source, self.source_lengths, target_in, training)
+        return self.model.forward(self.source, self.source_lengths, target_in, training)
 
     def backward(self, grad, cache):
-        return self.children["model"].backward(grad, cache)
+        return self.model.backward(grad, cache)
 
 
 def _model(rng, **options):
@@ -66,7 +66,7 @@ def test_shapes_and_pieces_agree_with_forward(attention, positional):
     assert memory.shape == (3, 7, 8)  # the encoder's width
     y = model.embed_target(target_in)
     assert y.shape == (3, 5, 6)  # the decoder's width
-    h, _ = model.children["decoder"].forward(y, memory=memory, memory_lengths=lengths)
+    h, _ = model.decoder.forward(y, memory=memory, memory_lengths=lengths)
     np.testing.assert_array_equal(model.project(h), logits)
     # A continuation embedded at its offset is the same as the tail of the whole sequence.
     np.testing.assert_array_equal(model.embed_target(target_in[:, 2:], offset=2), y[:, 2:])

@@ -228,11 +228,11 @@ def test_feed_forward_composes_its_parts(activation):
     layer = FeedForward(4, 16, 0) if activation is None else FeedForward(4, 16, 0, activation=activation)
     x = inputs(0, (2, 3, 4)).astype(np.float32)
     out, _ = layer.forward(x)
-    hidden = x @ layer.children["linear1"].params["weight"]
+    hidden = x @ layer.linear1.params["weight"]
     # The default is the tanh GELU (what "gelu" meant before the exact form existed); "gelu" is exact.
     hidden = {"gelu": ops.gelu(hidden, approximate="none"), "gelu_tanh": ops.gelu(hidden), None: ops.gelu(hidden),
               "relu": np.maximum(hidden, 0)}[activation]
-    np.testing.assert_allclose(out, hidden @ layer.children["linear2"].params["weight"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out, hidden @ layer.linear2.params["weight"], rtol=1e-5, atol=1e-6)
     assert out.dtype == np.float32 and out.shape == x.shape
 
 

@@ -1,6 +1,8 @@
 """attnkit.nn.module: parameters, children, state dicts, and models built for loading (no random initial
 weights, no memory until the saved arrays arrive)."""
 
+import copy
+import pickle
 import tracemalloc
 
 import numpy as np
@@ -88,3 +90,64 @@ def test_a_plain_array_still_makes_a_parameter():
     assert value.dtype == np.float32 and module.grads["w"].shape == (1, 2)
     with to_be_loaded():  # a given array is kept as it is: only deferred values become placeholders
         assert Module().add_param("w", [1.0]).flags.writeable
+
+
+class _Pair(Module):
+    """Two children assigned as attributes, the second conditional (None when absent)."""
+
+    def __init__(self, with_second=True):
+        super().__init__()
+        self.second = None
+        self.first = nn.Linear(2, 3, rng=0)
+        if with_second:
+            self.second = nn.Linear(3, 1, rng=1)
+
+
+def test_a_module_assigned_to_an_attribute_is_a_child_in_assignment_order():
+    pair = _Pair()
+    assert list(pair.children) == ["first", "second"] and pair.first is pair.children["first"]
+    assert list(pair.state_dict()) == ["first.weight", "first.bias", "second.weight", "second.bias"]
+    assert "second" not in vars(pair)  # the None it replaced is gone: one place holds a child
+    single = _Pair(with_second=False)
+    assert list(single.children) == ["first"] and single.second is None
+    pair.first = nn.Linear(2, 3, rng=2)  # replaced in place: same name, same position
+    assert list(pair.children) == ["first", "second"] and pair.first.params["weight"].shape == (2, 3)
+    del pair.second
+    assert list(pair.children) == ["first"] and not hasattr(pair, "second")
+
+
+def test_add_child_is_attribute_assignment_for_computed_names():
+    stack = Module()
+    for i in range(2):
+        stack.add_child(f"layer{i}", nn.Linear(2, 2, rng=i))
+    assert stack.layer1 is stack.children["layer1"] and list(stack.state_dict())[0] == "layer0.weight"
+    with pytest.raises(TypeError, match="child 'x' must be a Module, got int"):
+        stack.add_child("x", 3)
+
+
+def test_children_are_guarded_against_mistakes():
+    pair = _Pair()
+    with pytest.raises(TypeError, match="'first' is a child module: only a Module replaces it, got int"):
+        pair.first = 3
+    with pytest.raises(AttributeError, match="has no attribute or child 'third'"):
+        _ = pair.third
+
+    class Shadowed(Module):
+        def embed(self):
+            return None
+
+    with pytest.raises(AttributeError, match="child 'embed' would be hidden by Shadowed.embed"):
+        Shadowed().embed = nn.Linear(2, 2, rng=0)
+
+
+def test_a_private_attribute_refers_to_a_module_without_owning_it():
+    table = nn.Embedding(5, 3, rng=0)
+    head = nn.TiedOutput(table)
+    assert head.embedding is table and list(head.state_dict()) == ["bias"]  # the table is not counted twice
+
+
+def test_a_module_with_children_pickles_and_copies():
+    pair = _Pair()
+    for twin in (copy.deepcopy(pair), pickle.loads(pickle.dumps(pair))):
+        assert list(twin.children) == ["first", "second"]
+        assert all(np.array_equal(twin.state_dict()[k], v) for k, v in pair.state_dict().items())

@@ -22,10 +22,10 @@ class _WithLengths(nn.Module):
         self.lengths = lengths
 
     def forward(self, ids, training=False):
-        return self.children["bag"].forward(ids, training, lengths=self.lengths)
+        return self.bag.forward(ids, training, lengths=self.lengths)
 
     def backward(self, grad, cache):
-        return self.children["bag"].backward(grad, cache)
+        return self.bag.backward(grad, cache)
 
 
 def _ngrams(tokens, order):

@@ -328,7 +328,7 @@ def test_clip_grad_norm_infinite_max_only_measures():
 def test_clip_grad_norm_non_finite(bad):
     model = Toy(np.random.default_rng(0))
     fill_grads(model)
-    model.children["norm"].grads["gain"][1] = bad
+    model.norm.grads["gain"][1] = bad
     with pytest.raises(FloatingPointError, match=r"non-finite gradients in \['norm.gain'\]"):
         clip_grad_norm(model, 1.0)
     before = {name: g.copy() for name, _, g in model.named_parameters()}

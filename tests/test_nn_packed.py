@@ -96,7 +96,7 @@ def test_a_runner_keeps_the_qkv_weights_it_was_built_with():
     x = np.random.default_rng(4).standard_normal((1, 3, 8)).astype(np.float32)
     runner = nn.PackedEncoder(encoder)
     before = runner(x)
-    encoder.children["layer0"].children["self_attention"].children["sublayer"].params["wq"] *= 2
+    encoder.layer0.self_attention.sublayer.params["wq"] *= 2
     np.testing.assert_array_equal(runner(x), before)  # documented: build a new runner after training
     assert not np.array_equal(nn.PackedEncoder(encoder)(x), before)
 

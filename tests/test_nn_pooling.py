@@ -21,10 +21,10 @@ class _WithLengths(nn.Module):
         self.lengths = lengths
 
     def forward(self, x, training=False):
-        return self.children["pool"].forward(x, training, lengths=self.lengths)
+        return self.pool.forward(x, training, lengths=self.lengths)
 
     def backward(self, grad, cache):
-        return self.children["pool"].backward(grad, cache)
+        return self.pool.backward(grad, cache)
 
 
 def test_docstring_example_runs():

@@ -20,10 +20,10 @@ class _WithLengths(nn.Module):
         self.lengths = lengths
 
     def forward(self, ids, training=False):
-        return self.children["network"].forward(ids, training, lengths=self.lengths)
+        return self.network.forward(ids, training, lengths=self.lengths)
 
     def backward(self, grad, cache):
-        return self.children["network"].backward(grad, cache)
+        return self.network.backward(grad, cache)
 
 
 def _batch(rng, n=5, vocab=11):
@@ -76,7 +76,7 @@ def test_features_feed_the_head():
     ids, lengths = _batch(rng)
     pooled, _ = network.features(ids, lengths=lengths)
     logits, _ = network.forward(ids, lengths=lengths)
-    head = network.children["head"]
+    head = network.head
     np.testing.assert_allclose(logits, pooled @ head.params["weight"] + head.params["bias"], rtol=1e-5, atol=1e-6)
 
 

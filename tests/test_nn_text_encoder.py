@@ -20,10 +20,10 @@ class _Encoded(nn.Module):
         self.lengths, self.token_types = lengths, token_types
 
     def forward(self, ids, training=False):
-        return self.children["encoder"].encode(ids, training, lengths=self.lengths, token_types=self.token_types)
+        return self.encoder.encode(ids, training, lengths=self.lengths, token_types=self.token_types)
 
     def backward(self, grad, cache):
-        return self.children["encoder"].backward_encode(grad, cache)
+        return self.encoder.backward_encode(grad, cache)
 
 
 @pytest.mark.parametrize("options", [{}, BERT_SHAPE, {**BERT_SHAPE, "norm": "rms", "activation": "gelu_tanh"}],
@@ -39,7 +39,7 @@ def test_gradients(options):
 
 def test_truncation_reads_the_first_max_len_tokens_of_a_longer_position_table():
     encoder = nn.TextEncoder(13, 0, d_model=8, n_heads=2, n_layers=1, d_ff=12, max_len=4, dropout=0.0, **BERT_SHAPE)
-    assert encoder.children["embedding"].children["positions"].params["weight"].shape == (12, 8)
+    assert encoder.embedding.positions.params["weight"].shape == (12, 8)
     ids, types = np.array([[2, 5, 7, 9, 11, 3]]), np.array([[0, 0, 1, 1, 1, 1]])
     out, _ = encoder.encode(ids, lengths=np.array([6]), token_types=types)
     alone, _ = encoder.encode(ids[:, :4], lengths=np.array([4]), token_types=types[:, :4])
@@ -67,9 +67,9 @@ def test_ff_dropout_replaces_the_dropout_inside_the_feed_forward_only():
     rng = np.random.default_rng(0)
     plain = nn.TextEncoder(13, 0, d_model=8, n_heads=2, n_layers=1, d_ff=12, dropout=0.1)
     bert = nn.TextEncoder(13, 0, d_model=8, n_heads=2, n_layers=1, d_ff=12, dropout=0.1, ff_dropout=0.0)
-    layer = bert.children["encoder"].children["layer0"]
-    assert layer.children["feed_forward"].children["sublayer"].children["dropout"].p == 0.0
-    assert layer.children["feed_forward"].children["dropout"].p == 0.1
+    layer = bert.encoder.layer0
+    assert layer.feed_forward.sublayer.dropout.p == 0.0
+    assert layer.feed_forward.dropout.p == 0.1
     for name, param in plain.state_dict().items():  # the same draws: only a rate differs
         np.testing.assert_array_equal(bert.state_dict()[name], param)
     ids = rng.integers(1, 13, (2, 5))

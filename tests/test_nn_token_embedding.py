@@ -20,11 +20,11 @@ def test_forward_is_table_plus_positions(positional):
     layer = nn.TokenEmbedding(10, 8, rng=0, positional=positional, max_len=6)
     ids = np.array([[3, 4, 0], [5, 0, 0]])
     out, _ = layer.forward(ids)
-    table = layer.children["tokens"].params["weight"][ids]
+    table = layer.tokens.params["weight"][ids]
     if positional == "sinusoidal":
         table = table + ops.sinusoidal_positions(3, 8, dtype=np.float32)
     elif positional == "learned":
-        table = table + layer.children["positions"].params["weight"][:3]
+        table = table + layer.positions.params["weight"][:3]
     np.testing.assert_allclose(out, table, rtol=1e-6)
 
 
@@ -38,10 +38,10 @@ def test_offset_shifts_positions():
 
 def test_padding_row_is_zero_and_stays_zero():
     layer = nn.TokenEmbedding(10, 4, rng=0, positional=None)
-    assert not layer.children["tokens"].params["weight"][0].any()
+    assert not layer.tokens.params["weight"][0].any()
     out, cache = layer.forward(np.array([[0, 3]]), training=True)
     layer.backward(np.ones_like(out), cache)
-    assert not layer.children["tokens"].grads["weight"][0].any()
+    assert not layer.tokens.grads["weight"][0].any()
 
 
 @pytest.mark.parametrize("positional", ["sinusoidal", "learned", None])
@@ -79,16 +79,16 @@ def test_token_types_and_norm_compose():
     layer = bert_input()
     ids, types = np.array([[3, 4, 0], [5, 6, 7]]), np.array([[0, 1, 1], [1, 1, 0]])
     out, _ = layer.forward(ids, token_types=types)
-    summed = (layer.children["tokens"].params["weight"][ids] + layer.children["token_types"].params["weight"][types]
-              + layer.children["positions"].params["weight"][:3])
+    summed = (layer.tokens.params["weight"][ids] + layer.token_types.params["weight"][types]
+              + layer.positions.params["weight"][:3])
     np.testing.assert_allclose(out, ops.layer_norm(summed, eps=1e-12), rtol=1e-5, atol=1e-5)
-    assert layer.children["norm"].eps == 1e-12
+    assert layer.norm.eps == 1e-12
     # token_types=None: every token is of type 0.
     np.testing.assert_array_equal(layer.forward(ids)[0], layer.forward(ids, token_types=np.zeros_like(ids))[0])
     rms = nn.TokenEmbedding(12, 6, rng=4, positional=None, n_token_types=3, norm="rms")
-    assert isinstance(rms.children["norm"], nn.RMSNorm) and rms.children["norm"].eps == 1e-6
-    np.testing.assert_allclose(rms.forward(ids)[0], ops.rms_norm(rms.children["tokens"].params["weight"][ids]
-                                                                 + rms.children["token_types"].params["weight"][0]),
+    assert isinstance(rms.norm, nn.RMSNorm) and rms.norm.eps == 1e-6
+    np.testing.assert_allclose(rms.forward(ids)[0], ops.rms_norm(rms.tokens.params["weight"][ids]
+                                                                 + rms.token_types.params["weight"][0]),
                                rtol=1e-5)
 
 
@@ -99,7 +99,7 @@ def test_options_leave_the_default_weights_alone():
         np.testing.assert_array_equal(with_types.state_dict()[name], value)
     assert sorted(set(with_types.state_dict()) - set(plain.state_dict())) == ["norm.beta", "norm.gamma",
                                                                              "token_types.weight"]
-    assert np.abs(with_types.children["token_types"].params["weight"]).max() < 0.1  # N(0, 0.02^2)
+    assert np.abs(with_types.token_types.params["weight"]).max() < 0.1  # N(0, 0.02^2)
 
 
 @pytest.mark.parametrize("norm", ["layer", "rms", None])
@@ -109,7 +109,7 @@ def test_whole_input_layer_gradients(norm, positional):
                               norm=norm).astype(np.float64)
     rng = np.random.default_rng(6)
     ids, types = rng.integers(1, 9, size=(3, 5)), rng.integers(0, 2, size=(3, 5))
-    generator = layer.children["dropout"].rng
+    generator = layer.dropout.rng
     state = generator.bit_generator.state
 
     def forward():

@@ -144,18 +144,18 @@ def test_block_options_build_the_stated_blocks():
     pre = nn.Encoder(2, 8, 2, 16, rng)
     post = nn.Encoder(2, 8, 2, 16, rng, norm_first=False, norm="rms", norm_eps=1e-12, activation="gelu")
     assert "norm" in pre.children and "norm" not in post.children  # post-LN has no final norm
-    block = post.children["layer1"].children["feed_forward"]
-    assert isinstance(block.children["norm"], nn.RMSNorm) and block.children["norm"].eps == 1e-12
-    assert block.children["sublayer"].activation == "gelu"
+    block = post.layer1.feed_forward
+    assert isinstance(block.norm, nn.RMSNorm) and block.norm.eps == 1e-12
+    assert block.sublayer.activation == "gelu"
     assert not block.norm_first
     # The same parameter names either way (checkpoint tables map onto both), less the final norm.
     post_layer_norm = nn.Encoder(2, 8, 2, 16, rng, norm_first=False)
     assert set(pre.state_dict()) - set(post_layer_norm.state_dict()) == {"norm.gamma", "norm.beta"}
     assert set(post_layer_norm.state_dict()) < set(pre.state_dict())
     layer = nn.EncoderLayer(8, 2, 16, rng)
-    assert layer.children["feed_forward"].children["sublayer"].activation == "gelu_tanh"
-    assert layer.children["self_attention"].children["norm"].eps == 1e-5
-    assert nn.DecoderLayer(8, 2, 16, rng, norm="rms").children["cross_attention"].children["norm"].eps == 1e-6
+    assert layer.feed_forward.sublayer.activation == "gelu_tanh"
+    assert layer.self_attention.norm.eps == 1e-5
+    assert nn.DecoderLayer(8, 2, 16, rng, norm="rms").cross_attention.norm.eps == 1e-6
 
 
 def test_post_ln_blocks_compute_norm_of_the_residual_sum():
@@ -163,14 +163,14 @@ def test_post_ln_blocks_compute_norm_of_the_residual_sum():
     layer = nn.EncoderLayer(8, 2, 16, rng, norm_first=False, dropout=0.0).astype(np.float64)
     x = rng.standard_normal((2, 5, 8))
     attention, ff = (layer.children[k] for k in ("self_attention", "feed_forward"))
-    h = attention.children["norm"].forward(x + attention.children["sublayer"].forward(x)[0])[0]
-    want = ff.children["norm"].forward(h + ff.children["sublayer"].forward(h)[0])[0]
+    h = attention.norm.forward(x + attention.sublayer.forward(x)[0])[0]
+    want = ff.norm.forward(h + ff.sublayer.forward(h)[0])[0]
     np.testing.assert_array_equal(layer.forward(x)[0], want)
     pre = nn.EncoderLayer(8, 2, 16, rng, dropout=0.0).astype(np.float64)
-    attention = pre.children["self_attention"]
-    h = x + attention.children["sublayer"].forward(attention.children["norm"].forward(x)[0])[0]
-    ff = pre.children["feed_forward"]
-    want = h + ff.children["sublayer"].forward(ff.children["norm"].forward(h)[0])[0]
+    attention = pre.self_attention
+    h = x + attention.sublayer.forward(attention.norm.forward(x)[0])[0]
+    ff = pre.feed_forward
+    want = h + ff.sublayer.forward(ff.norm.forward(h)[0])[0]
     np.testing.assert_array_equal(pre.forward(x)[0], want)
 
 
@@ -184,9 +184,9 @@ def test_attention_weights_follow_the_block_arrangement(norm_first):
     h = x
     for i, w in enumerate(weights):
         layer = encoder.children[f"layer{i}"]
-        block = layer.children["self_attention"]
-        inp = block.children["norm"].forward(h)[0] if norm_first else h
-        want = block.children["sublayer"].forward(inp, key_lengths=lengths, return_weights=True)[2]
+        block = layer.self_attention
+        inp = block.norm.forward(h)[0] if norm_first else h
+        want = block.sublayer.forward(inp, key_lengths=lengths, return_weights=True)[2]
         np.testing.assert_allclose(w, want, rtol=1e-12, atol=1e-14)
         attended, _ = block.attend(h, key_lengths=lengths)
         np.testing.assert_allclose(attended, block.forward(h, key_lengths=lengths)[0], rtol=1e-12, atol=1e-12)
@@ -199,7 +199,7 @@ def test_cross_attention_weights_follow_the_block_arrangement(norm_first):
     rng = np.random.default_rng(3)
     layer = nn.DecoderLayer(8, 2, 16, rng, d_memory=6, norm_first=norm_first).astype(np.float64)
     x, memory, lengths = rng.standard_normal((2, 4, 8)), rng.standard_normal((2, 5, 6)), np.array([5, 2])
-    block = layer.children["cross_attention"]
+    block = layer.cross_attention
     out, weights = block.attend(x, context=memory, key_lengths=lengths)
     np.testing.assert_allclose(out, block.forward(x, context=memory, key_lengths=lengths)[0], rtol=1e-12, atol=1e-12)
     assert weights.shape == (2, 2, 4, 5) and not weights[1, :, :, 2:].any()
@@ -247,22 +247,22 @@ class CopyModel(nn.Module):
         self.add_child("out", nn.Linear(d, vocab, rng=rng))
 
     def forward(self, src, tgt_in, training=False):
-        e, c_se = self.children["src_embed"].forward(src, training)
-        e, c_sp = self.children["positions"].forward(e, training)
-        memory, c_enc = self.children["encoder"].forward(e, training)
-        t, c_te = self.children["tgt_embed"].forward(tgt_in, training)
-        t, c_tp = self.children["positions"].forward(t, training)
-        h, c_dec = self.children["decoder"].forward(t, training, memory=memory)
-        logits, c_out = self.children["out"].forward(h, training)
+        e, c_se = self.src_embed.forward(src, training)
+        e, c_sp = self.positions.forward(e, training)
+        memory, c_enc = self.encoder.forward(e, training)
+        t, c_te = self.tgt_embed.forward(tgt_in, training)
+        t, c_tp = self.positions.forward(t, training)
+        h, c_dec = self.decoder.forward(t, training, memory=memory)
+        logits, c_out = self.out.forward(h, training)
         return logits, (c_se, c_sp, c_enc, c_te, c_tp, c_dec, c_out)
 
     def backward(self, grad, cache):
         c_se, c_sp, c_enc, c_te, c_tp, c_dec, c_out = cache
-        grad = self.children["out"].backward(grad, c_out)
-        dt, dmemory = self.children["decoder"].backward(grad, c_dec)
-        self.children["tgt_embed"].backward(self.children["positions"].backward(dt, c_tp), c_te)
-        de = self.children["encoder"].backward(dmemory, c_enc)
-        self.children["src_embed"].backward(self.children["positions"].backward(de, c_sp), c_se)
+        grad = self.out.backward(grad, c_out)
+        dt, dmemory = self.decoder.backward(grad, c_dec)
+        self.tgt_embed.backward(self.positions.backward(dt, c_tp), c_te)
+        de = self.encoder.backward(dmemory, c_enc)
+        self.src_embed.backward(self.positions.backward(de, c_sp), c_se)
 
 
 def _train_copy(seed, steps=300, attention="softmax"):
@@ -465,7 +465,7 @@ def _encoder_decoder_outputs(outputs, name, **options):
         for kind, maps in model.attention_weights(source, lengths, target_in).items():
             outputs[f"{name}/attention_{kind}"] = np.stack(maps)
     memory = model.encode(source, lengths)[0]
-    decoder = model.children["decoder"]
+    decoder = model.decoder
     step_cache = decoder.start(memory, lengths)
     steps = [decoder.step(model.embed_target(target_in[:, t:t + 1], offset=t), step_cache)[0] for t in range(4)]
     outputs[name + "/steps"] = np.concatenate(steps, axis=1)

@@ -105,14 +105,14 @@ class _Counted(nn.Module):
         super().__init__()
         self.add_child("pool", WindowPooling(4, mode))
         if mode == "attention":
-            self.children["pool"].params["query"][:] = rng.standard_normal(4)
+            self.pool.params["query"][:] = rng.standard_normal(4)
         self.counts = counts
 
     def forward(self, x, training=False):
-        return self.children["pool"].forward(x, training, counts=self.counts)
+        return self.pool.forward(x, training, counts=self.counts)
 
     def backward(self, grad, cache):
-        return self.children["pool"].backward(grad, cache)
+        return self.pool.backward(grad, cache)
 
 
 @pytest.mark.parametrize("mode", ["mean", "max", "attention"])
@@ -131,7 +131,7 @@ def test_gradients_through_a_classifier_reading_long_texts(long_texts, window_po
                                 long_texts=long_texts, window_pooling=window_pooling, specials=(1, 0),
                                 pooling="mean").astype(np.float64)
     if window_pooling == "attention" and long_texts == "chunks":
-        net.children["windows"].params["query"][:] = rng.standard_normal(8)
+        net.windows.params["query"][:] = rng.standard_normal(8)
     ids, lengths = pad_sequences([[2] + list(rng.integers(5, 30, 14)), [2, 7, 8], [2] + list(rng.integers(5, 30, 7))])
 
     class _Fixed(nn.Module):

@@ -43,11 +43,10 @@ def pretrain_masked_lm(network, docs, options, *, rng):
     is tied to the embedding table (:class:`attnkit.nn.TiedOutput`), so pre-training adds only a
     bias, which is dropped afterwards.
     """
-    table = network.children["embedding"].children["tokens"]
+    table = network.embedding.tokens
     trained = Module()  # what the optimiser sees: the network's embedding and encoder, and the output bias
-    trained.add_child("embedding", network.children["embedding"])
-    trained.add_child("encoder", network.children["encoder"])
-    output = trained.add_child("output", TiedOutput(table))
+    trained.embedding, trained.encoder = network.embedding, network.encoder
+    trained.output = output = TiedOutput(table)
     loss_fn = CrossEntropyLoss()
     mask_rng = np.random.default_rng(rng.integers(2**63))
     lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))

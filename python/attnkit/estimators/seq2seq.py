@@ -605,7 +605,7 @@ class Seq2SeqTransformer(NetworkEstimator):
         network, vocab = self._network(), self.target_vocabulary_
         source, lengths = pad_sequences(sources)
         memory, _ = network.encode(source, lengths)
-        decoder_model = decoding.DecoderModel(network.children["decoder"], memory, lengths,
+        decoder_model = decoding.DecoderModel(network.decoder, memory, lengths,
                                               embed=network.embed_target, project=network.project,
                                               capacity=min(params["max_length"], CACHE_CAPACITY))
         # Decoding drops the other special tokens; a written <unk> would show as the text "<unk>".

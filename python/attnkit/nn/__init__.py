@@ -2,6 +2,7 @@
 
 from attnkit.nn import serialize
 from attnkit.nn.attention import MultiHeadAttention
+from attnkit.nn.block import BlockConfig, TransformerBlock
 from attnkit.nn.cache import CrossAttentionCache, DecoderCache, SelfAttentionCache
 from attnkit.nn.causal_decoder import CausalDecoder, CausalDecoderLayer
 from attnkit.nn.encoder_decoder import EncoderDecoder
@@ -21,6 +22,7 @@ from attnkit.nn.transformer import Decoder, DecoderLayer, Encoder, EncoderLayer
 
 __all__ = [
     "AdamW",
+    "BlockConfig",
     "CausalDecoder",
     "CausalDecoderLayer",
     "CrossAttentionCache",
@@ -50,6 +52,7 @@ __all__ = [
     "TextEncoder",
     "TiedOutput",
     "TokenEmbedding",
+    "TransformerBlock",
     "WarmupSchedule",
     "clip_grad_norm",
     "default_decay",

@@ -85,7 +85,7 @@ class MultiHeadAttention(Module):
             self.draws_beyond_weights = True
         else:
             self.feature_map = None
-        self.position_bias = None if position_bias is None else self.add_child("position_bias", position_bias)
+        self.position_bias = position_bias  # a child when given
 
     def redraw_features(self, rng):
         """Draw new Performer random features (the usual periodic redraw during training)."""

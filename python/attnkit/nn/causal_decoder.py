@@ -1,23 +1,22 @@
 """Decoder-only (GPT-style) transformer blocks: causal self-attention and feed-forward, no memory.
 
-:class:`CausalDecoderLayer` is a :class:`DecoderLayer` without its cross-attention; :class:`CausalDecoder`
-stacks them and decodes one position at a time over a :class:`DecoderCache` whose layers hold only a
-self-attention cache. Options are those of the encoder-decoder layers (:mod:`attnkit.nn.transformer`):
-attention kind, relative positions, ``norm_first``, ``norm``, ``norm_eps``, ``activation``.
+:class:`CausalDecoderLayer` is a causal :class:`~attnkit.nn.block.TransformerBlock` without cross-attention;
+:class:`CausalDecoder` stacks such blocks and decodes one position at a time over a :class:`DecoderCache`
+whose layers hold only a self-attention cache. Options are the fields of :class:`~attnkit.nn.block.BlockConfig`,
+as for the encoder-decoder stacks (:mod:`attnkit.nn.transformer`).
 """
 
 from attnkit._validation import check_int
+from attnkit.nn.block import BlockConfig, TransformerBlock
 from attnkit.nn.cache import DecoderCache
-from attnkit.nn.layers import FeedForward
-from attnkit.nn.module import Module
-from attnkit.nn.residual import Residual
-from attnkit.nn.transformer import DecodingStack, make_attention
+from attnkit.nn.transformer import DecodingStack
 
 __all__ = ["CausalDecoder", "CausalDecoderLayer"]
 
 
-class CausalDecoderLayer(Module):
-    """Causal self-attention and feed-forward blocks, each with a residual connection and a norm.
+class CausalDecoderLayer(TransformerBlock):
+    """Causal self-attention and feed-forward blocks, each with a residual connection and a norm: a causal
+    :class:`TransformerBlock` without cross-attention.
 
     Parameters
     ----------
@@ -25,56 +24,19 @@ class CausalDecoderLayer(Module):
         Width, heads and feed-forward hidden width.
     rng : numpy.random.Generator
         Initial weights and dropout masks.
-    dropout : float, default=0.1
-        Residual and feed-forward dropout.
-    attention : {"softmax", "linear", "performer"}, default="softmax"
-        Linear and Performer attention run causally in their prefix-sum form.
-    activation : {"gelu_tanh", "gelu", "relu"}, default="gelu_tanh"
-        Of the feed-forward block (``"gelu"`` is exact; GPT-2 uses the tanh form).
-    relative_positions : int, optional
-        Learned relative-position biases clipped to +-k, per layer (softmax attention).
-    n_features : int, default=128
-        Random features of Performer attention.
-    norm_first : bool, default=True
-        Pre-LN (GPT-2) or post-LN (the original Transformer's decoder).
-    norm : {"layer", "rms"}, default="layer"
-    norm_eps : float, optional
-        Default: 1e-5 for LayerNorm, 1e-6 for RMSNorm.
+    dropout, ff_dropout, attention, activation, relative_positions, n_features, norm_first, norm, norm_eps :
+        The block's options: the fields of :class:`~attnkit.nn.block.BlockConfig`, with its defaults. Linear and
+        Performer attention run causally in their prefix-sum form; post-LN is the original Transformer's
+        decoder, pre-LN GPT-2's.
     """
 
-    def __init__(self, d_model, n_heads, d_ff, rng, *, dropout=0.1, attention="softmax", activation="gelu_tanh",
-                 relative_positions=None, n_features=128, norm_first=True, norm="layer", norm_eps=None):
-        super().__init__()
-        block = dict(norm_first=norm_first, norm=norm, norm_eps=norm_eps)
-        self_attn = make_attention(d_model, n_heads, rng, attention=attention, causal=True,
-                               relative_positions=relative_positions, n_features=n_features)
-        self.add_child("self_attention", Residual(d_model, self_attn, dropout, rng, **block))
-        ff = FeedForward(d_model, d_ff, rng, activation=activation, dropout=dropout)
-        self.add_child("feed_forward", Residual(d_model, ff, dropout, rng, **block))
-
-    def forward(self, x, training=False, *, key_lengths=None):
-        """``x`` (B, N, d_model); ``key_lengths`` (B,) the real lengths of right-padded rows (padding keys
-        are skipped; the outputs at padding positions are not meaningful)."""
-        x, c_att = self.children["self_attention"].forward(x, training, key_lengths=key_lengths)
-        x, c_ff = self.children["feed_forward"].forward(x, training)
-        return x, (c_att, c_ff)
-
-    def backward(self, grad, cache):
-        c_att, c_ff = cache
-        grad = self.children["feed_forward"].backward(grad, c_ff)
-        return self.children["self_attention"].backward(grad, c_att)
-
-    def start(self, batch_size, *, capacity=16):
-        """An empty self-attention cache for decoding one position at a time (see :meth:`CausalDecoder.start`)."""
-        attention = self.children["self_attention"].children["sublayer"]
-        return attention.start_self(batch_size, capacity=capacity)
-
-    def step(self, x, cache):
-        """The layer's output for one new position ``x`` (B, 1, d_model); ``cache`` (a
-        :class:`SelfAttentionCache`) is updated in place. Equals row t of :meth:`forward` (inference mode)
-        when x is position t and the cache holds positions 0..t-1. Returns ``(out, cache)``."""
-        x = self.children["self_attention"].step(x, cache)
-        return self.children["feed_forward"].step(x), cache
+    def __init__(self, d_model, n_heads, d_ff, rng, *, dropout=0.1, ff_dropout=None, attention="softmax",
+                 activation="gelu_tanh", relative_positions=None, n_features=128, norm_first=True, norm="layer",
+                 norm_eps=None):
+        config = BlockConfig(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, ff_dropout=ff_dropout,
+                             attention=attention, activation=activation, relative_positions=relative_positions,
+                             n_features=n_features, norm_first=norm_first, norm=norm, norm_eps=norm_eps)
+        super().__init__(config, rng, causal=True)
 
 
 class CausalDecoder(DecodingStack):
@@ -96,11 +58,13 @@ class CausalDecoder(DecodingStack):
     True
     """
 
-    def __init__(self, n_layers, d_model, n_heads, d_ff, rng, **layer_options):
-        super().__init__(CausalDecoderLayer, n_layers, d_model, n_heads, d_ff, rng, **layer_options)
-
-    def backward(self, grad, cache):
-        return self._backward_layers(grad, cache)[0]
+    def __init__(self, n_layers, d_model, n_heads, d_ff, rng, *, dropout=0.1, ff_dropout=None, attention="softmax",
+                 activation="gelu_tanh", relative_positions=None, n_features=128, norm_first=True, norm="layer",
+                 norm_eps=None):
+        config = BlockConfig(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, ff_dropout=ff_dropout,
+                             attention=attention, activation=activation, relative_positions=relative_positions,
+                             n_features=n_features, norm_first=norm_first, norm=norm, norm_eps=norm_eps)
+        super().__init__(n_layers, config, rng, causal=True)
 
     def start(self, batch_size, *, capacity=16):
         """Start decoding one position at a time: an empty self-attention cache per layer.
@@ -122,5 +86,4 @@ class CausalDecoder(DecodingStack):
             ``cache.length`` is the position of the next input (the ``offset`` of positional encodings).
         """
         batch_size = check_int(batch_size, "batch_size", minimum=1)
-        return DecoderCache(self.children[f"layer{i}"].start(batch_size, capacity=capacity)
-                            for i in range(self.n_layers))
+        return DecoderCache(layer.start(batch_size, capacity=capacity) for layer in self.layers)

@@ -61,47 +61,47 @@ class EncoderDecoder(Module):
             check_int(value, name, minimum=1, maximum=MAX_POSITIONS)
         absolute = positional if positional in ("sinusoidal", "learned") else None
         relative = check_int(relative_window, "relative_window", minimum=1) if positional == "relative" else None
-        common = dict(dropout=dropout, attention=attention, relative_positions=relative)
-        self.add_child("source_embedding", TokenEmbedding(source_vocab_size, d_enc, rng, positional=absolute,
-                                                          max_len=max_source_len, dropout=dropout))
-        self.add_child("encoder", Encoder(encoder_layers, d_enc, n_heads, d_ff or 4 * d_enc, rng, **common))
-        self.add_child("target_embedding", TokenEmbedding(target_vocab_size, d_dec, rng, positional=absolute,
-                                                          max_len=max_target_len, dropout=dropout))
-        self.add_child("decoder", Decoder(decoder_layers, d_dec, n_heads, d_ff or 4 * d_dec, rng, d_memory=d_enc,
-                                          **common))
-        self.add_child("output", Linear(d_dec, target_vocab_size, rng))
+        self.source_embedding = TokenEmbedding(source_vocab_size, d_enc, rng, positional=absolute,
+                                               max_len=max_source_len, dropout=dropout)
+        self.encoder = Encoder(encoder_layers, d_enc, n_heads, d_ff or 4 * d_enc, rng, dropout=dropout,
+                               attention=attention, relative_positions=relative)
+        self.target_embedding = TokenEmbedding(target_vocab_size, d_dec, rng, positional=absolute,
+                                               max_len=max_target_len, dropout=dropout)
+        self.decoder = Decoder(decoder_layers, d_dec, n_heads, d_ff or 4 * d_dec, rng, d_memory=d_enc, dropout=dropout,
+                               attention=attention, relative_positions=relative)
+        self.output = Linear(d_dec, target_vocab_size, rng)
 
     def encode(self, source, source_lengths, training=False):
         """Memory (B, M, encoder_d_model) of source ids (B, M) whose real lengths are ``source_lengths``."""
-        x, c_embed = self.children["source_embedding"].forward(source, training)
-        memory, c_enc = self.children["encoder"].forward(x, training, key_lengths=source_lengths)
+        x, c_embed = self.source_embedding.forward(source, training)
+        memory, c_enc = self.encoder.forward(x, training, key_lengths=source_lengths)
         return memory, (c_embed, c_enc)
 
     def embed_target(self, ids, offset=0):
         """Decoder inputs (B, n, decoder_d_model) of target ids at positions offset.. (inference)."""
-        return self.children["target_embedding"].forward(ids, offset=offset)[0]
+        return self.target_embedding.forward(ids, offset=offset)[0]
 
     def project(self, h):
         """Next-token logits of decoder outputs (..., decoder_d_model)."""
-        return self.children["output"].forward(h)[0]
+        return self.output.forward(h)[0]
 
     def forward(self, source, source_lengths, target_in, training=False):
         """Logits (B, N, target_vocab_size) of the next target token after each of ``target_in`` (B, N)
         (teacher forcing: ``target_in`` starts with ``<bos>``)."""
         memory, c_src = self.encode(source, source_lengths, training)
-        y, c_tgt = self.children["target_embedding"].forward(target_in, training)
-        h, c_dec = self.children["decoder"].forward(y, training, memory=memory, memory_lengths=source_lengths)
-        logits, c_out = self.children["output"].forward(h, training)
+        y, c_tgt = self.target_embedding.forward(target_in, training)
+        h, c_dec = self.decoder.forward(y, training, memory=memory, memory_lengths=source_lengths)
+        logits, c_out = self.output.forward(h, training)
         return logits, (c_src, c_tgt, c_dec, c_out)
 
     def backward(self, grad, cache):
         """Accumulate every parameter's gradient from d(loss)/d(logits)."""
         (c_embed, c_enc), c_tgt, c_dec, c_out = cache
-        dh = self.children["output"].backward(grad, c_out)
-        dy, dmemory = self.children["decoder"].backward(dh, c_dec)
-        self.children["target_embedding"].backward(dy, c_tgt)
-        dx = self.children["encoder"].backward(dmemory, c_enc)
-        self.children["source_embedding"].backward(dx, c_embed)
+        dh = self.output.backward(grad, c_out)
+        dy, dmemory = self.decoder.backward(dh, c_dec)
+        self.target_embedding.backward(dy, c_tgt)
+        dx = self.encoder.backward(dmemory, c_enc)
+        self.source_embedding.backward(dx, c_embed)
 
     def attention_weights(self, source, source_lengths, target_in):
         """Inference-mode attention weights, for inspection (softmax attention only).
@@ -112,27 +112,12 @@ class EncoderDecoder(Module):
             ``"encoder"``: per encoder layer (B, H, M, M); ``"decoder"``: per decoder layer, causal
             self-attention (B, H, N, N); ``"cross"``: per decoder layer (B, H, N, M).
         """
-        x = self.children["source_embedding"].forward(source)[0]
-        encoder = self.children["encoder"]
-        maps: dict[str, list[np.ndarray]] = {"encoder": [], "decoder": [], "cross": []}
-        for i in range(encoder.n_layers):
-            layer = encoder.children[f"layer{i}"]
-            x = _attend(layer.children["self_attention"], x, maps["encoder"], key_lengths=source_lengths)
-            x = layer.children["feed_forward"].forward(x)[0]
-        memory = encoder.final_norm(x)
-        decoder, y = self.children["decoder"], self.embed_target(target_in)
-        for i in range(decoder.n_layers):
-            layer = decoder.children[f"layer{i}"]
-            y = _attend(layer.children["self_attention"], y, maps["decoder"])
-            y = _attend(layer.children["cross_attention"], y, maps["cross"], context=memory,
-                        key_lengths=source_lengths)
-            y = layer.children["feed_forward"].forward(y)[0]
+        memory, weights = self.encoder.attention_weights(self.source_embedding.forward(source)[0],
+                                                         key_lengths=source_lengths)
+        maps: dict[str, list[np.ndarray]] = {"encoder": weights, "decoder": [], "cross": []}
+        y = self.embed_target(target_in)
+        for layer in self.decoder.layers:
+            y, (self_weights, cross_weights) = layer.attention_weights(y, memory=memory, memory_lengths=source_lengths)
+            maps["decoder"].append(self_weights)
+            maps["cross"].append(cross_weights)
         return maps
-
-
-def _attend(residual, x, maps, **kwargs):
-    """The output of an attention's residual block (inference), its weights appended to maps."""
-    out, weights = residual.attend(x, **kwargs)
-    maps.append(weights)
-    return out
-

@@ -305,8 +305,8 @@ class FeedForward(Module):
 
     Attributes
     ----------
-    children : dict
-        ``linear1``, ``dropout``, ``linear2``.
+    linear1, dropout, linear2 : Module
+        The children.
     """
 
     def __init__(self, d_model, d_ff, rng, *, activation="gelu_tanh", dropout=0.0):
@@ -315,23 +315,23 @@ class FeedForward(Module):
             raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
         self.activation = activation
         rng = np.random.default_rng(rng)
-        self.add_child("linear1", Linear(d_model, d_ff, rng))
-        self.add_child("dropout", Dropout(dropout, rng))
-        self.add_child("linear2", Linear(d_ff, d_model, rng))
+        self.linear1 = Linear(d_model, d_ff, rng)
+        self.dropout = Dropout(dropout, rng)
+        self.linear2 = Linear(d_ff, d_model, rng)
 
     def activate(self, h, out=None):
         """The block's activation of the hidden pre-activations ``h`` (into ``out``, which may be ``h``)."""
         return _ACTIVATIONS[self.activation][0](h, out=out)
 
     def forward(self, x, training=False):
-        h, cache1 = self.children["linear1"].forward(x, training)
-        a, cache_drop = self.children["dropout"].forward(self.activate(h), training)
-        out, cache2 = self.children["linear2"].forward(a, training)
+        h, cache1 = self.linear1.forward(x, training)
+        a, cache_drop = self.dropout.forward(self.activate(h), training)
+        out, cache2 = self.linear2.forward(a, training)
         return out, (cache1, h, cache_drop, cache2)
 
     def backward(self, grad, cache):
         _, act_backward = _ACTIVATIONS[self.activation]
         cache1, h, cache_drop, cache2 = cache
-        grad = self.children["linear2"].backward(grad, cache2)
-        grad = self.children["dropout"].backward(grad, cache_drop)
-        return self.children["linear1"].backward(act_backward(h, grad), cache1)
+        grad = self.linear2.backward(grad, cache2)
+        grad = self.dropout.backward(grad, cache_drop)
+        return self.linear1.backward(act_backward(h, grad), cache1)

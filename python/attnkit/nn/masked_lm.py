@@ -42,8 +42,13 @@ class TiedOutput(Module):
         super().__init__()
         if not isinstance(embedding, Embedding):
             raise TypeError(f"embedding must be an attnkit.nn.Embedding, got {type(embedding).__name__}")
-        self.embedding = embedding
+        self._embedding = embedding  # a reference, not a child: the table stays the embedding layer's parameter
         self.add_param("bias", np.zeros, dtype=embedding.params["weight"].dtype, shape=(embedding.num_embeddings,))
+
+    @property
+    def embedding(self):
+        """The input table (an :class:`Embedding`)."""
+        return self._embedding
 
     def forward(self, h, training=False):
         """Logits (..., vocab_size) of hidden vectors h (..., d)."""

@@ -5,6 +5,9 @@ A layer computes ``forward(x, training) -> (out, cache)`` and ``backward(grad_ou
 the time steps of a shared layer) and returns the input gradient. Parameters are float32 NumPy arrays
 by default; ``astype(np.float64)`` converts a whole model (gradient checks run in float64).
 
+Child layers are attributes, as in PyTorch and nanoGPT: ``self.attn = MultiHeadAttention(...)`` registers
+the layer as the child ``attn``, whose parameters are ``attn.*`` in the state dict, in assignment order.
+
 A layer gives each parameter's initial values as a function of its shape (``add_param(name, init,
 shape=...)``), so that a model about to receive saved weights is built without drawing or allocating
 them: inside :func:`to_be_loaded`, parameters are zero-stride placeholders until
@@ -37,17 +40,51 @@ def to_be_loaded():
 
 
 class Module:
-    """Base class: holds ``params`` / ``grads`` (same keys and shapes) and child modules."""
+    """Base class: holds ``params`` / ``grads`` (same keys and shapes) and child modules.
+
+    A Module assigned to an attribute is a child (``self.norm = LayerNorm(d)``): it is kept in ``children``
+    (name -> module, in assignment order: the order of the state dict), read back as ``self.norm``.
+    Attributes whose names start with ``_`` are never children: a layer refers there to a module that
+    belongs to another (:class:`attnkit.nn.TiedOutput`'s embedding table).
+    """
 
     # True for a module whose construction draws random state that is not a parameter (Performer's features):
     # a model of such modules built for loading is redrawn in full, so that it holds what the original drew.
     draws_beyond_weights = False
 
     def __init__(self):
+        self.children: dict[str, Module] = {}
         self.params = {}
         self.grads = {}
-        self.children = {}
         self._placeholders = set()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        children = self.__dict__.get("children")
+        if isinstance(value, Module) and not name.startswith("_"):
+            if children is None:
+                raise AttributeError(f"cannot assign child {name!r} before Module.__init__() has run")
+            if hasattr(type(self), name):
+                raise AttributeError(f"child {name!r} would be hidden by {type(self).__name__}.{name}: choose "
+                                     f"another name, or add_child({name!r}, module) and read it from children")
+            self.__dict__.pop(name, None)  # a plain attribute (None) of that name gives way to the child
+            children[name] = value
+        elif children is not None and name in children:
+            raise TypeError(f"{name!r} is a child module: only a Module replaces it, got {type(value).__name__}")
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        # Called only when ordinary lookup fails; reads __dict__ directly (no recursion while unpickling).
+        children = self.__dict__.get("children", {})
+        if name in children:
+            return children[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute or child {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        if name in self.__dict__.get("children", {}):
+            del self.children[name]
+        else:
+            object.__delattr__(self, name)
 
     # -- building -------------------------------------------------------------------------------
     def add_param(self, name, value, dtype=np.float32, *, shape=None):
@@ -68,8 +105,11 @@ class Module:
         return value
 
     def add_child(self, name, module):
+        """Register ``module`` as the child ``name`` (``self.name = module`` does the same): for names computed
+        at run time, such as a stack's ``layer0``, ``layer1``, .... Returns the module."""
         if not isinstance(module, Module):
             raise TypeError(f"child {name!r} must be a Module, got {type(module).__name__}")
+        self.__dict__.pop(name, None)
         self.children[name] = module
         return module
 

@@ -62,15 +62,15 @@ class PackedEncoder:
             raise ValueError(f"dtype='int8' needs a float32 encoder (its activations stay float32), got "
                              f"{encoder.dtype}; convert it with encoder.astype(np.float32)")
         self.dtype = encoder.dtype
-        self.layers = [_LayerPlan(encoder.children[f"layer{i}"], dtype) for i in range(encoder.n_layers)]
-        self.final_norm = encoder.children.get("norm")
+        self.layers = [_LayerPlan(layer, dtype) for layer in encoder.layers]
+        self.final_norm = encoder.norm
         self._local = threading.local()  # buffers per thread: one runner may serve concurrent calls
 
     @staticmethod
     def supports(encoder):
         """Whether every layer of ``encoder`` can run packed (softmax attention, no position bias)."""
-        for i in range(encoder.n_layers):
-            attention = encoder.children[f"layer{i}"].children["self_attention"].children["sublayer"]
+        for layer in encoder.layers:
+            attention = layer.self_attention.sublayer
             if attention.attention != "softmax" or attention.position_bias is not None:
                 return False
         return True
@@ -135,19 +135,19 @@ class _LayerPlan:
     """One EncoderLayer over packed rows: its norms and its four linear maps, Q/K/V as one."""
 
     def __init__(self, layer, dtype):
-        attention_block, ff_block = layer.children["self_attention"], layer.children["feed_forward"]
+        attention_block, ff_block = layer.self_attention, layer.feed_forward
         self.norm_first = attention_block.norm_first
-        self.attention_norm, self.ff_norm = attention_block.children["norm"], ff_block.children["norm"]
-        attention: MultiHeadAttention = attention_block.children["sublayer"]
+        self.attention_norm, self.ff_norm = attention_block.norm, ff_block.norm
+        attention: MultiHeadAttention = attention_block.sublayer
         self.heads, self.d_head = attention.n_heads, attention.d_head
         p = attention.params
         self.qkv = _Linear(np.concatenate([p["wq"], p["wk"], p["wv"]], axis=1),
                            np.concatenate([p["bq"], p["bk"], p["bv"]]), dtype)
         self.out = _Linear(p["wo"], p["bo"], dtype)
-        ff = ff_block.children["sublayer"]
+        ff = ff_block.sublayer
         self.activate = ff.activate
-        self.ff1, self.ff2 = (_Linear(ff.children[k].params["weight"], ff.children[k].params["bias"], dtype)
-                              for k in ("linear1", "linear2"))
+        self.ff1, self.ff2 = (_Linear(linear.params["weight"], linear.params["bias"], dtype)
+                              for linear in (ff.linear1, ff.linear2))
 
     def __call__(self, x, lengths, buffer):
         x = self._block(x, self.attention_norm, lambda h: self._attend(h, lengths, buffer))

@@ -13,11 +13,14 @@ one of two arrangements:
 checkpoint's config may) or an :class:`RMSNorm` (``norm="rms"``, eps 1e-6).
 """
 
+from typing import Any, NamedTuple
+
 from attnkit._validation import check_bool, check_real
+from attnkit.nn.attention import MultiHeadAttention
 from attnkit.nn.layers import Dropout, LayerNorm, RMSNorm
 from attnkit.nn.module import Module
 
-__all__ = ["NORM_KINDS", "Residual", "make_norm"]
+__all__ = ["NORM_KINDS", "Residual", "ResidualCache", "make_norm"]
 
 NORM_KINDS = ("layer", "rms")
 
@@ -39,6 +42,14 @@ def make_norm(norm, dim, eps=None):
     return kind(dim, eps=eps)
 
 
+class ResidualCache(NamedTuple):
+    """What :meth:`Residual.backward` needs: the caches of the norm, the sublayer and the dropout."""
+
+    norm: Any
+    sublayer: Any
+    dropout: Any
+
+
 class Residual(Module):
     """A sublayer F with its residual connection, dropout and normalisation, pre-LN or post-LN.
 
@@ -47,7 +58,7 @@ class Residual(Module):
     d_model : int
         Width of x.
     sublayer : Module
-        F: an attention (its ``forward`` keyword arguments are passed through) or a feed-forward block.
+        F: a :class:`MultiHeadAttention` (which takes ``context`` and ``key_lengths``) or a feed-forward block.
     dropout : float
         Drop probability of F's output.
     rng : numpy.random.Generator
@@ -60,61 +71,67 @@ class Residual(Module):
 
     Attributes
     ----------
-    children : dict
-        ``norm``, ``sublayer``, ``dropout`` (the same names either way, so checkpoints map onto both).
+    norm, sublayer, dropout : Module
+        The children (the same names either way, so checkpoints map onto both).
     """
 
     def __init__(self, d_model, sublayer, dropout, rng, *, norm_first=True, norm="layer", norm_eps=None):
         super().__init__()
         self.norm_first = check_bool(norm_first, "norm_first")
-        self.add_child("norm", make_norm(norm, d_model, norm_eps))
-        self.add_child("sublayer", sublayer)
-        self.add_child("dropout", Dropout(dropout, rng=rng))
+        self.norm = make_norm(norm, d_model, norm_eps)
+        self.sublayer = sublayer
+        self.dropout = Dropout(dropout, rng=rng)
 
-    def forward(self, x, training=False, **sublayer_options):
-        norm, sublayer, dropout = (self.children[k] for k in ("norm", "sublayer", "dropout"))
+    def forward(self, x, training=False, *, context=None, key_lengths=None):
+        """``x + Dropout(F(Norm(x)))`` (pre-LN) or ``Norm(x + Dropout(F(x)))`` (post-LN); ``context`` and
+        ``key_lengths`` go to an attention F."""
         if self.norm_first:
-            h, c_norm = norm.forward(x, training)
-            y, c_sub = sublayer.forward(h, training, **sublayer_options)
-            y, c_drop = dropout.forward(y, training)
-            return x + y, (c_norm, c_sub, c_drop)
-        y, c_sub = sublayer.forward(x, training, **sublayer_options)
-        y, c_drop = dropout.forward(y, training)
-        out, c_norm = norm.forward(x + y, training)
-        return out, (c_norm, c_sub, c_drop)
+            h, c_norm = self.norm.forward(x, training)
+            y, c_sub = self._sublayer_forward(h, training, context=context, key_lengths=key_lengths)
+            y, c_drop = self.dropout.forward(y, training)
+            return x + y, ResidualCache(c_norm, c_sub, c_drop)
+        y, c_sub = self._sublayer_forward(x, training, context=context, key_lengths=key_lengths)
+        y, c_drop = self.dropout.forward(y, training)
+        out, c_norm = self.norm.forward(x + y, training)
+        return out, ResidualCache(c_norm, c_sub, c_drop)
 
     def backward(self, grad, cache):
         """Returns dx, or (dx, dcontext) when the sublayer is a cross-attention."""
-        c_norm, c_sub, c_drop = cache
-        norm, sublayer, dropout = (self.children[k] for k in ("norm", "sublayer", "dropout"))
         if self.norm_first:
-            dh = sublayer.backward(dropout.backward(grad, c_drop), c_sub)
+            dh = self.sublayer.backward(self.dropout.backward(grad, cache.dropout), cache.sublayer)
             dh, dcontext = dh if isinstance(dh, tuple) else (dh, None)
-            dx = grad + norm.backward(dh, c_norm)
+            dx = grad + self.norm.backward(dh, cache.norm)
         else:
-            dz = norm.backward(grad, c_norm)
-            dx = sublayer.backward(dropout.backward(dz, c_drop), c_sub)
+            dz = self.norm.backward(grad, cache.norm)
+            dx = self.sublayer.backward(self.dropout.backward(dz, cache.dropout), cache.sublayer)
             dx, dcontext = dx if isinstance(dx, tuple) else (dx, None)
             dx = dz + dx
         return dx if dcontext is None else (dx, dcontext)
 
+    def _sublayer_forward(self, h, training, *, context, key_lengths):
+        if isinstance(self.sublayer, MultiHeadAttention):
+            return self.sublayer.forward(h, training, context=context, key_lengths=key_lengths)
+        if context is not None or key_lengths is not None:
+            raise ValueError(f"context and key_lengths are for an attention sublayer, not a "
+                             f"{type(self.sublayer).__name__}")
+        return self.sublayer.forward(h, training)
+
     # -- inference ----------------------------------------------------------------------------------
     def step(self, x, cache=None):
         """Inference on one position: ``sublayer.step(h, cache)`` for attention, ``forward`` otherwise."""
-        sublayer = self.children["sublayer"]
         h = self._sublayer_input(x)
-        return self._close(x, sublayer.forward(h)[0] if cache is None else sublayer.step(h, cache)[0])
+        return self._close(x, self.sublayer.forward(h)[0] if cache is None else self.sublayer.step(h, cache)[0])
 
-    def attend(self, x, **attention_options):
+    def attend(self, x, *, context=None, key_lengths=None):
         """Inference-mode output of the block and its attention sublayer's weights, both from one
         ``return_weights=True`` call (softmax attention only)."""
-        out, _, weights = self.children["sublayer"].forward(self._sublayer_input(x), return_weights=True,
-                                                           **attention_options)
+        out, _, weights = self.sublayer.forward(self._sublayer_input(x), context=context, key_lengths=key_lengths,
+                                                return_weights=True)
         return self._close(x, out), weights
 
     def _sublayer_input(self, x):
-        return self.children["norm"].forward(x)[0] if self.norm_first else x
+        return self.norm.forward(x)[0] if self.norm_first else x
 
     def _close(self, x, y):
         """The block's output (inference) from its input x and the sublayer's output y."""
-        return x + y if self.norm_first else self.children["norm"].forward(x + y)[0]
+        return x + y if self.norm_first else self.norm.forward(x + y)[0]

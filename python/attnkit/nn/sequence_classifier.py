@@ -52,10 +52,10 @@ class SequenceClassifier(TextEncoder):
     bag_gain : float, default=30.0
         The bag's :class:`NgramBag` gain. At 1, with the learning rates that suit the encoder
         (1e-3), rare n-grams' weights barely move in 10 epochs (BBC news: 86% accuracy; 30: 96%).
-    **encoder_options
-        The other options of :class:`TextEncoder` (``n_positions``, ``n_token_types``, ``embedding_norm``,
-        ``norm_first``, ``norm``, ``norm_eps``, ``activation``, ``padding_idx``): a BERT-family checkpoint's
-        encoder (:mod:`attnkit.pretrained`).
+    ff_dropout, specials, n_positions, n_token_types, embedding_norm, norm_first, norm, norm_eps, activation, \
+padding_idx :
+        The other options of :class:`TextEncoder`, with its defaults: a BERT-family checkpoint's encoder
+        (:mod:`attnkit.pretrained`).
 
     Examples
     --------
@@ -70,37 +70,41 @@ class SequenceClassifier(TextEncoder):
 
     def __init__(self, vocab_size, n_classes, rng, *, d_model=64, n_heads=4, n_layers=2, d_ff=128, dropout=0.1,
                  attention="softmax", positional="sinusoidal", pooling="cls", max_len=512, long_texts="truncate",
-                 window_pooling="mean", relative_distance=16, bag_ngrams=0, bag_gain=30.0, **encoder_options):
+                 window_pooling="mean", relative_distance=16, bag_ngrams=0, bag_gain=30.0, ff_dropout=None,
+                 specials=(0, 0), n_positions=None, n_token_types=0, embedding_norm=None, norm_first=True, norm="layer",
+                 norm_eps=None, activation="gelu_tanh", padding_idx=0):
         rng = np.random.default_rng(rng)  # one generator for the encoder and the head, drawn in that order
         super().__init__(vocab_size, rng, d_model=d_model, n_heads=n_heads, n_layers=n_layers, d_ff=d_ff,
-                         dropout=dropout, attention=attention, positional=positional, max_len=max_len,
-                         long_texts=long_texts, relative_distance=relative_distance, **encoder_options)
-        self.add_child("pooling", SequencePooling(pooling))
-        if long_texts == "chunks":
-            self.add_child("windows", WindowPooling(d_model, window_pooling))
-        self.add_child("dropout", Dropout(dropout, rng))
-        self.add_child("head", Linear(d_model, check_int(n_classes, "n_classes", minimum=1), rng))
-        if check_int(bag_ngrams, "bag_ngrams", minimum=0):
-            self.add_child("bag", NgramBag(n_classes, order=bag_ngrams, gain=bag_gain))
+                         dropout=dropout, ff_dropout=ff_dropout, attention=attention, positional=positional,
+                         max_len=max_len, long_texts=long_texts, specials=specials, n_positions=n_positions,
+                         relative_distance=relative_distance, n_token_types=n_token_types,
+                         embedding_norm=embedding_norm, norm_first=norm_first, norm=norm, norm_eps=norm_eps,
+                         activation=activation, padding_idx=padding_idx)
+        self.pooling = SequencePooling(pooling)
+        self.windows = WindowPooling(d_model, window_pooling) if long_texts == "chunks" else None
+        self.dropout = Dropout(dropout, rng)
+        self.head = Linear(d_model, check_int(n_classes, "n_classes", minimum=1), rng)
+        self.bag = (NgramBag(n_classes, order=bag_ngrams, gain=bag_gain)
+                    if check_int(bag_ngrams, "bag_ngrams", minimum=0) else None)
 
     def features(self, ids, training=False, *, lengths, token_types=None):
         """Pooled sequence vectors (B, d_model) and the cache for :meth:`backward`."""
         ids, lengths, token_types, counts = self.view(ids, lengths, token_types)
         x, c_encode = self.encode(ids, training, lengths=lengths, token_types=token_types)
-        pooled, c_pool = self.children["pooling"].forward(x, training, lengths=lengths)
+        pooled, c_pool = self.pooling.forward(x, training, lengths=lengths)
         c_windows = None
-        if counts is not None:
-            pooled, c_windows = self.children["windows"].forward(pooled, training, counts=counts)
+        if self.windows is not None and counts is not None:
+            pooled, c_windows = self.windows.forward(pooled, training, counts=counts)
         return pooled, (c_encode, c_pool, c_windows)
 
     def forward(self, ids, training=False, *, lengths, token_types=None):
         """Logits (B, n_classes) for token ids (B, N) whose real lengths are ``lengths`` (B,)."""
         pooled, c_features = self.features(ids, training, lengths=lengths, token_types=token_types)
-        h, c_drop = self.children["dropout"].forward(pooled, training)
-        logits, c_head = self.children["head"].forward(h, training)
+        h, c_drop = self.dropout.forward(pooled, training)
+        logits, c_head = self.head.forward(h, training)
         c_bag = None
-        if "bag" in self.children:
-            wide, c_bag = self.children["bag"].forward(ids, training, lengths=lengths)
+        if self.bag is not None:
+            wide, c_bag = self.bag.forward(ids, training, lengths=lengths)
             logits = logits + wide
         return logits, (c_features, c_drop, c_head, c_bag)
 
@@ -114,23 +118,25 @@ class SequenceClassifier(TextEncoder):
         """Inference pooled vectors (B, d_model), as ``features(ids)[0]`` without a backward cache."""
         ids, lengths, token_types, counts = self.view(ids, lengths, token_types)
         x = self.infer(ids, lengths=lengths, token_types=token_types, runner=runner)
-        pooled = self.children["pooling"].forward(x, lengths=lengths)[0]
-        return pooled if counts is None else self.children["windows"].forward(pooled, counts=counts)[0]
+        pooled = self.pooling.forward(x, lengths=lengths)[0]
+        if self.windows is not None and counts is not None:
+            pooled = self.windows.forward(pooled, counts=counts)[0]
+        return pooled
 
     def scores(self, ids, pooled, *, lengths):
         """Inference logits from the pooled vectors of ``ids``: the head's, plus the n-gram bag's."""
-        logits = self.children["head"].forward(pooled)[0]
-        if "bag" in self.children:
-            logits = logits + self.children["bag"].forward(ids, lengths=lengths)[0]
+        logits = self.head.forward(pooled)[0]
+        if self.bag is not None:
+            logits = logits + self.bag.forward(ids, lengths=lengths)[0]
         return logits
 
     def backward(self, grad, cache):
         """Accumulates every parameter's gradient from d loss / d logits; returns None."""
         (c_encode, c_pool, c_windows), c_drop, c_head, c_bag = cache
-        if c_bag is not None:
-            self.children["bag"].backward(grad, c_bag)
-        grad = self.children["head"].backward(grad, c_head)
-        grad = self.children["dropout"].backward(grad, c_drop)
-        if c_windows is not None:
-            grad = self.children["windows"].backward(grad, c_windows)
-        return self.backward_encode(self.children["pooling"].backward(grad, c_pool), c_encode)
+        if self.bag is not None and c_bag is not None:
+            self.bag.backward(grad, c_bag)
+        grad = self.head.backward(grad, c_head)
+        grad = self.dropout.backward(grad, c_drop)
+        if self.windows is not None and c_windows is not None:
+            grad = self.windows.backward(grad, c_windows)
+        return self.backward_encode(self.pooling.backward(grad, c_pool), c_encode)

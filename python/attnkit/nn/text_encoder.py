@@ -78,15 +78,13 @@ class TextEncoder(Module):
         n_positions = self.max_len if n_positions is None else check_int(n_positions, "n_positions", minimum=1,
                                                                           maximum=MAX_POSITIONS)
         absolute = positional if positional in ("sinusoidal", "learned") else None
-        self.add_child("embedding", TokenEmbedding(vocab_size, d_model, rng, positional=absolute, max_len=n_positions,
-                                                   dropout=dropout, padding_idx=padding_idx,
-                                                   n_token_types=n_token_types, norm=embedding_norm,
-                                                   norm_eps=norm_eps))
+        self.embedding = TokenEmbedding(vocab_size, d_model, rng, positional=absolute, max_len=n_positions,
+                                        dropout=dropout, padding_idx=padding_idx, n_token_types=n_token_types,
+                                        norm=embedding_norm, norm_eps=norm_eps)
         relative = check_int(relative_distance, "relative_distance", minimum=1) if positional == "relative" else None
-        self.add_child("encoder", Encoder(n_layers, d_model, n_heads, d_ff, rng, dropout=dropout, ff_dropout=ff_dropout,
-                                          attention=attention,
-                                          relative_positions=relative, norm_first=norm_first, norm=norm,
-                                          norm_eps=norm_eps, activation=activation))
+        self.encoder = Encoder(n_layers, d_model, n_heads, d_ff, rng, dropout=dropout, ff_dropout=ff_dropout,
+                               attention=attention, relative_positions=relative, norm_first=norm_first, norm=norm,
+                               norm_eps=norm_eps, activation=activation)
 
     def view(self, ids, lengths, token_types=None):
         """The encoder's view of a batch of whole texts, by ``long_texts``: ids (W, n <= max_len), lengths (W,),
@@ -115,30 +113,30 @@ class TextEncoder(Module):
         n, d_model), and the cache for :meth:`backward_encode`. Padding keys (past ``lengths``) are skipped;
         the outputs at padding positions are not meaningful."""
         ids, lengths, token_types, _ = self.view(ids, lengths, token_types)
-        x, c_embed = self.children["embedding"].forward(ids, training, token_types=token_types)
-        x, c_enc = self.children["encoder"].forward(x, training, key_lengths=lengths)
+        x, c_embed = self.embedding.forward(ids, training, token_types=token_types)
+        x, c_enc = self.encoder.forward(x, training, key_lengths=lengths)
         return x, (c_embed, c_enc)
 
     def infer(self, ids, *, lengths, token_types=None, runner=None):
         """Inference output only, as ``encode(ids)[0]`` at the real tokens but without keeping any layer's
         backward cache; ``runner`` (from :meth:`inference_runner`) serves many batches of one model."""
         ids, lengths, token_types, _ = self.view(ids, lengths, token_types)
-        x, _ = self.children["embedding"].forward(ids, token_types=token_types)
+        x, _ = self.embedding.forward(ids, token_types=token_types)
         if runner is not None:
             return runner(x, key_lengths=lengths)
-        return self.children["encoder"].infer(x, key_lengths=lengths)
+        return self.encoder.infer(x, key_lengths=lengths)
 
     def inference_runner(self, dtype=None):
         """A :class:`PackedEncoder` of this model's encoder for :meth:`infer`'s ``runner`` (None when its
         layers cannot run packed): built once, it serves every batch until the weights change. ``dtype``:
         as :class:`PackedEncoder`'s (``"int8"``: int8 linear maps)."""
-        encoder = self.children["encoder"]
+        encoder = self.encoder
         return PackedEncoder(encoder, dtype=dtype) if PackedEncoder.supports(encoder) else None
 
     def backward_encode(self, grad, cache):
         """Accumulates the embedding and encoder gradients from d loss / d :meth:`encode`'s output."""
         c_embed, c_enc = cache
-        return self.children["embedding"].backward(self.children["encoder"].backward(grad, c_enc), c_embed)
+        return self.embedding.backward(self.encoder.backward(grad, c_enc), c_embed)
 
     def forward(self, ids, training=False, *, lengths, token_types=None):
         """As :meth:`encode`."""
@@ -152,5 +150,5 @@ class TextEncoder(Module):
         """Each layer's self-attention weights, a list of (B, n_heads, N, N) arrays (inference mode), N at
         most ``max_len``: over the encoder's view of each text (its first window with "chunks")."""
         ids, lengths, token_types = self.first_view(ids, lengths, token_types)
-        x, _ = self.children["embedding"].forward(ids, token_types=token_types)
-        return self.children["encoder"].attention_weights(x, key_lengths=lengths)[1]
+        x, _ = self.embedding.forward(ids, token_types=token_types)
+        return self.encoder.attention_weights(x, key_lengths=lengths)[1]

@@ -1,6 +1,8 @@
 """Token ids to vectors: an embedding table plus token types, positions, a norm and dropout, the input
 of every text model (BERT's embeddings layer with ``n_token_types=2, positional="learned", norm="layer"``)."""
 
+from typing import Any, NamedTuple
+
 import numpy as np
 
 from attnkit._validation import check_int
@@ -13,6 +15,16 @@ __all__ = ["TokenEmbedding"]
 
 POSITIONAL_KINDS = ("sinusoidal", "learned", None)
 NORM_KINDS = ("layer", "rms", None)
+
+
+class EmbeddingCache(NamedTuple):
+    """What :meth:`TokenEmbedding.backward` needs: each part's cache (None for a part the layer lacks)."""
+
+    tokens: Any
+    token_types: Any
+    positions: Any
+    norm: Any
+    dropout: Any
 
 
 class TokenEmbedding(Module):
@@ -52,7 +64,9 @@ class TokenEmbedding(Module):
 
     Examples
     --------
-    >>> import numpy as np
+    >>> from typing import Any, NamedTuple
+
+import numpy as np
     >>> from attnkit.nn import TokenEmbedding
     >>> layer = TokenEmbedding(10, 8, rng=0, positional="learned", max_len=4)
     >>> x, cache = layer.forward(np.array([[5, 6, 0], [7, 0, 0]]))
@@ -74,19 +88,18 @@ class TokenEmbedding(Module):
             raise ValueError(f"norm must be one of {NORM_KINDS}, got {norm!r}")
         self.n_token_types = check_int(n_token_types, "n_token_types", minimum=0)
         rng = np.random.default_rng(rng)
-        self.add_child("tokens", Embedding(vocab_size, d_model, rng, padding_idx=padding_idx, init_std=init_std))
+        self.tokens = Embedding(vocab_size, d_model, rng, padding_idx=padding_idx, init_std=init_std)
+        self.positions: Module | None = None
         if positional == "sinusoidal":
-            self.add_child("positions", SinusoidalPositions(d_model))
+            self.positions = SinusoidalPositions(d_model)
         elif positional == "learned":
             if max_len is None:
                 raise ValueError('positional="learned" needs max_len (the number of position vectors)')
-            self.add_child("positions", LearnedPositions(check_int(max_len, "max_len", minimum=1), d_model, rng))
-        self.add_child("dropout", Dropout(dropout, rng))
+            self.positions = LearnedPositions(check_int(max_len, "max_len", minimum=1), d_model, rng)
+        self.dropout = Dropout(dropout, rng)
         # Drawn after the layers above, so that without them the same seed gives the same weights as before.
-        if self.n_token_types:
-            self.add_child("token_types", Embedding(self.n_token_types, d_model, rng, init_std=0.02))
-        if norm is not None:
-            self.add_child("norm", make_norm(norm, d_model, norm_eps))
+        self.token_types = Embedding(self.n_token_types, d_model, rng, init_std=0.02) if self.n_token_types else None
+        self.norm = None if norm is None else make_norm(norm, d_model, norm_eps)
 
     def forward(self, ids, training=False, *, token_types=None, offset=0):
         """Vectors of shape ``ids.shape + (d_model,)``.
@@ -103,32 +116,31 @@ class TokenEmbedding(Module):
         offset : int, default=0
             Position of the first column.
         """
-        x, c_tokens = self.children["tokens"].forward(ids, training)
+        x, c_tokens = self.tokens.forward(ids, training)
         c_types = None
-        if "token_types" in self.children:
-            types, c_types = self.children["token_types"].forward(self._check_token_types(token_types, ids), training)
+        if self.token_types is not None:
+            types, c_types = self.token_types.forward(self._check_token_types(token_types, ids), training)
             x = x + types
         elif token_types is not None:
             raise ValueError("token_types needs a token-type table: build the layer with n_token_types > 0")
         c_positions = c_norm = None
-        if "positions" in self.children:
-            x, c_positions = self.children["positions"].forward(x, training, offset=offset)
-        if "norm" in self.children:
-            x, c_norm = self.children["norm"].forward(x, training)
-        x, c_drop = self.children["dropout"].forward(x, training)
-        return x, (c_tokens, c_types, c_positions, c_norm, c_drop)
+        if self.positions is not None:
+            x, c_positions = self.positions.forward(x, training, offset=offset)
+        if self.norm is not None:
+            x, c_norm = self.norm.forward(x, training)
+        x, c_drop = self.dropout.forward(x, training)
+        return x, EmbeddingCache(c_tokens, c_types, c_positions, c_norm, c_drop)
 
     def backward(self, grad, cache):
         """Accumulates the table gradients; returns None (ids have no gradient)."""
-        c_tokens, c_types, c_positions, c_norm, c_drop = cache
-        grad = self.children["dropout"].backward(grad, c_drop)
-        if "norm" in self.children:
-            grad = self.children["norm"].backward(grad, c_norm)
-        if "positions" in self.children:
-            grad = self.children["positions"].backward(grad, c_positions)
-        if "token_types" in self.children:
-            self.children["token_types"].backward(grad, c_types)
-        return self.children["tokens"].backward(grad, c_tokens)
+        grad = self.dropout.backward(grad, cache.dropout)
+        if self.norm is not None:
+            grad = self.norm.backward(grad, cache.norm)
+        if self.positions is not None:
+            grad = self.positions.backward(grad, cache.positions)
+        if self.token_types is not None:
+            self.token_types.backward(grad, cache.token_types)
+        return self.tokens.backward(grad, cache.tokens)
 
     def _check_token_types(self, token_types, ids):
         ids = np.asarray(ids)

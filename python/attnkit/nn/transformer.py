@@ -1,41 +1,33 @@
-"""Transformer layers and stacks with cross-attention or none: EncoderLayer, DecoderLayer, Encoder, Decoder.
+"""Transformer stacks with cross-attention or none: Encoder, Decoder, and their layers EncoderLayer, DecoderLayer.
 
-Each layer is a chain of residual blocks (:mod:`attnkit.nn.residual`): pre-LN by default
-(``x + Dropout(F(Norm(x)))``, then a final Norm at the end of the stack), post-LN with
-``norm_first=False`` (``Norm(x + Dropout(F(x)))``, as BERT). The decoder-only (GPT-style) stack lives in
+Every layer is a :class:`~attnkit.nn.block.TransformerBlock` (:mod:`attnkit.nn.block`): pre-LN by default
+(``x + Dropout(F(Norm(x)))``, then a final Norm at the end of the stack), post-LN with ``norm_first=False``
+(``Norm(x + Dropout(F(x)))``, as BERT). The decoder-only (GPT-style) stack lives in
 :mod:`attnkit.nn.causal_decoder`; it shares :class:`Stack` and :class:`DecodingStack` from here.
 
-Every layer and stack takes the same block options: ``norm_first``, ``norm`` ({"layer", "rms"}),
-``norm_eps``, ``activation`` ({"gelu_tanh", "gelu", "relu"}: "gelu" is exact), and their defaults are
-the blocks attnkit always built (pre-LN, LayerNorm with eps 1e-5, tanh GELU).
+Every layer and stack takes the same block options (the fields of :class:`~attnkit.nn.block.BlockConfig`):
+``dropout``, ``ff_dropout``, ``attention``, ``activation`` ({"gelu_tanh", "gelu", "relu"}: "gelu" is exact),
+``relative_positions``, ``n_features``, ``norm_first``, ``norm`` ({"layer", "rms"}), ``norm_eps``; their
+defaults are the blocks attnkit always built (pre-LN, LayerNorm with eps 1e-5, tanh GELU).
 """
+
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from attnkit._validation import check_bool, check_int
-from attnkit.nn.attention import MultiHeadAttention
+from attnkit._validation import check_int
+from attnkit.nn.block import BlockConfig, TransformerBlock
 from attnkit.nn.cache import DecoderCache
-from attnkit.nn.layers import FeedForward
 from attnkit.nn.module import Module
 from attnkit.nn.packed import PackedEncoder
-from attnkit.nn.positional import RelativePositionBias
-from attnkit.nn.residual import Residual, make_norm
+from attnkit.nn.residual import make_norm
 
 __all__ = ["Decoder", "DecoderLayer", "Encoder", "EncoderLayer"]
 
 
-def make_attention(d_model, n_heads, rng, *, attention, causal, relative_positions, n_features, d_context=None):
-    """The attention sublayer of a block: :class:`MultiHeadAttention` with a :class:`RelativePositionBias`
-    of its own when ``relative_positions`` (the clipping distance) is given."""
-    bias = None
-    if relative_positions is not None:
-        bias = RelativePositionBias(n_heads, check_int(relative_positions, "relative_positions", minimum=0), rng)
-    return MultiHeadAttention(d_model, n_heads, rng, d_context=d_context, attention=attention, causal=causal,
-                              position_bias=bias, n_features=n_features)
-
-
-class EncoderLayer(Module):
-    """Self-attention and feed-forward blocks, each with a residual connection and a norm.
+class EncoderLayer(TransformerBlock):
+    """Self-attention and feed-forward blocks, each with a residual connection and a norm: a
+    :class:`TransformerBlock` without causal mask nor cross-attention.
 
     Parameters
     ----------
@@ -43,169 +35,116 @@ class EncoderLayer(Module):
         Width, heads and feed-forward hidden width.
     rng : numpy.random.Generator
         Initial weights and dropout masks.
-    dropout : float, default=0.1
-        Residual and feed-forward dropout.
-    ff_dropout : float, optional
-        Dropout after the feed-forward activation instead (default ``dropout``; BERT has none there).
-    attention : {"softmax", "linear", "performer"}, default="softmax"
-    activation : {"gelu_tanh", "gelu", "relu"}, default="gelu_tanh"
-        Of the feed-forward block; ``"gelu"`` is the exact (erf) GELU of BERT, ``"gelu_tanh"`` its tanh
-        approximation (GPT-2).
-    relative_positions : int, optional
-        Learned relative-position biases clipped to +-k (Shaw et al.), per layer.
-    n_features : int, default=128
-        Random features of Performer attention.
-    norm_first : bool, default=True
-        Pre-LN ``x + Dropout(F(Norm(x)))``, or post-LN ``Norm(x + Dropout(F(x)))`` (BERT).
-    norm : {"layer", "rms"}, default="layer"
-        :class:`LayerNorm` or :class:`RMSNorm`.
-    norm_eps : float, optional
-        The norms' eps (default: 1e-5 for LayerNorm, 1e-6 for RMSNorm; BERT checkpoints say 1e-12).
+    dropout, ff_dropout, attention, activation, relative_positions, n_features, norm_first, norm, norm_eps :
+        The block's options: the fields of :class:`~attnkit.nn.block.BlockConfig`, with its defaults.
     """
 
     def __init__(self, d_model, n_heads, d_ff, rng, *, dropout=0.1, ff_dropout=None, attention="softmax",
                  activation="gelu_tanh", relative_positions=None, n_features=128, norm_first=True, norm="layer",
                  norm_eps=None):
-        super().__init__()
-        block = dict(norm_first=norm_first, norm=norm, norm_eps=norm_eps)
-        attn = make_attention(d_model, n_heads, rng, attention=attention, causal=False,
-                          relative_positions=relative_positions, n_features=n_features)
-        self.add_child("self_attention", Residual(d_model, attn, dropout, rng, **block))
-        ff = FeedForward(d_model, d_ff, rng, activation=activation,
-                         dropout=dropout if ff_dropout is None else ff_dropout)
-        self.add_child("feed_forward", Residual(d_model, ff, dropout, rng, **block))
-
-    def forward(self, x, training=False, *, key_lengths=None):
-        x, c_att = self.children["self_attention"].forward(x, training, key_lengths=key_lengths)
-        x, c_ff = self.children["feed_forward"].forward(x, training)
-        return x, (c_att, c_ff)
-
-    def backward(self, grad, cache):
-        c_att, c_ff = cache
-        grad = self.children["feed_forward"].backward(grad, c_ff)
-        return self.children["self_attention"].backward(grad, c_att)
-
-    def attention_weights(self, x, *, key_lengths=None):
-        """Inference-mode output and self-attention weights (B, H, N, N), for inspection.
-
-        Softmax attention only (linear attention never forms the weights). The attention is run a
-        second time with ``return_weights``, so the training path never pays for the N x N array.
-        """
-        _, weights = self.children["self_attention"].attend(x, key_lengths=key_lengths)
-        return self.forward(x, key_lengths=key_lengths)[0], weights
+        config = BlockConfig(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, ff_dropout=ff_dropout,
+                             attention=attention, activation=activation, relative_positions=relative_positions,
+                             n_features=n_features, norm_first=norm_first, norm=norm, norm_eps=norm_eps)
+        super().__init__(config, rng)
 
 
-class DecoderLayer(Module):
-    """Causal self-attention, cross-attention over the encoder output (``memory``), feed-forward.
+class DecoderLayer(TransformerBlock):
+    """Causal self-attention, cross-attention over the encoder output (``memory``), feed-forward: a causal
+    :class:`TransformerBlock` with cross-attention.
 
-    Same parameters as :class:`EncoderLayer`, plus ``d_memory``: the encoder's width (may differ).
+    Same parameters as :class:`EncoderLayer`, plus ``d_memory``: the encoder's width (default d_model).
     """
 
-    def __init__(self, d_model, n_heads, d_ff, rng, *, d_memory=None, dropout=0.1, attention="softmax",
-                 activation="gelu_tanh", relative_positions=None, n_features=128, norm_first=True, norm="layer",
-                 norm_eps=None):
-        super().__init__()
-        block = dict(norm_first=norm_first, norm=norm, norm_eps=norm_eps)
-        self_attn = make_attention(d_model, n_heads, rng, attention=attention, causal=True,
-                               relative_positions=relative_positions, n_features=n_features)
-        self.add_child("self_attention", Residual(d_model, self_attn, dropout, rng, **block))
-        # Cross-attention is never causal and takes no relative positions (queries and keys come
-        # from different sequences); it uses the same attention rule as the rest of the layer.
-        cross = make_attention(d_model, n_heads, rng, attention=attention, causal=False, relative_positions=None,
-                           n_features=n_features, d_context=d_memory)
-        self.add_child("cross_attention", Residual(d_model, cross, dropout, rng, **block))
-        ff = FeedForward(d_model, d_ff, rng, activation=activation, dropout=dropout)
-        self.add_child("feed_forward", Residual(d_model, ff, dropout, rng, **block))
+    def __init__(self, d_model, n_heads, d_ff, rng, *, d_memory=None, dropout=0.1, ff_dropout=None,
+                 attention="softmax", activation="gelu_tanh", relative_positions=None, n_features=128, norm_first=True,
+                 norm="layer", norm_eps=None):
+        config = BlockConfig(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, ff_dropout=ff_dropout,
+                             attention=attention, activation=activation, relative_positions=relative_positions,
+                             n_features=n_features, norm_first=norm_first, norm=norm, norm_eps=norm_eps)
+        super().__init__(config, rng, causal=True, cross_attention=True, d_memory=d_memory)
 
-    def forward(self, x, training=False, *, memory, memory_lengths=None):
-        x, c_self = self.children["self_attention"].forward(x, training)
-        x, c_cross = self.children["cross_attention"].forward(x, training, context=memory,
-                                                              key_lengths=memory_lengths)
-        x, c_ff = self.children["feed_forward"].forward(x, training)
-        return x, (c_self, c_cross, c_ff)
-
-    def start(self, memory, memory_lengths=None, *, capacity=16):
+    # A DecoderLayer's start keeps its own signature (memory first), which the blocks' cannot take.
+    def start(self, memory, memory_lengths=None, *, capacity=16):  # type: ignore[override]
         """Caches for decoding one position at a time: an empty self-attention cache and ``memory``'s
         keys and values, projected once. See :meth:`Decoder.start`."""
         memory = np.asarray(memory)
-        self_attention = self.children["self_attention"].children["sublayer"]
-        cross_attention = self.children["cross_attention"].children["sublayer"]
-        return (self_attention.start_self(memory.shape[0], capacity=capacity),
-                cross_attention.start_cross(memory, key_lengths=memory_lengths))
+        return super().start(memory.shape[0], capacity=capacity, memory=memory, memory_lengths=memory_lengths)
 
-    def step(self, x, cache):
-        """The layer's output for one new position ``x`` (B, 1, d_model); ``cache`` is updated in place.
 
-        Equals row t of :meth:`forward` (inference mode) when x is position t and the cache holds
-        positions 0..t-1. Returns ``(out, cache)``.
-        """
-        self_cache, cross_cache = cache
-        x = self.children["self_attention"].step(x, self_cache)
-        x = self.children["cross_attention"].step(x, cross_cache)
-        return self.children["feed_forward"].step(x), cache
+class StackCache(NamedTuple):
+    """What :meth:`Stack.backward` needs: each layer's cache, first to last, and the final norm's (or None)."""
 
-    def backward(self, grad, cache):
-        """Returns (dx, dmemory)."""
-        c_self, c_cross, c_ff = cache
-        grad = self.children["feed_forward"].backward(grad, c_ff)
-        grad, dmemory = self.children["cross_attention"].backward(grad, c_cross)
-        return self.children["self_attention"].backward(grad, c_self), dmemory
+    layers: list[Any]
+    norm: Any
 
 
 class Stack(Module):
-    """``n_layers`` layers of one kind, then (pre-LN) a final norm; post-LN layers end in their own norm.
+    """``n_layers`` :class:`TransformerBlock` of one :class:`BlockConfig`, then (pre-LN) a final norm; post-LN
+    blocks end in their own norm.
 
-    The block options ``norm_first``, ``norm`` and ``norm_eps`` go to every layer and to the final norm;
-    the other ``layer_options`` to the layers only.
+    Parameters
+    ----------
+    n_layers : int
+    config : BlockConfig
+    rng : numpy.random.Generator
+    causal, cross_attention, d_memory :
+        The blocks' kind (:class:`TransformerBlock`).
+
+    Attributes
+    ----------
+    layer0, layer1, ... : TransformerBlock
+        The children, also listed in :attr:`layers`; ``norm`` (pre-LN) the final norm, else None.
     """
 
-    def __init__(self, layer_class, n_layers, d_model, n_heads, d_ff, rng, *, norm_first=True, norm="layer",
-                 norm_eps=None, **layer_options):
+    def __init__(self, n_layers, config, rng, *, causal=False, cross_attention=False, d_memory=None):
         super().__init__()
         self.n_layers = check_int(n_layers, "n_layers", minimum=1)
-        self.norm_first = check_bool(norm_first, "norm_first")
+        self.config, self.norm_first = config, config.norm_first
         for i in range(self.n_layers):
-            self.add_child(f"layer{i}", layer_class(d_model, n_heads, d_ff, rng, norm_first=norm_first, norm=norm,
-                                                    norm_eps=norm_eps, **layer_options))
-        if self.norm_first:
-            self.add_child("norm", make_norm(norm, d_model, norm_eps))
+            self.add_child(f"layer{i}", TransformerBlock(config, rng, causal=causal, cross_attention=cross_attention,
+                                                         d_memory=d_memory))
+        self.norm = make_norm(config.norm, config.d_model, config.norm_eps) if config.norm_first else None
 
-    def forward(self, x, training=False, **kwargs):
+    @property
+    def layers(self):
+        """The layers, first to last: the children ``layer0``, ``layer1``, ..."""
+        return [getattr(self, f"layer{i}") for i in range(self.n_layers)]
+
+    def forward(self, x, training=False, *, key_lengths=None, memory=None, memory_lengths=None):
+        """The stack's output for embedded tokens ``x`` (B, N, d_model), and the cache for :meth:`backward`;
+        the keywords as :meth:`TransformerBlock.forward`'s."""
         caches = []
-        for i in range(self.n_layers):
-            x, c = self.children[f"layer{i}"].forward(x, training, **kwargs)
+        for layer in self.layers:
+            x, c = layer.forward(x, training, key_lengths=key_lengths, memory=memory, memory_lengths=memory_lengths)
             caches.append(c)
         c_norm = None
-        if "norm" in self.children:
-            x, c_norm = self.children["norm"].forward(x, training)
-        return x, (caches, c_norm)
+        if self.norm is not None:
+            x, c_norm = self.norm.forward(x, training)
+        return x, StackCache(caches, c_norm)
 
-    def infer(self, x, **kwargs):
+    def backward(self, grad, cache):
+        """Backward through the final norm and the layers, last first: dx, or with cross-attention (dx,
+        dmemory), dmemory summed over the layers."""
+        if self.norm is not None:
+            grad = self.norm.backward(grad, cache.norm)
+        dmemory = None
+        for layer, layer_cache in zip(self.layers[::-1], cache.layers[::-1]):
+            grad = layer.backward(grad, layer_cache)
+            if isinstance(grad, tuple):
+                grad, d = grad
+                dmemory = d if dmemory is None else dmemory + d
+        return grad if dmemory is None else (grad, dmemory)
+
+    def infer(self, x, *, key_lengths=None, memory=None, memory_lengths=None):
         """Inference output only, as ``forward(x)[0]``: each layer's cache is dropped before the next layer
         runs, so memory peaks at one layer's intermediates, not the whole stack's."""
-        for i in range(self.n_layers):
-            x = self.children[f"layer{i}"].forward(x, **kwargs)[0]
+        for layer in self.layers:
+            x = layer.forward(x, key_lengths=key_lengths, memory=memory, memory_lengths=memory_lengths)[0]
         return self.final_norm(x)
 
     def final_norm(self, x):
         """Inference: the stack's final norm of the last layer's output x (pre-LN), or x (post-LN)."""
-        return self.children["norm"].forward(x)[0] if "norm" in self.children else x
-
-    def _backward_layers(self, grad, cache):
-        """Backward through the norm and the layers, last first: dx and each layer's extra gradient
-        (a decoder layer's dmemory), in that order."""
-        caches, c_norm = cache
-        if "norm" in self.children:
-            grad = self.children["norm"].backward(grad, c_norm)
-        extras = []
-        for i in reversed(range(self.n_layers)):
-            result = self.children[f"layer{i}"].backward(grad, caches[i])
-            if isinstance(result, tuple):
-                grad, extra = result
-                extras.append(extra)
-            else:
-                grad = result
-        return grad, extras
+        return x if self.norm is None else self.norm.forward(x)[0]
 
 
 class DecodingStack(Stack):
@@ -218,8 +157,8 @@ class DecodingStack(Stack):
         Returns ``(out, cache)``: out (B, 1, d_model) equals row ``cache.length`` of :meth:`forward` over
         the whole prefix (inference mode); the cache is updated in place and returned.
         """
-        for i in range(self.n_layers):
-            x, _ = self.children[f"layer{i}"].step(x, cache.layers[i])
+        for layer, layer_cache in zip(self.layers, cache.layers):
+            x, _ = layer.step(x, layer_cache)
         return self.final_norm(x), cache
 
     @staticmethod
@@ -230,43 +169,47 @@ class DecodingStack(Stack):
 
 
 class Encoder(Stack):
-    """``n_layers`` EncoderLayers and (pre-LN) a final norm. Input: embedded tokens (B, N, d_model);
-    ``forward(x, training, key_lengths=None)``. Options: those of :class:`EncoderLayer`."""
+    """``n_layers`` encoder layers (:class:`EncoderLayer`'s blocks) and (pre-LN) a final norm. Input: embedded
+    tokens (B, N, d_model); ``forward(x, training, key_lengths=None)``; :meth:`backward` returns dx.
+    Options: those of :class:`EncoderLayer`."""
 
-    def __init__(self, n_layers, d_model, n_heads, d_ff, rng, **layer_options):
-        super().__init__(EncoderLayer, n_layers, d_model, n_heads, d_ff, rng, **layer_options)
+    def __init__(self, n_layers, d_model, n_heads, d_ff, rng, *, dropout=0.1, ff_dropout=None, attention="softmax",
+                 activation="gelu_tanh", relative_positions=None, n_features=128, norm_first=True, norm="layer",
+                 norm_eps=None):
+        config = BlockConfig(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, ff_dropout=ff_dropout,
+                             attention=attention, activation=activation, relative_positions=relative_positions,
+                             n_features=n_features, norm_first=norm_first, norm=norm, norm_eps=norm_eps)
+        super().__init__(n_layers, config, rng)
 
-    def backward(self, grad, cache):
-        return self._backward_layers(grad, cache)[0]
-
-    def infer(self, x, **kwargs):
+    def infer(self, x, *, key_lengths=None, memory=None, memory_lengths=None):
         """Inference output only, as ``forward(x)[0]`` at the real tokens (outputs at padding positions are
         not meaningful). Softmax layers without relative positions run over the real tokens only
-        (:class:`PackedEncoder`), the others through the padded layers."""
-        if PackedEncoder.supports(self):
-            return PackedEncoder(self)(x, key_lengths=kwargs.get("key_lengths"))
-        return super().infer(x, **kwargs)
+        (:class:`PackedEncoder`), the others through the padded layers (which refuse a ``memory``)."""
+        if memory is None and PackedEncoder.supports(self):
+            return PackedEncoder(self)(x, key_lengths=key_lengths)
+        return super().infer(x, key_lengths=key_lengths, memory=memory, memory_lengths=memory_lengths)
 
     def attention_weights(self, x, *, key_lengths=None):
         """Inference-mode output and each layer's self-attention weights: a list of (B, H, N, N)."""
         weights = []
-        for i in range(self.n_layers):
-            x, w = self.children[f"layer{i}"].attention_weights(x, key_lengths=key_lengths)
+        for layer in self.layers:
+            x, w = layer.attention_weights(x, key_lengths=key_lengths)
             weights.append(w)
         return self.final_norm(x), weights
 
 
 class Decoder(DecodingStack):
-    """``n_layers`` DecoderLayers and (pre-LN) a final norm, attending over an encoder's ``memory``:
-    ``forward(x, training, memory=..., memory_lengths=None)``. Options: those of :class:`DecoderLayer`."""
+    """``n_layers`` decoder layers (:class:`DecoderLayer`'s blocks) and (pre-LN) a final norm, attending over an
+    encoder's ``memory``: ``forward(x, training, memory=..., memory_lengths=None)``; :meth:`backward` returns
+    (dx, dmemory). Options: those of :class:`DecoderLayer`."""
 
-    def __init__(self, n_layers, d_model, n_heads, d_ff, rng, **layer_options):
-        super().__init__(DecoderLayer, n_layers, d_model, n_heads, d_ff, rng, **layer_options)
-
-    def backward(self, grad, cache):
-        """Returns (dx, dmemory), dmemory summed over the layers."""
-        dx, dmemories = self._backward_layers(grad, cache)
-        return dx, sum(dmemories[1:], dmemories[0])
+    def __init__(self, n_layers, d_model, n_heads, d_ff, rng, *, d_memory=None, dropout=0.1, ff_dropout=None,
+                 attention="softmax", activation="gelu_tanh", relative_positions=None, n_features=128, norm_first=True,
+                 norm="layer", norm_eps=None):
+        config = BlockConfig(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, ff_dropout=ff_dropout,
+                             attention=attention, activation=activation, relative_positions=relative_positions,
+                             n_features=n_features, norm_first=norm_first, norm=norm, norm_eps=norm_eps)
+        super().__init__(n_layers, config, rng, causal=True, cross_attention=True, d_memory=d_memory)
 
     # -- incremental decoding (inference only) ------------------------------------------------------------
     def start(self, memory, memory_lengths=None, *, capacity=16):
@@ -292,5 +235,6 @@ class Decoder(DecodingStack):
         DecoderCache
             ``cache.length`` is the position of the next input (the ``offset`` of positional encodings).
         """
-        return DecoderCache(self.children[f"layer{i}"].start(memory, memory_lengths, capacity=capacity)
-                            for i in range(self.n_layers))
+        memory = np.asarray(memory)
+        return DecoderCache(layer.start(memory.shape[0], capacity=capacity, memory=memory,
+                                        memory_lengths=memory_lengths) for layer in self.layers)
