@@ -151,6 +151,28 @@ def test_padded_keys_are_never_read(isa, causal, fm):
     assert np.all(dirty[1][0, :, 3:] == 0) and np.all(dirty[2][0, :, 3:] == 0)
 
 
+@pytest.mark.parametrize("fm", sorted(MAPS))
+def test_causal_padded_keys_get_zero_gradient_whatever_they_hold(isa, fm):
+    # Causal, by chunks of 64 rows: padding that starts at, just before and just after a chunk
+    # boundary, mid-chunk, and covers a whole item. NaN, inf and -inf written into k and v at padded
+    # keys must not reach any gradient (0 * NaN), and padded keys' dk and dv are exactly 0.
+    n, lengths = 130, np.array([0, 63, 64, 65, 100, 130])
+    q, k, v, w, _ = _problem(6, n, 4, 3, (6, 2), "none")
+    feature_map = MAPS[fm](6)
+    padded = np.arange(n) >= lengths[:, None, None]
+    dirty_k, dirty_v = k.copy(), v.copy()
+    for x, fill in ((dirty_k, [np.nan, np.inf, -np.inf]), (dirty_v, [np.inf, np.nan, -np.inf])):
+        x[np.broadcast_to(padded, x.shape[:-1])] = np.resize(fill, (padded.sum() * 2, x.shape[-1]))
+    dq, dk, dv = linear_attention_backward(w, q, dirty_k, dirty_v, feature_map=feature_map, causal=True,
+                                           key_lengths=lengths)
+    assert np.isfinite(dq).all() and np.isfinite(dk).all() and np.isfinite(dv).all()
+    rows = np.broadcast_to(padded, dk.shape[:-1])
+    assert np.all(dk[rows] == 0) and np.all(dv[rows] == 0)
+    clean = linear_attention_backward(w, q, k, v, feature_map=feature_map, causal=True, key_lengths=lengths)
+    for a, b in zip((dq, dk, dv), clean):
+        np.testing.assert_array_equal(a, b)
+
+
 @pytest.mark.parametrize("n", [1, 63, 64, 65, 130])
 @pytest.mark.parametrize("fm", ["elu", "relu", "favor"])
 def test_causal_gradients_across_chunk_boundaries(isa, n, fm):

@@ -4,6 +4,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
 from attnkit import reference
@@ -115,6 +117,19 @@ def test_mask_key_lengths_and_causal_combine():
     visible = reference.attention_mask(3, 3, mask=mask, key_lengths=np.array([2, 3]), causal=True, batch_shape=(2,))
     assert_array_equal(visible[0], [[1, 0, 0], [1, 0, 0], [1, 0, 0]])
     assert_array_equal(visible[1], [[1, 0, 0], [1, 0, 0], [1, 0, 1]])
+
+
+@given(nq=st.integers(0, 9), nk=st.integers(0, 9), causal=st.booleans(), data=st.data())
+def test_attention_mask_is_the_visibility_rule(nq, nk, causal, data):
+    # The rule attention_mask states once (first_key(i) <= j < end_key(i)), against the conditions
+    # written out one by one for every (b, i, j): key length, causal end-aligned, mask.
+    lengths = np.array(data.draw(st.lists(st.integers(0, nk), min_size=2, max_size=2)))
+    mask = np.array(data.draw(st.lists(st.booleans(), min_size=nk, max_size=nk)), dtype=bool)
+    visible = reference.attention_mask(nq, nk, mask=mask, key_lengths=lengths, causal=causal, batch_shape=(2,))
+    expected = np.zeros((2, nq, nk), dtype=bool)
+    for b, i, j in np.ndindex(expected.shape):
+        expected[b, i, j] = j < lengths[b] and (not causal or j <= i + nk - nq) and mask[j]
+    assert_array_equal(visible, expected)
 
 
 def test_attention_broadcasts_leading_dims_and_dtypes():

@@ -3,7 +3,7 @@
 // One flat parallel loop over (batch item, block of BQ queries). For each task the query block is
 // packed transposed and pre-scaled (Qt[c][i] = scale * q[i][c]) so that logits come out transposed,
 // St[j][i], with queries along the vector lanes: the softmax over keys is then vertical (no
-// horizontal reductions), and keys beyond key_length or the causal diagonal are never computed.
+// horizontal reductions), and keys the block's queries cannot see (Visibility) are never computed.
 #include <omp.h>
 
 #include <atomic>
@@ -73,7 +73,7 @@ class FiniteValueBlocks {
     std::atomic<std::uint8_t>& known = known_[b * per_item_ + j0 / Tiles<T>::BK];
     std::uint8_t flag = known.load(std::memory_order_relaxed);
     if (!flag) {
-      const std::int64_t jn = min_scalar<std::int64_t>(Tiles<T>::BK, key_limit(a_, b) - j0);
+      const std::int64_t jn = min_scalar<std::int64_t>(Tiles<T>::BK, Visibility(a_, b).key_length - j0);
       flag = values_finite(a_.v.row(b, j0), a_.v.row_stride, jn, a_.dv) ? 1 : 2;
       known.store(flag, std::memory_order_relaxed);
     }
@@ -120,10 +120,12 @@ void attention(const AttentionArgs<T>& a) {
     for (std::int64_t x = 0; x < bqp * dv; ++x) acc[x] = T(0);
     pack_transposed([&](std::int64_t i) { return a.q.row(b, i); }, i0, bq, bqp, d, a.scale, Qt);
 
-    const std::int64_t kend = key_end(a, b, i0, bq);
-    for (std::int64_t j0 = 0; j0 < kend; j0 += Tl::BK) {
-      const std::int64_t jn = min_scalar<std::int64_t>(Tl::BK, kend - j0);
-      block_logits(a, b, i0, bq, bqp, j0, jn, Qt, zero_row, St);
+    // Key blocks stay aligned to BK, as FiniteValueBlocks counts them.
+    const Visibility vis(a, b);
+    const Range keys = vis.keys_of_queries(i0, bq);
+    for (std::int64_t j0 = keys.first / Tl::BK * Tl::BK; j0 < keys.end; j0 += Tl::BK) {
+      const std::int64_t jn = min_scalar<std::int64_t>(Tl::BK, keys.end - j0);
+      block_logits(a, vis, b, i0, bq, bqp, j0, jn, Qt, zero_row, St);
       // Online softmax, W queries at a time: new running max, rescale factor, probabilities.
       for (std::int64_t g = 0; g < bqp; g += W) {
         V mb = V::set1(neg_inf);
@@ -148,7 +150,7 @@ void attention(const AttentionArgs<T>& a) {
       // see it.
       if (finite_values(b, j0))
         accumulate_rows(acc, dv, bq, alpha, St, bqp, std::int64_t(1), vb, a.v.row_stride, jn, dv,
-                        causal_band(a, i0, j0));
+                        vis.key_band(i0, j0));
       else
         accumulate_values_skipping_zeros(acc, dv, alpha, St, bqp, bq, vb, a.v.row_stride, jn);
     }
@@ -192,12 +194,16 @@ void attention_weights(const AttentionWeightsArgs<T>& w) {
     for (std::int64_t i = 0; i < bqp; ++i) lse[i] = i < bq ? max_scalar(lowest, a.lse[b * nq + i0 + i]) : T(0);
     pack_transposed([&](std::int64_t i) { return a.q.row(b, i); }, i0, bq, bqp, d, a.scale, Qt);
     T* out = w.weights + (b * nq + i0) * nk;
-    const std::int64_t kend = key_end(a, b, i0, bq);
-    for (std::int64_t i = 0; i < bq; ++i)
-      for (std::int64_t j = kend; j < nk; ++j) out[i * nk + j] = T(0);
-    for (std::int64_t j0 = 0; j0 < kend; j0 += Tl::BK) {
-      const std::int64_t jn = min_scalar<std::int64_t>(Tl::BK, kend - j0);
-      block_logits(a, b, i0, bq, bqp, j0, jn, Qt, zero_row, St);
+    const Visibility vis(a, b);
+    const Range keys = vis.keys_of_queries(i0, bq);
+    const std::int64_t jfirst = keys.first / Tl::BK * Tl::BK;  // the key blocks of attention()
+    for (std::int64_t i = 0; i < bq; ++i) {
+      for (std::int64_t j = 0; j < jfirst; ++j) out[i * nk + j] = T(0);
+      for (std::int64_t j = keys.end; j < nk; ++j) out[i * nk + j] = T(0);
+    }
+    for (std::int64_t j0 = jfirst; j0 < keys.end; j0 += Tl::BK) {
+      const std::int64_t jn = min_scalar<std::int64_t>(Tl::BK, keys.end - j0);
+      block_logits(a, vis, b, i0, bq, bqp, j0, jn, Qt, zero_row, St);
       for (std::int64_t j = 0; j < jn; ++j)
         for (std::int64_t g = 0; g < bqp; g += W)
           exp(V::load(St + j * bqp + g) - V::load(lse + g)).store(St + j * bqp + g);

@@ -38,14 +38,6 @@ struct BackwardScratch {
   T* of(int thread) const { return mem.get() + std::int64_t(thread) * per_thread; }
 };
 
-// The first query that may see key j0 (causal: query i sees j iff j <= i + nk - nq).
-template <class T>
-std::int64_t first_query(const AttentionArgs<T>& a, std::int64_t j0) {
-  if (!a.causal) return 0;
-  const std::int64_t i = j0 - (a.nk - a.nq);
-  return i > 0 ? i : 0;
-}
-
 }  // namespace
 
 template <class T>
@@ -79,16 +71,17 @@ void attention_backward(const AttentionBackwardArgs<T>& g) {
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t task = 0; task < tasks; ++task) {
       const std::int64_t b = task / nkb, j0 = (task % nkb) * Tl::BK;
-      const std::int64_t klen = key_limit(a, b);
+      const Visibility vis(a, b);
       const std::int64_t jn = min_scalar<std::int64_t>(Tl::BK, nk - j0);
-      const std::int64_t jv = min_scalar<std::int64_t>(jn, klen - j0);  // keys that exist (not padding)
+      const std::int64_t jv = min_scalar<std::int64_t>(jn, vis.key_length - j0);  // keys that exist (not padding)
       for (std::int64_t x = 0; x < jn * d; ++x) dk_acc[x] = T(0);
       for (std::int64_t x = 0; x < jn * dvw; ++x) dv_acc[x] = T(0);
       if (g.dbias) {  // this task owns dbias[b, :, j0:j0+jn]; queries it never visits stay zero
         for (std::int64_t i = 0; i < nq; ++i)
           for (std::int64_t j = 0; j < jn; ++j) g.dbias[(b * nq + i) * nk + j0 + j] = T(0);
       }
-      for (std::int64_t i0 = first_query(a, j0) / Tl::BQ * Tl::BQ; jv > 0 && i0 < nq; i0 += Tl::BQ) {
+      const Range queries = vis.queries_of_keys(j0, jn);
+      for (std::int64_t i0 = queries.first / Tl::BQ * Tl::BQ; i0 < queries.end; i0 += Tl::BQ) {
         const std::int64_t bq = min_scalar(i0 + Tl::BQ, nq) - i0, bqp = round_up(bq, Tl::QQ);
         pack_transposed([&](std::int64_t i) { return a.q.row(b, i); }, i0, bq, bqp, d, scale, Qt);
         const T* dout = g.dout + b * nq * dvw;
@@ -98,13 +91,13 @@ void attention_backward(const AttentionBackwardArgs<T>& g) {
           lse[i] = i < bq ? max_scalar(lowest, a.lse[b * nq + i0 + i]) : inf;
           delta[i] = i < bq ? g.delta[b * nq + i0 + i] : T(0);
         }
-        block_logits(a, b, i0, bq, bqp, j0, jv, Qt, zero_row, St);
+        block_logits(a, vis, b, i0, bq, bqp, j0, jv, Qt, zero_row, St);
         // dP^T = V dO^T, the same tile as the logits with dO^T in place of Q^T and v rows as keys.
         const T* krows[KR];
         for (std::int64_t jt = 0; jt < jv; jt += KR) {
           for (int r = 0; r < KR; ++r) krows[r] = jt + r < jv ? a.v.row(b, j0 + jt + r) : zero_row;
           // Tiles block_logits skipped (all invisible) have P = 0: their dP is never used.
-          for (std::int64_t it = causal_first_tile(a, i0, j0 + jt, QT); it < bqp; it += QT)
+          for (std::int64_t it = first_query_tile(vis, i0, j0 + jt, QT); it < bqp; it += QT)
             logits_tile(dOt + it, bqp, krows, dvw, dSt + jt * bqp + it, bqp);
         }
         // P = exp(S - lse); dS = P (dP - delta), exactly 0 where P is 0 (so NaN at invisible keys stays out).
@@ -118,7 +111,7 @@ void attention_backward(const AttentionBackwardArgs<T>& g) {
           }
         }
         // dV[j] += sum_i P[j][i] dO[i];  dK[j] += sum_i dS[j][i] q[i]  (scale applied at the end)
-        const Band by_key = causal_band(a, i0, j0, true), by_query = causal_band(a, i0, j0);
+        const Band by_key = vis.query_band(i0, j0), by_query = vis.key_band(i0, j0);
         accumulate_rows(dv_acc, dvw, jv, static_cast<const T*>(nullptr), St, std::int64_t(1), bqp, dout + i0 * dvw,
                         dvw, bq, dvw, by_key);
         accumulate_rows(dk_acc, d, jv, static_cast<const T*>(nullptr), dSt, std::int64_t(1), bqp, a.q.row(b, i0),

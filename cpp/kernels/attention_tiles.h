@@ -12,6 +12,7 @@
 #include "aligned_buffer.h"
 #include "attnkit/attention.h"
 #include "attnkit/simd.h"
+#include "visibility.h"
 
 namespace attnkit {
 namespace ATTNKIT_KERNEL_NS {
@@ -84,19 +85,17 @@ inline void logits_tile(const T* Qt, std::int64_t ldq, const T* const* krows, st
     for (int u = 0; u < QV; ++u) acc[r][u].store(St + r * lds + u * W);
 }
 
-// The first query tile (offset into the block, a multiple of qt) with a query that may see a key
-// >= j: causal tiles before it are all -inf, which block_logits writes without computing them.
-template <class T>
-std::int64_t causal_first_tile(const AttentionArgs<T>& a, std::int64_t i0, std::int64_t j, std::int64_t qt) {
-  if (!a.causal) return 0;
-  const std::int64_t i = j - (a.nk - a.nq) - i0;  // first query (in the block) that sees key j
+// The first query tile (offset into the block of queries from i0, a multiple of qt) with a query that
+// may see a key >= j: tiles before it are all -inf, which block_logits writes without computing them.
+inline std::int64_t first_query_tile(const Visibility& vis, std::int64_t i0, std::int64_t j, std::int64_t qt) {
+  const std::int64_t i = vis.first_query(j) - i0;
   return i > 0 ? i / qt * qt : 0;
 }
 
 // Logits of one key block, transposed: St[j][i] for j < jn (keys j0 + j), i < bqp (queries i0 + i),
-// with bias added and invisible keys (mask, causal) set to -inf. Keys >= key_length never get here.
+// with bias added and invisible keys (mask, vis) set to -inf. Keys >= key_length never get here.
 template <class T>
-void block_logits(const AttentionArgs<T>& a, std::int64_t b, std::int64_t i0, std::int64_t bq,
+void block_logits(const AttentionArgs<T>& a, const Visibility& vis, std::int64_t b, std::int64_t i0, std::int64_t bq,
                   std::int64_t bqp, std::int64_t j0, std::int64_t jn, const T* Qt, const T* zero_row,
                   T* St) {
   using V = Vec<T>;
@@ -111,7 +110,7 @@ void block_logits(const AttentionArgs<T>& a, std::int64_t b, std::int64_t i0, st
       logits_tile<T, 1>(Qt, bqp, krows, a.d, st_rows, bqp);
       continue;
     }
-    for (std::int64_t it = causal_first_tile(a, i0, j0 + jt, QT); it < bqp; it += QT)
+    for (std::int64_t it = first_query_tile(vis, i0, j0 + jt, QT); it < bqp; it += QT)
       logits_tile(Qt + it, bqp, krows, a.d, st_rows + it, bqp);
   }
   if (a.bias) {
@@ -142,27 +141,13 @@ void block_logits(const AttentionArgs<T>& a, std::int64_t b, std::int64_t i0, st
       }
     }
   }
-  if (a.causal) {  // query i0 + i sees key j0 + j iff j0 + j <= i0 + i + (nk - nq)
-    const std::int64_t off = a.nk - a.nq;
+  if (vis.limits_queries()) {  // rows i0 + i outside key j0 + j's queries [first, end)
     for (std::int64_t j = 0; j < jn; ++j) {
-      const std::int64_t first = j0 + j - off - i0;  // first query row that sees this key
+      const std::int64_t first = vis.first_query(j0 + j) - i0, end = vis.end_query(j0 + j) - i0;
       for (std::int64_t i = 0; i < bqp && i < first; ++i) St[j * bqp + i] = neg_inf;
+      for (std::int64_t i = max_scalar<std::int64_t>(0, end); i < bq; ++i) St[j * bqp + i] = neg_inf;
     }
   }
-}
-
-// Item b's keys that are not padding: [0, key_limit).
-template <class T>
-std::int64_t key_limit(const AttentionArgs<T>& a, std::int64_t b) {
-  return a.key_length ? a.key_length[b] : a.nk;
-}
-
-// The last key (exclusive) that any query of the block may see.
-template <class T>
-std::int64_t key_end(const AttentionArgs<T>& a, std::int64_t b, std::int64_t i0, std::int64_t bq) {
-  std::int64_t kend = key_limit(a, b);
-  if (a.causal) kend = min_scalar(kend, i0 + bq + (a.nk - a.nq));
-  return kend > 0 ? kend : 0;
 }
 
 // out[r][c0 + ...] = alpha[r] out[r][...] + sum_{s < ns} coef[s cs + r cr] x[s x_rs + ...] for MR output
@@ -218,29 +203,8 @@ void rows_strip(T* out, std::int64_t ldo, const T* alpha, const T* coef, std::in
   }
 }
 
-// Where the coefficients of accumulate_rows may be nonzero: output row r needs s in
-// [first + r, last + r] only (a causal block's diagonal); the default band is every s.
-struct Band {
-  static constexpr std::int64_t kFar = std::int64_t(1) << 50;
-  std::int64_t first = -kFar, last = kFar;
-};
-
-// Causal: query i0 + r sees key j0 + s iff s <= r + (i0 + off - j0), off = nk - nq. Rows are queries,
-// s keys (O += P V, dQ += dS K); `transposed`: rows are keys, s queries (dV += P^T dO, dK += dS^T Q).
-template <class T>
-Band causal_band(const AttentionArgs<T>& a, std::int64_t i0, std::int64_t j0, bool transposed = false) {
-  Band band;
-  if (!a.causal) return band;
-  const std::int64_t diag = i0 + (a.nk - a.nq) - j0;
-  if (transposed)
-    band.first = -diag;
-  else
-    band.last = diag;
-  return band;
-}
-
 // out = diag(alpha) out + C X over nrows output rows (see rows_tile for the coefficient layout),
-// skipping for each strip of rows the coefficients outside `band` (they are 0).
+// skipping for each strip of rows the coefficients outside `band` (they are 0; see Visibility).
 template <class T>
 void accumulate_rows(T* out, std::int64_t ldo, std::int64_t nrows, const T* alpha, const T* coef,
                      std::int64_t cs, std::int64_t cr, const T* x, std::int64_t x_rs, std::int64_t ns,

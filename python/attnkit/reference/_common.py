@@ -14,11 +14,15 @@ def result_dtype(**arrays):
 def attention_mask(nq, nk, *, mask=None, key_lengths=None, causal=False, batch_shape=()):
     """Full boolean visibility matrix of an attention problem.
 
-    Query ``i`` may attend to key ``j`` in batch element ``b`` iff all of::
+    Query ``i`` may attend to key ``j`` in batch element ``b`` iff ``mask[b, i, j]`` (broadcast to
+    ``batch_shape + (nq, nk)``) and ``first_key(i) <= j < end_key(i)``, the rule the kernels state
+    once (``Visibility`` in cpp/kernels/visibility.h)::
 
-        mask[b, i, j]                (broadcast to batch_shape + (nq, nk))
-        j < key_lengths[b]           (key_lengths aligned with the LEFT of batch_shape)
-        j <= i + nk - nq             (only when causal: bottom-right aligned)
+        first_key(i) = 0
+        end_key(i)   = min(key_lengths[b], i + nk - nq + 1)   if causal (bottom-right aligned)
+                       key_lengths[b]                         otherwise
+
+    with ``key_lengths`` aligned with the LEFT of ``batch_shape`` (``nk`` when not given).
 
     Parameters
     ----------
@@ -39,26 +43,40 @@ def attention_mask(nq, nk, *, mask=None, key_lengths=None, causal=False, batch_s
     ndarray of bool, shape ``batch_shape + (nq, nk)``
     """
     batch_shape = tuple(batch_shape)
-    i = np.arange(nq)[:, None]
-    j = np.arange(nk)[None, :]
-    visible = (j <= i + (nk - nq)) if causal else np.ones((nq, nk), dtype=bool)
+    lengths = nk if key_lengths is None else _aligned_key_lengths(key_lengths, nk, batch_shape)
+    first_key, end_key = _visible_keys(nq, nk, lengths, causal)
+    j = np.arange(nk)
+    visible = (first_key <= j) & (j < end_key)
     if mask is not None:
         visible = visible & np.asarray(mask, dtype=bool)
-    if key_lengths is not None:
-        lengths = np.asarray(key_lengths)
-        if lengths.dtype.kind not in "iu":
-            raise TypeError(f"key_lengths must be an integer array, got dtype {lengths.dtype}")
-        prefix = batch_shape[: lengths.ndim]
-        if lengths.ndim > len(batch_shape) or any(
-            n not in (1, p) for n, p in zip(lengths.shape, prefix)
-        ):
-            raise ValueError(
-                f"key_lengths must have a shape that is a leading prefix of the batch shape "
-                f"{batch_shape} (size-1 dims broadcast), got {lengths.shape}"
-            )
-        if np.any(lengths < 0) or np.any(lengths > nk):
-            raise ValueError(f"key_lengths must lie in [0, {nk}]")
-        # Align from the left: trailing batch dims, then the (nq, nk) dims, are size 1.
-        lengths = lengths.reshape(lengths.shape + (1,) * (len(batch_shape) - lengths.ndim + 2))
-        visible = visible & (np.arange(nk) < lengths)
     return np.broadcast_to(visible, batch_shape + (nq, nk)).copy()
+
+
+def _visible_keys(nq, nk, lengths, causal):
+    """``first_key(i)`` and ``end_key(i)`` (see :func:`attention_mask`) as arrays of shape ``(..., nq, 1)``.
+
+    A sliding window, like the kernels' ``Visibility``, would raise ``first_key`` and lower ``end_key`` here.
+    """
+    i = np.arange(nq)[:, None]
+    first_key = np.zeros_like(i)
+    end_key = np.minimum(lengths, i + (nk - nq) + 1) if causal else lengths
+    return first_key, end_key
+
+
+def _aligned_key_lengths(key_lengths, nk, batch_shape):
+    """``key_lengths`` checked and shaped ``(..., 1, 1)`` to broadcast against ``batch_shape + (nq, nk)``."""
+    lengths = np.asarray(key_lengths)
+    if lengths.dtype.kind not in "iu":
+        raise TypeError(f"key_lengths must be an integer array, got dtype {lengths.dtype}")
+    prefix = batch_shape[: lengths.ndim]
+    if lengths.ndim > len(batch_shape) or any(
+        n not in (1, p) for n, p in zip(lengths.shape, prefix)
+    ):
+        raise ValueError(
+            f"key_lengths must have a shape that is a leading prefix of the batch shape "
+            f"{batch_shape} (size-1 dims broadcast), got {lengths.shape}"
+        )
+    if np.any(lengths < 0) or np.any(lengths > nk):
+        raise ValueError(f"key_lengths must lie in [0, {nk}]")
+    # Align from the left: trailing batch dims, then the (nq, nk) dims, are size 1.
+    return lengths.reshape(lengths.shape + (1,) * (len(batch_shape) - lengths.ndim + 2))
