@@ -24,7 +24,7 @@ import numpy as np
 
 import _harness as harness
 from attnkit import nn, ops
-from attnkit.decoding import DecoderModel, generate
+from attnkit.nn.decoding import DecoderModel, generate
 
 D_MODEL, HEADS, D_FF, LAYERS = 128, 4, 512, 2
 VOCAB, MEMORY = 1000, 32

@@ -19,7 +19,7 @@ import pytest
 
 import attnkit
 from attnkit import Seq2SeqTransformer, TransformerClassifier, TransformerEmbedder
-from attnkit.nn import serialize
+from attnkit.io import serialize
 from hostile import no_hang  # noqa: F401 (an autouse fixture)
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures")

@@ -11,8 +11,7 @@ from sklearn.exceptions import NotFittedError
 
 import attnkit
 from attnkit import TransformerClassifier, io
-from attnkit.io import from_json, to_json
-from attnkit.nn import serialize
+from attnkit.io import from_json, serialize, to_json
 
 SMALL = dict(d_model=16, n_heads=2, d_ff=32, n_layers=1, max_iter=2, random_state=0)
 TEXTS = ["good film", "bad film", "not good", "not bad at all", "great", "awful"] * 20

@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
-from attnkit.nn import AdamW, Module, WarmupSchedule, clip_grad_norm, default_decay, serialize
+from attnkit.io import serialize
+from attnkit.nn import AdamW, Module, WarmupSchedule, clip_grad_norm, default_decay
 
 
 class Gain(Module):

@@ -8,13 +8,13 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
-from attnkit import decoding, ops
+from attnkit import ops
 from attnkit._validation import Interval, Options
 from attnkit.estimators._base import NetworkEstimator, Samples, validation_pair
 from attnkit.estimators._jobs import fit_context, threaded
 from attnkit.estimators._token_input import IDS, text_tokenizer
 from attnkit.io import register_estimator, to_json
-from attnkit.nn import CrossEntropyLoss
+from attnkit.nn import CrossEntropyLoss, decoding
 from attnkit.nn.encoder_decoder import EncoderDecoder
 from attnkit.nn.positional import MAX_POSITIONS
 from attnkit.text import SubwordTokenizer, Texts, Tokenizer, Vocabulary, pad_sequences

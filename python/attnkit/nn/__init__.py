@@ -1,6 +1,6 @@
 """Transformer layers with hand-written backward passes, an optimiser and losses (no autograd)."""
 
-from attnkit.nn import serialize
+from attnkit.io import serialize  # its public name of 0.1.0; it lives with the file formats, in attnkit.io
 from attnkit.nn.attention import MultiHeadAttention
 from attnkit.nn.block import BlockConfig, TransformerBlock
 from attnkit.nn.cache import CrossAttentionCache, DecoderCache, SelfAttentionCache

@@ -9,8 +9,9 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from attnkit import decoding, nn
-from attnkit.decoding import (
+from attnkit import nn
+from attnkit.nn import decoding
+from attnkit.nn.decoding import (
     DecoderModel,
     apply_temperature,
     check_generation_params,

@@ -35,7 +35,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from attnkit._validation import validate_params
-from attnkit.nn import serialize
+from attnkit.io import serialize
 
 __all__ = ["ESTIMATORS", "FORMAT", "FORMAT_VERSION", "load", "register_estimator", "save"]
 

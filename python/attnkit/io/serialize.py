@@ -11,7 +11,8 @@ Examples
 --------
 >>> import io
 >>> import numpy as np
->>> from attnkit.nn import LearnedPositions, serialize
+>>> from attnkit.io import serialize
+>>> from attnkit.nn import LearnedPositions
 >>> model = LearnedPositions(8, 4, rng=0)
 >>> buffer = io.BytesIO()
 >>> serialize.save(buffer, {"model": model.state_dict()}, {"max_len": 8, "d": 4})

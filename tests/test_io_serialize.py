@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
-from attnkit.nn import LearnedPositions, RelativePositionBias, serialize
+from attnkit.io import serialize
+from attnkit.nn import LearnedPositions, RelativePositionBias
 
 STATES = {
     "model": {
