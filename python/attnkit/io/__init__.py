@@ -1,7 +1,7 @@
 """Save and load fitted estimators as arrays plus JSON (an ``.npz`` file), never pickle.
 
 :func:`save` writes an estimator's constructor parameters and fitted state with
-:mod:`attnkit.nn.serialize`: weights and optimiser moments as arrays, everything else (vocabulary,
+:mod:`attnkit.io.serialize`: weights and optimiser moments as arrays, everything else (vocabulary,
 classes, curves, settings) as JSON. :func:`load` reads it with ``allow_pickle=False`` and rebuilds
 only classes registered by name (:func:`register_estimator`, :data:`ESTIMATORS`), so opening a file
 runs no code from it. Files are stamped with a format name and version; a file from a newer attnkit

@@ -3,7 +3,7 @@
 The optimiser reads ``(name, param, grad)`` triples, as yielded by
 :meth:`attnkit.nn.Module.named_parameters`, and updates ``param`` in place. Its whole state (the
 step count and both moment estimates) is a flat dict of arrays, so a checkpoint written with
-:mod:`attnkit.nn.serialize` resumes training bit for bit.
+:mod:`attnkit.io.serialize` resumes training bit for bit.
 """
 
 import math
