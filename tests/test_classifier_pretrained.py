@@ -55,7 +55,10 @@ def test_the_encoder_starts_from_the_checkpoint(tiny):
 def test_auto_defaults_suit_each_start(tiny):
     scratch, tuned = TransformerClassifier(), TransformerClassifier(pretrained=tiny)
     assert (scratch._learning_rate(), scratch._max_epochs()) == (1e-3, 10)
-    assert tuned._learning_rate() == 5e-5
+    assert tuned._learning_rate() == 1e-4
+    assert (scratch._pooling(), tuned._pooling(), TransformerClassifier(pretrained=tiny, pooling="cls")._pooling()) \
+        == ("cls", "mean", "cls")
+    assert (scratch._long_texts(), tuned._long_texts()) == ("head_tail", "chunks")
     assert (scratch._bag_ngrams(), tuned._bag_ngrams(), TransformerClassifier(bag_ngrams=1)._bag_ngrams()) == (2, 0, 1)
     # fine-tuning: about 1,000 updates of 32 texts, in 3 to 10 epochs
     assert [tuned._max_epochs(n) for n in (10, 3200, 3201, 8000, 10_700, 67_000)] == [10, 10, 10, 4, 3, 3]
@@ -178,3 +181,28 @@ def test_long_reviews_are_read_whole_as_a_manual_computation_says(tiny, long_tex
     assert maps["tokens"][0] == "[CLS]" and len(maps["tokens"]) == 10
     if long_texts == "head_tail":  # the review's last words are read
         assert maps["tokens"][-4:] == ["but", "good", "fun", "[SEP]"]
+
+
+def test_fine_tuning_plans_its_epochs_in_tokens(tiny):
+    # The plan of max_iter="auto": about 1,000 updates (3 to 10 passes), at most FINE_TUNING_TOKENS tokens read,
+    # epochs of at most EPOCH_TOKENS tokens. Network configs as the classifier writes them for tiny's encoder.
+    from attnkit.estimators import classifier
+    from attnkit.estimators._base import Samples
+
+    clf = TransformerClassifier(pretrained=tiny)
+    clf._network_config = {"long_texts": "chunks", "max_len": 130, "specials": [1, 1]}
+
+    def plan(lengths):
+        lengths = np.asarray(lengths)
+        return clf._plan_epochs(Samples([None] * len(lengths), lengths))
+
+    # SST-2: 60,614 phrases of 13 tokens (0.79M a pass): 1.9 passes, each cut in 2 epochs of 948 updates
+    assert plan([13] * 60_614) == (4, 948)
+    # 4,500 IMDB-like reviews of 420 tokens read in 5 windows of 130 (2.9M a pass): half a pass, in 3 epochs
+    epochs, updates = plan([420] * 4_500)
+    assert (epochs, updates) == (3, 24) and epochs * updates * 32 * 5 * 130 <= classifier.FINE_TUNING_TOKENS * 1.01
+    # Short sets: the updates rule (10 passes of 100 texts), no epoch to cut
+    assert plan([20] * 100) == (10, None)
+    # max_iter set by hand: passes, as it says
+    assert TransformerClassifier(pretrained=tiny, max_iter=2)._plan_epochs(Samples([None] * 10, np.full(10, 9))) == \
+        (2, None)

