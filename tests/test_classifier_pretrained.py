@@ -186,8 +186,8 @@ def test_long_reviews_are_read_whole_as_a_manual_computation_says(tiny, long_tex
 def test_fine_tuning_plans_its_epochs_in_tokens(tiny):
     # The plan of max_iter="auto": about 1,000 updates (3 to 10 passes), at most FINE_TUNING_TOKENS tokens read,
     # epochs of at most EPOCH_TOKENS tokens. Network configs as the classifier writes them for tiny's encoder.
-    from attnkit.estimators import classifier
-    from attnkit.estimators._base import Samples
+    from attnkit.estimators._classifier_start import FINE_TUNING_TOKENS
+    from attnkit.estimators._trainable import Samples
 
     clf = TransformerClassifier(pretrained=tiny)
     clf._network_config = {"long_texts": "chunks", "max_len": 130, "specials": [1, 1]}
@@ -200,7 +200,7 @@ def test_fine_tuning_plans_its_epochs_in_tokens(tiny):
     assert plan([13] * 60_614) == (4, 948)
     # 4,500 IMDB-like reviews of 420 tokens read in 5 windows of 130 (2.9M a pass): half a pass, in 3 epochs
     epochs, updates = plan([420] * 4_500)
-    assert (epochs, updates) == (3, 24) and epochs * updates * 32 * 5 * 130 <= classifier.FINE_TUNING_TOKENS * 1.01
+    assert (epochs, updates) == (3, 24) and epochs * updates * 32 * 5 * 130 <= FINE_TUNING_TOKENS * 1.01
     # Short sets: the updates rule (10 passes of 100 texts), no epoch to cut
     assert plan([20] * 100) == (10, None)
     # max_iter set by hand: passes, as it says

@@ -2,7 +2,6 @@
 classifier."""
 
 import functools
-import math
 import numbers
 import os
 from typing import Any
@@ -17,44 +16,28 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 from attnkit import ops
 from attnkit._validation import Interval, Options, check_sample_weight
 from attnkit._warnings import warn
-from attnkit.estimators._base import INFERENCE_DTYPES, NetworkEstimator, Samples, validation_pair
+from attnkit.estimators._base import INFERENCE_DTYPES
+from attnkit.estimators._classifier_start import start_of
 from attnkit.estimators._jobs import fit_context, map_batches, threaded
 from attnkit.estimators._pretraining import pretrain_masked_lm
 from attnkit.estimators._token_space import PretrainedSpace, VocabularySpace
+from attnkit.estimators._trainable import Samples, TrainableEstimator, validation_pair
 from attnkit.estimators._training import reseed_dropout
 from attnkit.io import from_json, register_estimator, to_json
 from attnkit.nn import CrossEntropyLoss, SequenceClassifier
 from attnkit.nn.positional import MAX_POSITIONS
 from attnkit.nn.windows import LONG_TEXT_KINDS, view_tokens
-from attnkit.pretrained.checkpoint import load_checkpoint
 from attnkit.pretrained.tokenizer import PretrainedTokenizer
 from attnkit.text import SubwordTokenizer, Texts, Tokenizer, Vocabulary, pad_sequences
 
 __all__ = ["TransformerClassifier"]
 
-RELATIVE_DISTANCE = 16  # clipping distance of positional="relative"
-# learning_rate="auto": (from scratch, fine-tuning a pretrained encoder). 1e-4 for MiniLM: on 3,000 IMDB reviews
-# it beat 5e-5 by a point (0.881 vs 0.872, head + tail, mean pooling; benchmarks/results/eval_pretrained_imdb.md).
-AUTO_LEARNING_RATE = (1e-3, 1e-4)
-AUTO_MAX_ITER = 10  # max_iter="auto" from scratch
-# Fine-tuning: about FINE_TUNING_UPDATES optimiser updates, in FINE_TUNING_EPOCHS passes. Small sets need
-# several passes to move the pretrained weights (3 passes of 450 texts are 45 updates); large ones need few.
-FINE_TUNING_UPDATES = 1000
-FINE_TUNING_EPOCHS = (3, 10)
-# ... reading at most FINE_TUNING_TOKENS tokens in all (long documents: fewer passes, fractional ones), in
-# epochs of at most EPOCH_TOKENS tokens, each ending in a validation (see TrainingOptions.epoch_updates).
-# 1.5M tokens are ~17 min of MiniLM on a 2-core Zen 3 (1,440 tokens/s): issue 30's 20-minute budget for
-# 5,000 reviews, validation included.
-FINE_TUNING_TOKENS = 1_500_000
-EPOCH_TOKENS = 500_000
 FEATURES = ("scores", "pooled", "pooled+scores")  # what transform returns
-# What a pretrained checkpoint decides: these must keep their defaults with pretrained=...
-ARCHITECTURE_PARAMS = ("tokenizer", "lowercase", "max_features", "min_df", "d_model", "n_heads", "n_layers", "d_ff",
-                       "attention", "positional")
 
 
 @register_estimator
-class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClassifierMixin, NetworkEstimator):
+class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClassifierMixin,
+                            TrainableEstimator):
     """Text classifier: a transformer encoder over word or character tokens, trained from scratch or
     fine-tuned from a pretrained BERT-family checkpoint (``pretrained``).
 
@@ -601,62 +584,39 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     # ------------------------------------------------------------------------ training hooks
     def _check_params(self):
-        if self.pretrained is None:
-            if self.d_model % self.n_heads:
-                raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
-            return
-        defaults = type(self)().get_params()
-        changed = [f"{name}={getattr(self, name)!r}" for name in ARCHITECTURE_PARAMS
-                   if getattr(self, name) != defaults[name]]
-        if changed:
-            raise ValueError(f"with pretrained={self.pretrained!r} the checkpoint decides the tokenizer, vocabulary "
-                             f"and architecture; leave {', '.join(changed)} at their defaults")
-        if self.mlm_epochs:
-            raise ValueError(f"mlm_epochs={self.mlm_epochs} pre-trains an encoder from scratch; with pretrained=... "
-                             "the encoder is pretrained already: set mlm_epochs=0")
+        start_of(self).check(self)
 
     def _monitor(self):
         return self.early_stopping_metric
 
     def _learning_rate(self):
-        if self.learning_rate == "auto":
-            return AUTO_LEARNING_RATE[self.pretrained is not None]
-        return float(self.learning_rate)
+        return start_of(self).learning_rate if self.learning_rate == "auto" else float(self.learning_rate)
 
     def _bag_ngrams(self):
-        if self.bag_ngrams == "auto":
-            return 0 if self.pretrained is not None else 2
-        return int(self.bag_ngrams)
+        return start_of(self).bag_ngrams if self.bag_ngrams == "auto" else int(self.bag_ngrams)
+
+    def _pooling(self):
+        return start_of(self).pooling if self.pooling == "auto" else self.pooling
+
+    def _long_texts(self):
+        return start_of(self).long_texts if self.long_texts == "auto" else self.long_texts
 
     def _max_epochs(self, n_samples=None):
-        if self.max_iter != "auto":
-            return int(self.max_iter)
-        if self.pretrained is None:
-            return AUTO_MAX_ITER
-        low, high = FINE_TUNING_EPOCHS
-        if n_samples is None:
-            return low
-        updates_per_epoch = math.ceil(n_samples / self.batch_size)
-        return min(high, max(low, math.ceil(FINE_TUNING_UPDATES / updates_per_epoch)))
+        return start_of(self).max_epochs(self, n_samples) if self.max_iter == "auto" else int(self.max_iter)
 
     def _plan_epochs(self, samples):
-        if self.max_iter != "auto" or self.pretrained is None:
+        if self.max_iter != "auto":
             return super()._plan_epochs(samples)
-        config = self._network_config
-        tokens = int(view_tokens(samples.lengths, how=config["long_texts"], max_len=config["max_len"],
-                                 specials=config["specials"]).sum())
-        per_pass, parts = math.ceil(len(samples) / self.batch_size), max(1, math.ceil(tokens / EPOCH_TOKENS))
-        passes = min(self._max_epochs(len(samples)), FINE_TUNING_TOKENS / max(tokens, 1))
-        return max(1, round(passes * parts)), (math.ceil(per_pass / parts) if parts > 1 else None)
+        return start_of(self).plan_epochs(self, samples)
 
     def _input_settings(self):
         # cls pooling reads a <cls> token put first (a pretrained tokenizer puts its own); the n-gram bag reads
         # whole texts (the network cuts the encoder's copy to max_len).
-        pretrained = self.pretrained is not None
-        return {"tokenizer": "pretrained" if pretrained else self.tokenizer, "lowercase": bool(self.lowercase),
+        tokenizer = start_of(self).tokenizer
+        return {"tokenizer": tokenizer or self.tokenizer, "lowercase": bool(self.lowercase),
                 "padding_id": int(self.padding_id), "max_len": int(self.max_len),
                 "subword_sizes": {"source": self.max_features},
-                "cls": self._pooling() == "cls" and not pretrained,
+                "cls": self._pooling() == "cls" and tokenizer is None,
                 "whole": self._bag_ngrams() > 0 or self._long_texts() != "truncate"}
 
     def _text_tokenizer(self):
@@ -666,14 +626,17 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             return None
         return self._token_space().text_tokenizer(self._input)
 
-    def _read_training_data(self, X, y, sample_weight, *, reset, classes, incremental):
+    def _fresh_start(self):
+        return start_of(self)
+
+    def _read_training_data(self, X, y, sample_weight, *, start, reset, classes, incremental):
         if incremental and reset and classes is None:
             raise ValueError("classes must be given on the first call to partial_fit (every label of the problem)")
-        if reset and self.pretrained is not None:
-            checkpoint = load_checkpoint(self.pretrained)
-            self._tokenizer_json = checkpoint.tokenizer.json_text
-            self._cache = {"token_space": PretrainedSpace(checkpoint.tokenizer, checkpoint.config.vocab_size),
-                           "checkpoint": checkpoint}
+        if reset:  # a checkpoint's tokenizer reads the texts; from scratch, the vocabulary is learnt from them
+            space = start.token_space()
+            self._cache = {} if space is None else {"token_space": space}
+            if space is not None:
+                self._tokenizer_json = space.config()["tokenizer"]  # rebuilds the space after unpickling
         tokens = self._read_tokens(X, reset=reset)
         if not tokens:
             raise ValueError("X is empty: fit needs at least one sample")
@@ -681,9 +644,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         sample_weight = check_sample_weight(sample_weight, len(tokens))
         if reset:
             self._learn_classes(y, classes)
-            if self.pretrained is None:
-                vocab = Vocabulary.build(tokens, max_features=self.max_features, min_df=self.min_df)
-                self._cache = {"token_space": VocabularySpace(vocab)}
+            if "token_space" not in self._cache:
+                self._cache["token_space"] = start.learnt_token_space(self, tokens)
             self.vocabulary_ = self._token_space().mapping()
         else:
             unseen = np.setdiff1d(np.unique(y), self.classes_)
@@ -712,43 +674,16 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         if unknown.size:
             raise ValueError(f"y has labels not in classes: {unknown[:5].tolist()}")
 
-    def _new_network_config(self, samples):
-        if self._input["tokenizer"] == "pretrained":
-            checkpoint = self._cache["checkpoint"]
-            config = checkpoint.config
-            return {"vocab_size": config.vocab_size, "n_classes": len(self.classes_), "dropout": float(self.dropout),
-                    "pooling": self._pooling(), "max_len": min(self.max_len + 2, config.max_position_embeddings),
-                    "bag_ngrams": self._bag_ngrams(), **self._long_text_options(self._token_space().specials()),
-                    **checkpoint.network_options()}
-        return {
-            "vocab_size": self._token_space().vocab_size, "n_classes": len(self.classes_), "d_model": self.d_model,
-            "n_heads": self.n_heads, "n_layers": self.n_layers, "d_ff": self.d_ff, "dropout": float(self.dropout),
-            "attention": self.attention, "positional": self.positional, "pooling": self._pooling(),
-            "max_len": self.max_len + 1, "relative_distance": RELATIVE_DISTANCE, "bag_ngrams": self._bag_ngrams(),
-            **self._long_text_options((1, 0) if self._pooling() == "cls" else (0, 0)),
-        }
+    def _new_network_config(self, samples, start):
+        return start.network_config(self, self._token_space())
+
+    def _initial_weights(self, start):
+        return start.initial_weights()
 
     def _long_text_options(self, specials):
         how = self._long_texts()
         options = {"long_texts": how, "specials": list(specials)}  # JSON-native, as a file keeps it
         return {**options, "window_pooling": self.window_pooling} if how == "chunks" else options
-
-    def _pooling(self):
-        if self.pooling == "auto":
-            return "mean" if self.pretrained is not None else "cls"
-        return self.pooling
-
-    def _long_texts(self):
-        if self.long_texts == "auto":
-            return "chunks" if self.pretrained is not None else "head_tail"
-        return self.long_texts
-
-    def _start_network(self, config, rng, weights=None):
-        super()._start_network(config, rng, weights)
-        checkpoint = self._cache.pop("checkpoint", None)
-        if checkpoint is not None:  # the encoder starts from the checkpoint; the head (and bag) from scratch
-            for name, value in checkpoint.weights.items():
-                self._weights[name][...] = value
 
     def _read_validation_data(self, validation_data):
         X_val, y_val = validation_pair(validation_data)

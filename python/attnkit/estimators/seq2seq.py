@@ -10,9 +10,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from attnkit import ops
 from attnkit._validation import Interval, Options
-from attnkit.estimators._base import NetworkEstimator, Samples, validation_pair
 from attnkit.estimators._jobs import fit_context, threaded
 from attnkit.estimators._token_input import IDS, text_tokenizer
+from attnkit.estimators._trainable import Samples, TrainableEstimator, validation_pair
 from attnkit.io import register_estimator, to_json
 from attnkit.nn import CrossEntropyLoss, decoding
 from attnkit.nn.encoder_decoder import EncoderDecoder
@@ -28,7 +28,7 @@ RELATIVE_WINDOW = 16  # clipping distance of positional="relative"
 
 
 @register_estimator
-class Seq2SeqTransformer(NetworkEstimator):
+class Seq2SeqTransformer(TrainableEstimator):
     """Sequence-to-sequence transformer trained on pairs of strings: rewriting, transliteration,
     translation, grapheme-to-phoneme, short summaries.
 
@@ -460,7 +460,7 @@ class Seq2SeqTransformer(NetworkEstimator):
                 "subword_sizes": {"source": self.max_source_features, "target": self.max_target_features},
                 "max_source_len": int(self.max_source_len), "max_target_len": int(self.max_target_len)}
 
-    def _read_training_data(self, X, y, sample_weight, *, reset, classes, incremental):
+    def _read_training_data(self, X, y, sample_weight, *, start, reset, classes, incremental):
         if y is None:
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None")
         sources = self._read_tokens(X, reset=reset)
@@ -485,7 +485,7 @@ class Seq2SeqTransformer(NetworkEstimator):
         self._writes_unk: bool = (not reset and self._writes_unk) or any(unk in t for _, t in pairs)
         return Samples(pairs, np.array([len(s) + len(t) for s, t in pairs], dtype=np.int64))
 
-    def _new_network_config(self, samples):
+    def _new_network_config(self, samples, start):
         d_enc, d_dec = self.encoder_d_model or self.d_model, self.decoder_d_model or self.d_model
         return {
             "source_vocab_size": len(self.source_vocabulary_), "target_vocab_size": len(self.target_vocabulary_),
