@@ -645,7 +645,7 @@ class Seq2SeqTransformer(TrainableEstimator):
         arrays = {"weights": groups["model"], **({"optimizer": groups["optimizer"]} if "optimizer" in groups else {})}
         route = {"kind": "text", "tokenizer": tokenizer.kind, "lowercase": tokenizer.lowercase, "padding_id": 0,
                  "max_source_len": int(self.max_source_len), "max_target_len": int(self.max_target_len)}
-        return arrays, {"network": self._new_network_config(None), "network_seed": config["model_seed"],
+        return arrays, {"network": self._new_network_config(None, None), "network_seed": config["model_seed"],
                         "training": to_json(training), "input": route, "tokenizer": config["tokenizer"],
                         "source_vocabulary": config["source_vocabulary"],
                         "target_vocabulary": config["target_vocabulary"]}
