@@ -21,6 +21,7 @@ def scaled_dot_product_attention(
     mask=None,
     key_lengths=None,
     causal=False,
+    window=None,
     bias=None,
     scale=None,
     return_weights=False,
@@ -50,6 +51,9 @@ def scaled_dot_product_attention(
         broadcast batch dims, aligned from the left. Values in ``[0, Nk]``.
     causal : bool, default=False
         Query ``i`` sees key ``j`` iff ``j <= i + Nk - Nq``.
+    window : (left, right), optional
+        Query ``i`` sees key ``j`` iff ``i' - left <= j <= i' + right``, ``i' = i + Nk - Nq``; a side of
+        None is unbounded.
     bias : array_like of float, optional
         Broadcastable to ``(..., Nq, Nk)``; added to the scaled logits.
     scale : float, optional
@@ -78,7 +82,7 @@ def scaled_dot_product_attention(
         *(a.shape[:-2] for a in (q, k, v)), *(a.shape[:-2] for a in extras)
     )
     visible = attention_mask(
-        nq, nk, mask=mask, key_lengths=key_lengths, causal=causal, batch_shape=batch_shape
+        nq, nk, mask=mask, key_lengths=key_lengths, causal=causal, window=window, batch_shape=batch_shape
     )
 
     q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
@@ -124,7 +128,7 @@ def packed_attention(q, k, v, lengths, *, n_heads, causal=False, scale=None):
 
 
 def scaled_dot_product_attention_backward(dout, q, k, v, out=None, lse=None, *, mask=None, key_lengths=None,
-                                          causal=False, bias=None, scale=None, bias_grad=False):
+                                          causal=False, window=None, bias=None, scale=None, bias_grad=False):
     r"""Gradients of exact attention, from the full weight matrix (``out`` and ``lse`` are unused).
 
     .. math::
@@ -138,8 +142,8 @@ def scaled_dot_product_attention_backward(dout, q, k, v, out=None, lse=None, *, 
     d = q.shape[-1]
     scale = 1.0 / np.sqrt(d) if scale is None else float(scale)
     _, w = scaled_dot_product_attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), mask=mask,
-                                        key_lengths=key_lengths, causal=causal, bias=bias, scale=scale,
-                                        return_weights=True)
+                                        key_lengths=key_lengths, causal=causal, window=window, bias=bias,
+                                        scale=scale, return_weights=True)
     dout = np.asarray(dout, dtype=np.float64)
     q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
     dv = np.swapaxes(w, -1, -2) @ dout
