@@ -64,6 +64,23 @@ void attention(const py::tuple& q, const py::tuple& k, const py::tuple& v, const
 }
 
 template <class T>
+void argmax_attention(const py::tuple& q, const py::tuple& k, const py::tuple& v, const py::object& mask,
+                      const py::object& bias, const py::object& key_lengths, bool causal, std::int64_t window_left,
+                      std::int64_t window_right, double scale, CArray<T> out) {
+  require(out.ndim() == 3, "out must be (batch, nq, dv)");
+  const auto batch = out.shape(0), nq = out.shape(1), dv = out.shape(2);
+  const auto qa = q[0].cast<py::array>(), ka = k[0].cast<py::array>();
+  require(qa.ndim() >= 2 && ka.ndim() >= 2, "q and k must be at least 2-D");
+  const auto d = qa.shape(qa.ndim() - 1), nk = ka.shape(ka.ndim() - 2);
+  require(qa.shape(qa.ndim() - 2) == nq && ka.shape(ka.ndim() - 1) == d, "q/k/out shapes disagree");
+  AttentionArgs<T> a = attention_args<T>(q, k, v, mask, bias, key_lengths, causal, window_left, window_right, scale,
+                                         batch, nq, nk, d, dv);
+  a.out = out.mutable_data();
+  py::gil_scoped_release release;
+  active_kernels().get<T>().argmax_attention(a);
+}
+
+template <class T>
 void attention_weights(const py::tuple& q, const py::tuple& k, const py::object& mask,
                        const py::object& bias, const py::object& key_lengths, bool causal,
                        std::int64_t window_left, std::int64_t window_right, double scale, CArray<T> lse,
@@ -164,6 +181,9 @@ void bind_attention(py::module_& m) {
           py::arg("bias"), py::arg("key_lengths"), py::arg("causal"),
           py::arg("window_left"), py::arg("window_right"), py::arg("scale"),
           py::arg("out").noconvert(), py::arg("lse"));
+    m.def("argmax_attention", &argmax_attention<T>, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"),
+          py::arg("bias"), py::arg("key_lengths"), py::arg("causal"), py::arg("window_left"),
+          py::arg("window_right"), py::arg("scale"), py::arg("out").noconvert());
     m.def("attention_weights", &attention_weights<T>, py::arg("q"), py::arg("k"), py::arg("mask"),
           py::arg("bias"), py::arg("key_lengths"), py::arg("causal"),
           py::arg("window_left"), py::arg("window_right"), py::arg("scale"),

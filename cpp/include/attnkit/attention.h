@@ -32,6 +32,10 @@ struct AttentionArgs {
   T* lse = nullptr;  // optional output, (batch, nq)
 };
 
+// Argmax ("hard") attention takes AttentionArgs too (v, out; lse, query_length and out_offset unused):
+//   out[b, i, :] = v[b, j*, :],  j* the visible key of the largest scale * q.k + bias (the lowest such j),
+// zeros where no visible key has a logit above -inf, NaN where a visible logit is NaN.
+
 // weights[b, i, j] = exp(scale * q.k + bias - lse[b, i]) at visible keys, 0 elsewhere: (batch, nq, nk).
 template <class T>
 struct AttentionWeightsArgs {
