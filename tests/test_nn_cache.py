@@ -186,3 +186,22 @@ def test_cross_attention_of_linear_attention_reorders_its_sums():
     q = rng.standard_normal((2, H, D))
     expected = LinearAttentionState.from_keys(keys[[2, 2]], values[[2, 2]]).attend(q)
     np.testing.assert_allclose(new.state.attend(q), expected, rtol=1e-12)
+
+
+def test_a_window_keeps_the_last_positions_in_rolling_slots():
+    rng = np.random.default_rng(7)
+    keys, values = _positions(rng, 8)
+    cache = SelfAttentionCache(B, 1, window=2)  # 3 slots, grown 1 -> 2 -> 3 and never again
+    for t in range(8):
+        cache.append(keys[:, :, t : t + 1], values[:, :, t : t + 1])
+        k, v = cache.keys_values()
+        kept = min(t + 1, 3)
+        assert cache.kept() == kept and k.shape[2] == kept and k.base.shape[2] <= 3
+        order = cache.slot_order()  # slot -> rank among the kept positions (oldest first)
+        np.testing.assert_array_equal(k[:, :, np.argsort(order)], keys[:, :, t + 1 - kept : t + 1])
+        np.testing.assert_array_equal(v[:, :, np.argsort(order)], values[:, :, t + 1 - kept : t + 1])
+    # position t sits in slot t mod 3: positions 5, 6, 7 in slots 2, 0, 1
+    np.testing.assert_array_equal(cache.slot_order(), [1, 2, 0])
+    copy = cache.reorder(np.array([1, 0]))
+    np.testing.assert_array_equal(copy.keys_values()[0], cache.keys_values()[0][[1, 0]])
+    assert copy.window == 2 and copy.length == 8

@@ -173,3 +173,44 @@ def _train_counting(seed, norm_first, steps=150):
 @pytest.mark.parametrize("norm_first", [True, False])
 def test_tiny_language_model_learns_to_count(norm_first):
     assert _train_counting(0, norm_first) > 0.95
+
+
+@pytest.mark.parametrize("window", [0, 1, 3, 20])
+@pytest.mark.parametrize("relative", [None, 2])
+def test_a_window_drops_the_far_past_in_training_and_in_cached_decoding(window, relative):
+    rng = np.random.default_rng(11)
+    decoder = nn.CausalDecoder(2, 8, 2, 16, rng, relative_positions=relative, window=window).astype(np.float64)
+    x = rng.standard_normal((2, 12, 8))
+    full = decoder.forward(x)[0]
+    # Position t reads positions t - window .. t in every layer: with 2 layers, nothing before t - 2 window.
+    changed = x.copy()
+    changed[:, :4] = rng.standard_normal((2, 4, 8))
+    first_blind = 4 + 2 * window
+    np.testing.assert_array_equal(decoder.forward(changed)[0][:, first_blind:], full[:, first_blind:])
+    cache = decoder.start(2, capacity=1)
+    steps = [decoder.step(x[:, t : t + 1], cache)[0] for t in range(12)]
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), full, rtol=1e-12, atol=1e-13)
+    for layer_cache in cache.layers:  # the rolling buffers hold window + 1 positions, however long the decoding
+        keys, _ = layer_cache.keys_values()
+        assert keys.shape[2] == min(window + 1, 12) and keys.base.shape[2] <= window + 1
+    cache = decoder.reorder(cache, np.array([1, 1, 0]))
+    more = decoder.step(x[[1, 1, 0], 0:1], cache)[0]
+    reference = decoder.forward(np.concatenate([x[[1, 1, 0]], x[[1, 1, 0], 0:1]], axis=1))[0][:, -1:]
+    np.testing.assert_allclose(more, reference, rtol=1e-12, atol=1e-13)
+
+
+def test_window_gradients_and_errors():
+    rng = np.random.default_rng(12)
+    decoder = nn.CausalDecoder(1, 8, 2, 16, rng, dropout=0.0, window=2).astype(np.float64)
+    x = rng.standard_normal((2, 7, 8))
+    out, cache = decoder.forward(x, True)
+    w = rng.standard_normal(out.shape)
+    decoder.zero_grad()
+    dx = decoder.backward(w, cache)
+    check_grad(lambda x: float(np.sum(decoder.forward(x, True)[0] * w)), {"x": x}, {"x": dx}, rtol=1e-5, atol=1e-8)
+    with pytest.raises(ValueError, match="window needs attention='softmax'"):
+        nn.CausalDecoder(1, 8, 2, 16, rng, attention="linear", window=2)
+    with pytest.raises(ValueError, match="window"):
+        nn.CausalDecoder(1, 8, 2, 16, rng, window=-1)
+    with pytest.raises(TypeError, match="window"):
+        nn.CausalDecoder(1, 8, 2, 16, rng, window=2.5)

@@ -54,6 +54,7 @@ def visibility(problem, batch_shape):
         mask=problem["mask"],
         key_lengths=problem["key_lengths"],
         causal=problem["causal"],
+        window=problem["window"],
         batch_shape=batch_shape,
     )
 
@@ -86,7 +87,7 @@ def test_return_weights(isa, problem):
     assert_allclose(out, ops.scaled_dot_product_attention(**problem), magnitude=size)
 
 
-@given(problem=attention_problems(causal=False, key_lengths=False), data=st.data())
+@given(problem=attention_problems(causal=False, windows=False, key_lengths=False), data=st.data())
 def test_permuting_keys_and_values_together(isa, problem, data):
     perm = np.array(data.draw(st.permutations(range(problem["k"].shape[-2]))), dtype=np.intp)
     permuted = dict(problem, k=problem["k"][..., perm, :], v=problem["v"][..., perm, :])
@@ -291,6 +292,8 @@ def _names(argument, shape=None):
         (_kwargs(q=(2, 3, 4), key_lengths=np.array([-1, 2])), "key_lengths", None),
         (_kwargs(q=(2, 3, 4), key_lengths=np.array([6, 2])), "key_lengths", None),
         (_kwargs(key_lengths=6), "key_lengths", None),
+        (_kwargs(window=(-1, 2)), "window", None),
+        (_kwargs(window=(0, -3)), "window", None),
         (_kwargs(scale=np.nan), "scale", None),
         (_kwargs(scale=np.inf), "scale", None),
     ],
@@ -319,8 +322,28 @@ def test_rejects_non_float_inputs(argument, dtype):
         ({"key_lengths": np.array([2.0])}, "key_lengths"),
         ({"key_lengths": np.array([True])}, "key_lengths"),
         ({"scale": "0.5"}, "scale"),
+        ({"window": 3}, "window"),
+        ({"window": (1, 2, 3)}, "window"),
+        ({"window": (1.5, 2)}, "window"),
+        ({"window": (True, 0)}, "window"),
     ],
 )
 def test_rejects_bad_option_types(extra, argument):
     with pytest.raises(TypeError, match=_names(argument)):
         ops.scaled_dot_product_attention(**_kwargs(**extra))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("nq", "nk", "w"), [(1, 1, 0), (40, 40, 5), (7, 300, 64), (300, 300, 0), (200, 200, 199)])
+def test_a_causal_window_reads_the_last_w_plus_one_keys(isa, dtype, nq, nk, w):
+    # "Dropping the far past": query i sees keys i' - w .. i' (i' = i + nk - nq), computed here one query at
+    # a time on exactly those keys.
+    rng = np.random.default_rng(nq + nk + w)
+    q, k, v = (rng.standard_normal((2, n, 16)).astype(dtype) for n in (nq, nk, nk))
+    got = ops.scaled_dot_product_attention(q, k, v, causal=True, window=(w, 0))
+    for i in range(nq):
+        position = i + nk - nq
+        keys = slice(max(0, position - w), position + 1)
+        one = ops.scaled_dot_product_attention(q[:, i:i + 1], k[:, keys], v[:, keys])
+        np.testing.assert_allclose(got[:, i:i + 1], one, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-6)
+

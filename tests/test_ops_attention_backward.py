@@ -37,13 +37,18 @@ def _problem(seed, kind):
     rng = np.random.default_rng(seed)
     nq, nk = {"causal_short_q": (5, 9), "causal_long_q": (9, 5)}.get(kind, (7, 7))
     p = dict(q=rng.standard_normal((2, 2, nq, 4)), k=rng.standard_normal((2, 1, nk, 4)),
-             v=rng.standard_normal((2, 2, nk, 3)), mask=None, key_lengths=None, causal=False, bias=None)
+             v=rng.standard_normal((2, 2, nk, 3)), mask=None, key_lengths=None, causal=False, window=None,
+             bias=None)
     if kind == "mask":
         p["mask"] = rng.random((2, 1, nq, nk)) < 0.6
     elif kind == "padding_mask":
         p["mask"] = np.arange(nk) < np.array([3, 7])[:, None, None, None]
     elif kind == "key_lengths":
         p["key_lengths"] = np.array([0, 5])
+    elif kind == "window":
+        p["window"] = (2, 1)
+    elif kind == "causal_window":
+        p.update(causal=True, window=(2, 0), key_lengths=np.array([6, 4]))
     elif kind.startswith("causal"):
         p["causal"] = True
     elif kind == "bias":
@@ -55,14 +60,14 @@ def _problem(seed, kind):
 
 
 @pytest.mark.parametrize("kind", ["none", "mask", "padding_mask", "key_lengths", "causal_short_q", "causal_long_q",
-                                  "bias", "all"])
+                                  "window", "causal_window", "bias", "all"])
 def test_finite_differences(isa, kind):
     problem, w = _problem(1, kind)
     out, lse = ops.scaled_dot_product_attention(**problem, return_lse=True)
     grads = ops.scaled_dot_product_attention_backward(w, out=out, lse=lse, bias_grad=problem["bias"] is not None,
                                                       **problem)
     names = ["q", "k", "v"] + (["bias"] if problem["bias"] is not None else [])
-    fixed = {n: problem[n] for n in ("mask", "key_lengths", "causal")}
+    fixed = {n: problem[n] for n in ("mask", "key_lengths", "causal", "window")}
 
     def loss(q, k, v, bias):
         return float(np.sum(ops.scaled_dot_product_attention(q, k, v, bias=bias, **fixed) * w))

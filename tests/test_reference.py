@@ -63,6 +63,18 @@ def test_causal_offset_bottom_right():
     assert_array_equal(reference.attention_mask(3, 3, causal=True), np.tri(3, dtype=bool))
 
 
+def test_a_window_is_a_band_around_the_end_aligned_position():
+    # (left, right) = (1, 1) on 4 x 4: a tridiagonal band; causal keeps its lower half.
+    band = np.array([[1, 1, 0, 0], [1, 1, 1, 0], [0, 1, 1, 1], [0, 0, 1, 1]], bool)
+    assert_array_equal(reference.attention_mask(4, 4, window=(1, 1)), band)
+    assert_array_equal(reference.attention_mask(4, 4, window=(1, 1), causal=True), band & np.tri(4, dtype=bool))
+    # 2 queries after 4 cached keys (positions 4 and 5 of 6), each its own key and the one before.
+    assert_array_equal(reference.attention_mask(2, 6, window=(1, None), causal=True),
+                       [[0, 0, 0, 1, 1, 0], [0, 0, 0, 0, 1, 1]])
+    assert_array_equal(reference.attention_mask(3, 3, window=(None, None)), np.ones((3, 3), bool))
+    assert_array_equal(reference.attention_mask(3, 3, window=(0, None)), np.triu(np.ones((3, 3), bool)))
+
+
 def test_rows_with_nothing_visible_are_zero():
     rng = np.random.default_rng(0)
     q, k, v = rng.normal(size=(3, 2)), rng.normal(size=(2, 2)), rng.normal(size=(2, 5))
@@ -119,16 +131,21 @@ def test_mask_key_lengths_and_causal_combine():
     assert_array_equal(visible[1], [[1, 0, 0], [1, 0, 0], [1, 0, 1]])
 
 
-@given(nq=st.integers(0, 9), nk=st.integers(0, 9), causal=st.booleans(), data=st.data())
-def test_attention_mask_is_the_visibility_rule(nq, nk, causal, data):
+@given(nq=st.integers(0, 9), nk=st.integers(0, 9), causal=st.booleans(),
+       window=st.none() | st.tuples(st.none() | st.integers(0, 10), st.none() | st.integers(0, 10)), data=st.data())
+def test_attention_mask_is_the_visibility_rule(nq, nk, causal, window, data):
     # The rule attention_mask states once (first_key(i) <= j < end_key(i)), against the conditions
-    # written out one by one for every (b, i, j): key length, causal end-aligned, mask.
+    # written out one by one for every (b, i, j): key length, causal end-aligned, window, mask.
     lengths = np.array(data.draw(st.lists(st.integers(0, nk), min_size=2, max_size=2)))
     mask = np.array(data.draw(st.lists(st.booleans(), min_size=nk, max_size=nk)), dtype=bool)
-    visible = reference.attention_mask(nq, nk, mask=mask, key_lengths=lengths, causal=causal, batch_shape=(2,))
+    visible = reference.attention_mask(nq, nk, mask=mask, key_lengths=lengths, causal=causal, window=window,
+                                       batch_shape=(2,))
+    left, right = window or (None, None)
     expected = np.zeros((2, nq, nk), dtype=bool)
     for b, i, j in np.ndindex(expected.shape):
-        expected[b, i, j] = j < lengths[b] and (not causal or j <= i + nk - nq) and mask[j]
+        position = i + nk - nq
+        expected[b, i, j] = (j < lengths[b] and (not causal or j <= position) and mask[j]
+                             and (left is None or j >= position - left) and (right is None or j <= position + right))
     assert_array_equal(visible, expected)
 
 

@@ -24,6 +24,8 @@ void attention(const AttentionArgs<T>& a);
 template <class T>
 void attention_weights(const AttentionWeightsArgs<T>& a);
 template <class T>
+void argmax_attention(const AttentionArgs<T>& a);
+template <class T>
 void attention_backward(const AttentionBackwardArgs<T>& a);
 template <class T>
 void positions(const PositionsArgs<T>& a);

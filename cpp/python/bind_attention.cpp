@@ -13,7 +13,8 @@ namespace {
 template <class T>
 AttentionArgs<T> attention_args(const py::tuple& q, const py::tuple& k, const py::object& v,
                                 const py::object& mask, const py::object& bias,
-                                const py::object& key_lengths, bool causal, double scale,
+                                const py::object& key_lengths, bool causal, std::int64_t window_left,
+                                std::int64_t window_right, double scale,
                                 std::int64_t batch, std::int64_t nq, std::int64_t nk, std::int64_t d,
                                 std::int64_t dv) {
   require(batch >= 0 && nq >= 0 && nk >= 0 && d >= 0 && dv >= 0, "sizes must be non-negative");
@@ -31,14 +32,17 @@ AttentionArgs<T> attention_args(const py::tuple& q, const py::tuple& k, const py
       require(kl.data()[b] >= 0 && kl.data()[b] <= nk, "key_lengths: values must lie in [0, nk]");
     a.key_length = kl.data();
   }
+  require(window_left >= -1 && window_right >= -1, "window sides must be >= 0, or -1 for unbounded");
   a.causal = causal;
+  a.window_left = window_left, a.window_right = window_right;
   a.scale = T(scale);
   return a;
 }
 
 template <class T>
 void attention(const py::tuple& q, const py::tuple& k, const py::tuple& v, const py::object& mask,
-               const py::object& bias, const py::object& key_lengths, bool causal, double scale,
+               const py::object& bias, const py::object& key_lengths, bool causal, std::int64_t window_left,
+               std::int64_t window_right, double scale,
                CArray<T> out, const py::object& lse) {
   require(out.ndim() == 3, "out must be (batch, nq, dv)");
   const auto batch = out.shape(0), nq = out.shape(1), dv = out.shape(2);
@@ -46,7 +50,8 @@ void attention(const py::tuple& q, const py::tuple& k, const py::tuple& v, const
   require(qa.ndim() >= 2 && ka.ndim() >= 2, "q and k must be at least 2-D");
   const auto d = qa.shape(qa.ndim() - 1), nk = ka.shape(ka.ndim() - 2);
   require(qa.shape(qa.ndim() - 2) == nq && ka.shape(ka.ndim() - 1) == d, "q/k/out shapes disagree");
-  AttentionArgs<T> a = attention_args<T>(q, k, v, mask, bias, key_lengths, causal, scale, batch, nq, nk, d, dv);
+  AttentionArgs<T> a = attention_args<T>(q, k, v, mask, bias, key_lengths, causal, window_left, window_right, scale,
+                                         batch, nq, nk, d, dv);
   a.out = out.mutable_data();
   CArray<T> lse_arr;
   if (!lse.is_none()) {
@@ -59,9 +64,27 @@ void attention(const py::tuple& q, const py::tuple& k, const py::tuple& v, const
 }
 
 template <class T>
+void argmax_attention(const py::tuple& q, const py::tuple& k, const py::tuple& v, const py::object& mask,
+                      const py::object& bias, const py::object& key_lengths, bool causal, std::int64_t window_left,
+                      std::int64_t window_right, double scale, CArray<T> out) {
+  require(out.ndim() == 3, "out must be (batch, nq, dv)");
+  const auto batch = out.shape(0), nq = out.shape(1), dv = out.shape(2);
+  const auto qa = q[0].cast<py::array>(), ka = k[0].cast<py::array>();
+  require(qa.ndim() >= 2 && ka.ndim() >= 2, "q and k must be at least 2-D");
+  const auto d = qa.shape(qa.ndim() - 1), nk = ka.shape(ka.ndim() - 2);
+  require(qa.shape(qa.ndim() - 2) == nq && ka.shape(ka.ndim() - 1) == d, "q/k/out shapes disagree");
+  AttentionArgs<T> a = attention_args<T>(q, k, v, mask, bias, key_lengths, causal, window_left, window_right, scale,
+                                         batch, nq, nk, d, dv);
+  a.out = out.mutable_data();
+  py::gil_scoped_release release;
+  active_kernels().get<T>().argmax_attention(a);
+}
+
+template <class T>
 void attention_weights(const py::tuple& q, const py::tuple& k, const py::object& mask,
                        const py::object& bias, const py::object& key_lengths, bool causal,
-                       double scale, CArray<T> lse, CArray<T> weights) {
+                       std::int64_t window_left, std::int64_t window_right, double scale, CArray<T> lse,
+                       CArray<T> weights) {
   require(weights.ndim() == 3, "weights must be (batch, nq, nk)");
   const auto batch = weights.shape(0), nq = weights.shape(1), nk = weights.shape(2);
   const auto qa = q[0].cast<py::array>();
@@ -69,7 +92,8 @@ void attention_weights(const py::tuple& q, const py::tuple& k, const py::object&
   const auto d = qa.shape(qa.ndim() - 1);
   require(lse.ndim() == 2 && lse.shape(0) == batch && lse.shape(1) == nq, "lse must be (batch, nq)");
   AttentionWeightsArgs<T> w;
-  w.attn = attention_args<T>(q, k, py::none(), mask, bias, key_lengths, causal, scale, batch, nq, nk, d, 0);
+  w.attn = attention_args<T>(q, k, py::none(), mask, bias, key_lengths, causal, window_left, window_right, scale, batch,
+                             nq, nk, d, 0);
   w.attn.lse = lse.mutable_data();
   w.weights = weights.mutable_data();
   py::gil_scoped_release release;
@@ -78,7 +102,8 @@ void attention_weights(const py::tuple& q, const py::tuple& k, const py::object&
 
 template <class T>
 void attention_backward(const py::tuple& q, const py::tuple& k, const py::tuple& v, const py::object& mask,
-                        const py::object& bias, const py::object& key_lengths, bool causal, double scale,
+                        const py::object& bias, const py::object& key_lengths, bool causal, std::int64_t window_left,
+               std::int64_t window_right, double scale,
                         CArray<T> lse, CArray<T> dout, CArray<T> delta, CArray<T> dq, CArray<T> dk, CArray<T> dv,
                         const py::object& dbias) {
   require(dq.ndim() == 3 && dk.ndim() == 3 && dv.ndim() == 3, "dq, dk, dv must be 3-D");
@@ -90,7 +115,8 @@ void attention_backward(const py::tuple& q, const py::tuple& k, const py::tuple&
   require(lse.ndim() == 2 && lse.shape(0) == batch && lse.shape(1) == nq, "lse must be (batch, nq)");
   require(delta.ndim() == 2 && delta.shape(0) == batch && delta.shape(1) == nq, "delta must be (batch, nq)");
   AttentionBackwardArgs<T> g;
-  g.attn = attention_args<T>(q, k, v, mask, bias, key_lengths, causal, scale, batch, nq, nk, d, dvw);
+  g.attn = attention_args<T>(q, k, v, mask, bias, key_lengths, causal, window_left, window_right, scale, batch, nq,
+                             nk, d, dvw);
   g.attn.lse = const_cast<T*>(lse.data());  // read only: the forward's output slot, reused
   g.dout = dout.data();
   g.delta = delta.data();
@@ -113,7 +139,8 @@ void attention_backward(const py::tuple& q, const py::tuple& k, const py::tuple&
 // v and out at the operands' offsets); rows past an item's length are neither read nor written.
 template <class T>
 void packed_attention(const py::tuple& q, const py::tuple& k, const py::tuple& v, Offsets lengths,
-                      bool causal, double scale, std::int64_t d, std::int64_t dv, CArray<T> out,
+                      bool causal, std::int64_t window_left, std::int64_t window_right, double scale,
+                      std::int64_t d, std::int64_t dv, CArray<T> out,
                       Offsets out_offsets) {
   require(lengths.ndim() == 1, "lengths must be 1-D");
   const std::int64_t batch = lengths.shape(0);
@@ -137,7 +164,9 @@ void packed_attention(const py::tuple& q, const py::tuple& k, const py::tuple& v
   a.out_row_stride = o.row_stride;
   a.key_length = n;
   a.query_length = n;
+  require(window_left >= -1 && window_right >= -1, "window sides must be >= 0, or -1 for unbounded");
   a.causal = causal;
+  a.window_left = window_left, a.window_right = window_right;
   a.scale = T(scale);
   py::gil_scoped_release release;
   active_kernels().get<T>().attention(a);
@@ -149,17 +178,24 @@ void bind_attention(py::module_& m) {
   for_each_dtype([&m](auto tag) {
     using T = typename decltype(tag)::type;
     m.def("attention", &attention<T>, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"),
-          py::arg("bias"), py::arg("key_lengths"), py::arg("causal"), py::arg("scale"),
+          py::arg("bias"), py::arg("key_lengths"), py::arg("causal"),
+          py::arg("window_left"), py::arg("window_right"), py::arg("scale"),
           py::arg("out").noconvert(), py::arg("lse"));
+    m.def("argmax_attention", &argmax_attention<T>, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"),
+          py::arg("bias"), py::arg("key_lengths"), py::arg("causal"), py::arg("window_left"),
+          py::arg("window_right"), py::arg("scale"), py::arg("out").noconvert());
     m.def("attention_weights", &attention_weights<T>, py::arg("q"), py::arg("k"), py::arg("mask"),
-          py::arg("bias"), py::arg("key_lengths"), py::arg("causal"), py::arg("scale"),
+          py::arg("bias"), py::arg("key_lengths"), py::arg("causal"),
+          py::arg("window_left"), py::arg("window_right"), py::arg("scale"),
           py::arg("lse").noconvert(), py::arg("weights").noconvert());
     m.def("attention_backward", &attention_backward<T>, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"),
-          py::arg("bias"), py::arg("key_lengths"), py::arg("causal"), py::arg("scale"), py::arg("lse").noconvert(),
+          py::arg("bias"), py::arg("key_lengths"), py::arg("causal"),
+          py::arg("window_left"), py::arg("window_right"), py::arg("scale"), py::arg("lse").noconvert(),
           py::arg("dout").noconvert(), py::arg("delta").noconvert(), py::arg("dq").noconvert(),
           py::arg("dk").noconvert(), py::arg("dv").noconvert(), py::arg("dbias"));
     m.def("packed_attention", &packed_attention<T>, py::arg("q"), py::arg("k"), py::arg("v"),
-          py::arg("lengths").noconvert(), py::arg("causal"), py::arg("scale"), py::arg("d"), py::arg("dv"),
+          py::arg("lengths").noconvert(), py::arg("causal"), py::arg("window_left"),
+          py::arg("window_right"), py::arg("scale"), py::arg("d"), py::arg("dv"),
           py::arg("out").noconvert(), py::arg("out_offsets").noconvert());
   });
 }

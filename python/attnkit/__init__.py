@@ -19,6 +19,7 @@ from attnkit.estimators import RandomFourierFeatures, Seq2SeqTransformer, Transf
 from attnkit.io import load
 from attnkit.ops import (
     LinearAttentionState,
+    argmax_attention,
     linear_attention,
     log_softmax,
     random_fourier_features,
@@ -34,6 +35,7 @@ __all__ = [
     "TransformerClassifier",
     "TransformerEmbedder",
     "__version__",
+    "argmax_attention",
     "feature_maps",
     "get_num_threads",
     "linear_attention",

@@ -1,7 +1,7 @@
 // Scaled dot-product attention, tiled with an online softmax (no Nq x Nk buffer):
 //   out[b, i, :] = sum_j softmax_j(scale * q[b,i].k[b,j] + bias[b,i,j]) v[b, j, :]
-// over the keys j visible to query i: j < key_length[b], mask[b, i, j] != 0 and, if causal,
-// j <= i + (nk - nq).  q: (batch, nq, d), k: (batch, nk, d), v: (batch, nk, dv), out: (batch, nq, dv)
+// over the keys j visible to query i: j < key_length[b], mask[b, i, j] != 0, if causal
+// j <= i + (nk - nq), and within a window i + (nk - nq) - window_left <= j <= i + (nk - nq) + window_right.  q: (batch, nq, d), k: (batch, nk, d), v: (batch, nk, dv), out: (batch, nq, dv)
 // contiguous, lse: (batch, nq) log-sum-exp of the visible logits (-inf where nothing is visible; such
 // rows output zeros).
 #pragma once
@@ -22,12 +22,19 @@ struct AttentionArgs {
   // computed nor written, so items of different lengths can be packed end to end in q and out.
   const std::int64_t* query_length = nullptr;
   bool causal = false;
+  // A sliding window around each query's end-aligned position i + (nk - nq): keys at most window_left
+  // before it and window_right after it; -1 leaves that side unbounded.
+  std::int64_t window_left = -1, window_right = -1;
   T scale = T(1);
   T* out = nullptr;  // (batch, nq, dv) contiguous, unless out_offset is set:
   const std::int64_t* out_offset = nullptr;  // optional: row i of item b at out + out_offset[b] + i * out_row_stride
   std::int64_t out_row_stride = 0;
   T* lse = nullptr;  // optional output, (batch, nq)
 };
+
+// Argmax ("hard") attention takes AttentionArgs too (v, out; lse, query_length and out_offset unused):
+//   out[b, i, :] = v[b, j*, :],  j* the visible key of the largest scale * q.k + bias (the lowest such j),
+// zeros where no visible key has a logit above -inf, NaN where a visible logit is NaN.
 
 // weights[b, i, j] = exp(scale * q.k + bias - lse[b, i]) at visible keys, 0 elsewhere: (batch, nq, nk).
 template <class T>

@@ -39,6 +39,7 @@ struct TypedKernels {
   void (*matmul)(const MatmulArgs<T>&);
   void (*adamw_update)(const AdamWArgs<T>&);
   void (*sum_of_squares)(const SumOfSquaresArgs<T>&);
+  void (*argmax_attention)(const AttentionArgs<T>&);
 };
 
 struct KernelTable {

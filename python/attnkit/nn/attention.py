@@ -50,10 +50,13 @@ class MultiHeadAttention(Module):
         ``forward(1, nk, offset=nk - 1)``, the bias of one query at position nk - 1. Softmax attention only.
     n_features : int, default=128
         Random features of Performer attention.
+    window : int, optional
+        A sliding window: query i sees at most ``window`` keys before its position (and, unless ``causal``,
+        after it); :meth:`step` then keeps ``window + 1`` positions in a rolling cache. Softmax attention only.
     """
 
     def __init__(self, d_model, n_heads, rng, *, d_context=None, d_head=None, attention="softmax", causal=False,
-                 position_bias=None, n_features=128):
+                 position_bias=None, n_features=128, window=None):
         super().__init__()
         d_model = check_int(d_model, "d_model", minimum=1)
         n_heads = check_int(n_heads, "n_heads", minimum=1)
@@ -68,8 +71,12 @@ class MultiHeadAttention(Module):
         if position_bias is not None and attention != "softmax":
             raise ValueError(f"position_bias needs attention='softmax' (a logit bias has no meaning for "
                              f"{attention!r} attention)")
+        if window is not None:
+            window = check_int(window, "window", minimum=0)
+            if attention != "softmax":
+                raise ValueError(f"window needs attention='softmax', got {attention!r}")
         self.d_model, self.n_heads, self.d_head, self.d_context = d_model, n_heads, d_head, d_context
-        self.attention, self.causal = attention, bool(causal)
+        self.attention, self.causal, self.window = attention, bool(causal), window
         inner = n_heads * d_head
         for name, fan_in, fan_out in (("wq", d_model, inner), ("wk", d_context, inner), ("wv", d_context, inner),
                                       ("wo", inner, d_model)):
@@ -121,6 +128,8 @@ class MultiHeadAttention(Module):
         if self.position_bias is not None:
             bias, bias_cache = self.position_bias.forward(q.shape[-2], k.shape[-2])
         kw = dict(key_lengths=key_lengths, causal=self.causal, return_context=True)
+        if self.window is not None:
+            kw["window"] = (self.window, 0 if self.causal else self.window)
         weights = None
         if self.attention == "softmax":
             if return_weights:
@@ -179,7 +188,7 @@ class MultiHeadAttention(Module):
         batch_size = check_int(batch_size, "batch_size", minimum=1)
         capacity = check_int(capacity, "capacity", minimum=1)
         state = None if self.feature_map is None else ops.LinearAttentionState(self.feature_map)
-        return SelfAttentionCache(batch_size, capacity, state)
+        return SelfAttentionCache(batch_size, capacity, state, window=self.window)
 
     def start_cross(self, context, *, key_lengths=None):
         """A cache of the keys and values of ``context`` (B, M, d_context), projected once, for :meth:`step`.
@@ -241,9 +250,11 @@ class MultiHeadAttention(Module):
             else:
                 cache.append(k, v)
                 keys, values = cache.keys_values()
-                bias = (None if self.position_bias is None
-                        else self.position_bias.forward(1, cache.length, offset=cache.length - 1)[0])
-                # One query after every cached key: nothing to mask, so no causal flag.
+                bias = None
+                if self.position_bias is not None:  # a bias by distance, for the keys in the cache's slot order
+                    kept = keys.shape[2]
+                    bias = self.position_bias.forward(1, kept, offset=kept - 1)[0][..., cache.slot_order()]
+                # One query after every cached key (all within a window): nothing to mask, so no causal flag.
                 heads = ops.scaled_dot_product_attention(q, keys, values, bias=bias)
         merged = heads.reshape(x.shape[0], self.n_heads * self.d_head)
         out = ops.matmul(merged, self.params["wo"], bias=self.params["bo"])

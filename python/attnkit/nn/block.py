@@ -57,6 +57,10 @@ class BlockConfig:
     """The norm: "layer" (:class:`LayerNorm`) or "rms" (:class:`RMSNorm`)."""
     norm_eps: float | None = None
     """The norms' eps (None: 1e-5 for LayerNorm, 1e-6 for RMSNorm; BERT checkpoints say 1e-12)."""
+    window: int | None = None
+    """Self-attention sees at most ``window`` positions before each query (and, unless causal, after it): the
+    sliding window that drops the far past of long generation (softmax attention only; decoding then keeps
+    ``window + 1`` positions per layer)."""
 
     def __post_init__(self):
         d_model, n_heads = check_int(self.d_model, "d_model", minimum=1), check_int(self.n_heads, "n_heads", minimum=1)
@@ -79,6 +83,11 @@ class BlockConfig:
             raise ValueError(f"norm must be one of {NORM_KINDS}, got {self.norm!r}")
         if self.norm_eps is not None and check_real(self.norm_eps, "norm_eps") < 0:
             raise ValueError(f"norm_eps must be >= 0, got {self.norm_eps}")
+        if self.window is not None:
+            check_int(self.window, "window", minimum=0)
+            if self.attention != "softmax":
+                raise ValueError(f"window needs attention='softmax', got {self.attention!r} (linear attention keeps "
+                                 "running sums of the whole past, which cannot drop a position)")
 
 
 class BlockCache(NamedTuple):
@@ -122,7 +131,8 @@ class TransformerBlock(Module):
                              "cross_attention=True")
         self.config, self.causal = config, check_bool(causal, "causal")
         self.self_attention = self._residual(_attention(config, rng, causal=self.causal,
-                                                        relative_positions=config.relative_positions), rng)
+                                                        relative_positions=config.relative_positions,
+                                                        window=config.window), rng)
         self.cross_attention = None
         if check_bool(cross_attention, "cross_attention"):
             self.cross_attention = self._residual(_attention(config, rng, causal=False, relative_positions=None,
@@ -203,9 +213,9 @@ class TransformerBlock(Module):
             raise ValueError("memory needs a block with cross-attention (cross_attention=True)")
 
 
-def _attention(config, rng, *, causal, relative_positions, d_context=None):
+def _attention(config, rng, *, causal, relative_positions, d_context=None, window=None):
     """A :class:`MultiHeadAttention` by ``config``, with a :class:`RelativePositionBias` of its own when
     ``relative_positions`` (the clipping distance) is given."""
     bias = None if relative_positions is None else RelativePositionBias(config.n_heads, relative_positions, rng)
     return MultiHeadAttention(config.d_model, config.n_heads, rng, d_context=d_context, attention=config.attention,
-                              causal=causal, position_bias=bias, n_features=config.n_features)
+                              causal=causal, position_bias=bias, n_features=config.n_features, window=window)

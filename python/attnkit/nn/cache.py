@@ -5,8 +5,10 @@ O(T^2) work per layer; with these caches each step only computes the new positio
 
 - :class:`SelfAttentionCache`: causal self-attention's past. Softmax attention keeps the projected
   keys and values of every position so far, in buffers of shape (B, H, capacity, d_head) that double
-  when full (amortised O(1) copying per step, never a concatenation per step); linear and Performer
-  attention keep only their running sums (a :class:`attnkit.ops.LinearAttentionState`), O(1) per step.
+  when full (amortised O(1) copying per step, never a concatenation per step), or, with a sliding
+  window of w, of the last w + 1 positions only (position t in slot t mod (w + 1): memory constant in
+  the generated length); linear and Performer attention keep only their running sums (a
+  :class:`attnkit.ops.LinearAttentionState`), O(1) per step.
 - :class:`CrossAttentionCache`: cross-attention's keys and values, projected from the encoder's output
   once (linear attention: their sums).
 - :class:`DecoderCache`: one entry per decoder layer: a (self-attention, cross-attention) pair for an
@@ -52,6 +54,8 @@ class SelfAttentionCache:
         Positions the key/value buffers hold before they first grow (softmax attention).
     state : LinearAttentionState, optional
         The running sums, for linear and Performer attention (then no buffers are kept).
+    window : int, optional
+        Keep only the last ``window + 1`` positions (a rolling buffer; softmax attention).
 
     Attributes
     ----------
@@ -59,30 +63,50 @@ class SelfAttentionCache:
         Positions decoded so far.
     """
 
-    def __init__(self, batch_size, capacity, state=None):
-        self.batch_size, self.capacity, self.state = batch_size, max(int(capacity), 1), state
+    def __init__(self, batch_size, capacity, state=None, *, window=None):
+        self.batch_size, self.capacity, self.state, self.window = batch_size, max(int(capacity), 1), state, window
+        if window is not None:
+            self.capacity = min(self.capacity, window + 1)
         self.length = 0
         self._keys: np.ndarray | None = None
         self._values: np.ndarray | None = None
 
     def append(self, k, v):
-        """Add one position's keys and values, each (B, H, 1, d_head); grow the buffers by doubling."""
+        """Add one position's keys and values, each (B, H, 1, d_head); grow the buffers by doubling (up to
+        ``window + 1`` slots with a window, which then take position t in slot t mod (window + 1))."""
         keys, values = self._keys, self._values
+        limit = None if self.window is None else self.window + 1
         if keys is None or values is None:
             shape = k.shape[:2] + (self.capacity,)
             keys, values = np.empty(shape + k.shape[3:], k.dtype), np.empty(shape + v.shape[3:], v.dtype)
-        elif self.length == keys.shape[2]:
-            keys, values = (np.concatenate([a, np.empty_like(a)], axis=2) for a in (keys, values))
-        keys[:, :, self.length] = k[:, :, 0]
-        values[:, :, self.length] = v[:, :, 0]
+        elif self.length == keys.shape[2] and keys.shape[2] != limit:
+            grow = keys.shape[2] if limit is None else min(keys.shape[2], limit - keys.shape[2])
+            keys, values = (np.concatenate([a, np.empty_like(a[:, :, :grow])], axis=2) for a in (keys, values))
+        slot = self.length if limit is None else self.length % limit
+        keys[:, :, slot] = k[:, :, 0]
+        values[:, :, slot] = v[:, :, 0]
         self._keys, self._values = keys, values
         self.length += 1
 
     def keys_values(self):
-        """Views (no copies) of the keys and values so far, each (B, H, length, d_head)."""
+        """Views (no copies) of the keys and values kept, each (B, H, kept, d_head): every position so far, in
+        order, or with a window the last ``window + 1`` in slot order (:meth:`slot_order`)."""
         if self._keys is None or self._values is None:
             raise ValueError("this cache holds no positions yet: append() first")
-        return self._keys[:, :, : self.length], self._values[:, :, : self.length]
+        kept = self.kept()
+        return self._keys[:, :, :kept], self._values[:, :, :kept]
+
+    def kept(self):
+        """Positions held: all of them, or at most ``window + 1``."""
+        return self.length if self.window is None else min(self.length, self.window + 1)
+
+    def slot_order(self):
+        """For each slot of :meth:`keys_values`, the rank of its position among those kept (0: the oldest)."""
+        kept = self.kept()
+        positions = np.arange(self.length - kept, self.length)
+        order = np.empty(kept, dtype=np.intp)
+        order[positions % max(kept, 1) if self.window is not None else np.arange(kept)] = np.arange(kept)
+        return order
 
     def advance(self):
         """Count one more position (linear attention, whose state the layer updates itself)."""
@@ -95,13 +119,15 @@ class SelfAttentionCache:
         if state is not None:
             state = (LinearAttentionState(state.feature_map, eps=state.eps) if state.s is None  # nothing yet
                      else _select_state(state, indices))
-        new = SelfAttentionCache(indices.size, self.capacity if self._keys is None else self._keys.shape[2], state)
+        new = SelfAttentionCache(indices.size, self.capacity if self._keys is None else self._keys.shape[2], state,
+                                 window=self.window)
         new.length = self.length
         if self._keys is not None and self._values is not None:
+            kept = self.kept()
             new._keys, new._values = (np.empty((indices.size,) + a.shape[1:], a.dtype)
                                       for a in (self._keys, self._values))
-            new._keys[:, :, : self.length] = self._keys[indices, :, : self.length]
-            new._values[:, :, : self.length] = self._values[indices, :, : self.length]
+            new._keys[:, :, :kept] = self._keys[indices, :, :kept]
+            new._values[:, :, :kept] = self._values[indices, :, :kept]
         return new
 
 

@@ -5,6 +5,7 @@ has a NumPy twin of the same name in :mod:`attnkit.reference`. One module per co
 """
 
 from attnkit.ops.activations import gelu, gelu_backward
+from attnkit.ops.argmax_attention import argmax_attention
 from attnkit.ops.attention import (
     AttentionContext,
     scaled_dot_product_attention,
@@ -32,6 +33,7 @@ __all__ = [
     "LinearAttentionState",
     "QuantizedLinearWeight",
     "adamw_update",
+    "argmax_attention",
     "cross_entropy",
     "gelu",
     "gelu_backward",

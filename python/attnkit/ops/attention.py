@@ -10,13 +10,14 @@ from attnkit import _core
 from attnkit._memory import UNCHECKED_BYTES, checked_empty
 from attnkit._validation import check_bool, check_real, float_array
 from attnkit.ops._layout import batch_shape, check_qkv, describe_shapes, operand, unbroadcast
-from attnkit.ops.masking import check_key_lengths, check_mask, padding_lengths
+from attnkit.ops.masking import check_key_lengths, check_mask, check_window, padding_lengths
 
 __all__ = ["AttentionContext", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
 
 
 def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: ArrayLike | None = None,
                                  key_lengths: ArrayLike | None = None, causal: bool = False,
+                                 window: tuple[int | None, int | None] | None = None,
                                  bias: ArrayLike | None = None, scale: float | None = None,
                                  return_weights: bool = False, return_lse: bool = False,
                                  return_context: bool = False) -> np.ndarray | tuple[Any, ...]:
@@ -45,6 +46,11 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, ma
     causal : bool, default=False
         Query i sees key j only if ``j <= i + (Nk - Nq)`` (aligned at the end, as when decoding with a
         key/value cache; when Nk < Nq the first Nq - Nk queries see nothing).
+    window : (left, right), optional
+        A sliding window: query i sees key j only if ``i' - left <= j <= i' + right``, with
+        ``i' = i + (Nk - Nq)`` its end-aligned position as for ``causal``; a side of None is unbounded.
+        With ``causal=True``, ``window=(w, 0)`` (or ``(w, None)``) is "the last w + 1 keys". Key blocks
+        outside every query's band are skipped, so time is O(N w), forward and backward.
     bias : array-like of float, broadcastable to (..., Nq, Nk), optional
         Added to the scaled logits (relative-position bias, ALiBi). Cast to the computation dtype.
     scale : float, optional
@@ -82,7 +88,7 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, ma
     """
     return_weights, return_lse = check_bool(return_weights, "return_weights"), check_bool(return_lse, "return_lse")
     return_context = check_bool(return_context, "return_context")
-    p = _Problem(q, k, v, mask, key_lengths, causal, bias, scale)
+    p = _Problem(q, k, v, mask, key_lengths, causal, window, bias, scale)
     # Checked before any work: the weights are the one output that grows as Nq x Nk.
     weights = checked_empty(p.batch + (p.nq, p.nk), p.dtype, "return_weights=True: the weights") \
         if return_weights else None
@@ -103,6 +109,7 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, ma
 def scaled_dot_product_attention_backward(dout: ArrayLike, q: ArrayLike, k: ArrayLike, v: ArrayLike, out: ArrayLike,
                                           lse: ArrayLike, *, mask: ArrayLike | None = None,
                                           key_lengths: ArrayLike | None = None, causal: bool = False,
+                                          window: tuple[int | None, int | None] | None = None,
                                           bias: ArrayLike | None = None, scale: float | None = None,
                                           bias_grad: bool = False) -> tuple[np.ndarray, ...]:
     """Gradients of :func:`scaled_dot_product_attention` with respect to q, k, v (and bias).
@@ -114,7 +121,7 @@ def scaled_dot_product_attention_backward(dout: ArrayLike, q: ArrayLike, k: Arra
     ----------
     dout : array-like of shape (..., Nq, dv)
         Gradient of the loss with respect to the forward output.
-    q, k, v, mask, key_lengths, causal, bias, scale :
+    q, k, v, mask, key_lengths, causal, window, bias, scale :
         The forward's arguments, unchanged.
     out : ndarray of shape (..., Nq, dv)
         The forward's output.
@@ -132,7 +139,7 @@ def scaled_dot_product_attention_backward(dout: ArrayLike, q: ArrayLike, k: Arra
         Only with ``bias_grad=True`` (requires ``bias``).
     """
     bias_grad = check_bool(bias_grad, "bias_grad")
-    p = _Problem(q, k, v, mask, key_lengths, causal, bias, scale)
+    p = _Problem(q, k, v, mask, key_lengths, causal, window, bias, scale)
     _check_bias_grad(bias_grad, p)
     dout = _checked_dout(dout, p)
     out = _exact_layout(float_array(out, "out"), p.batch + (p.nq, p.dv), p.dtype, "out").reshape(p.flat, p.nq, p.dv)
@@ -145,7 +152,7 @@ class AttentionContext:
 
     Returned by ``scaled_dot_product_attention(..., return_context=True)``. It holds the validated
     problem (q, k, v, mask and bias as laid out for the kernels, the key lengths merged with a
-    padding mask, causal, scale), the output and each query's log-sum-exp, so that :meth:`backward`
+    padding mask, causal, window, scale), the output and each query's log-sum-exp, so that :meth:`backward`
     runs the backward kernel at once: a training step checks its inputs once, not twice.
 
     It refers to the forward's arrays (copies only where a layout needed one), the output included:
@@ -207,8 +214,9 @@ def _backward(p, dout, out, lse, bias_grad):
 class _Problem:
     """A validated attention problem: shapes, dtype, broadcast batch and the kernels' operands."""
 
-    def __init__(self, q, k, v, mask, key_lengths, causal, bias, scale):
+    def __init__(self, q, k, v, mask, key_lengths, causal, window, bias, scale):
         q, k, v, dtype = check_qkv(q, k, v)
+        window_left, window_right = check_window(window)
         self.shapes = {"q": q.shape, "k": k.shape, "v": v.shape}
         self.bias_shape = None
         (nq, d), (nk, dv) = q.shape[-2:], v.shape[-2:]
@@ -246,6 +254,8 @@ class _Problem:
             bias=None if bias is None else operand(bias, batch, dtype),
             key_lengths=lengths,
             causal=check_bool(causal, "causal"),
+            window_left=window_left,
+            window_right=window_right,
             scale=scale,
         )
 

@@ -1,13 +1,14 @@
 """Attention visibility in one internal form.
 
 Users say which keys a query may see with a boolean ``mask`` (True = may attend), ``key_lengths``
-(keys ``j < length`` are real, the rest padding) and ``causal``. The kernels want padding as
+(keys ``j < length`` are real, the rest padding), ``causal`` and a sliding ``window``. The kernels want padding as
 lengths, because padded keys are then skipped instead of computed and masked: a mask that is really
 a key-padding mask (the same for every query, True then False along the keys) is turned into
 lengths here.
 """
 
 import math
+import numbers
 
 import numpy as np
 
@@ -31,6 +32,31 @@ def check_mask(mask, nq, nk, inputs=None):
         source = f" of {inputs}" if inputs else ""
         raise ValueError(f"mask must broadcast to (..., Nq, Nk) = (..., {nq}, {nk}){source}, got shape {given}")
     return m
+
+
+def check_window(window):
+    """``(left, right)`` of a ``window`` argument as the kernels take it: -1 for an unbounded side.
+
+    ``window`` is None (no window) or a pair ``(left, right)``: query i sees keys j with
+    ``i' - left <= j <= i' + right``, ``i' = i + Nk - Nq``; each side a non-negative int, or None for
+    unbounded.
+    """
+    if window is None:
+        return -1, -1
+    if not isinstance(window, (tuple, list)) or len(window) != 2:
+        raise TypeError(f"window must be None or a pair (left, right) of non-negative ints (None: unbounded), "
+                        f"got {window!r}")
+    sides = []
+    for name, side in zip(("left", "right"), window):
+        if side is None:
+            sides.append(-1)
+            continue
+        if isinstance(side, bool) or not isinstance(side, numbers.Integral):
+            raise TypeError(f"window's {name} side must be a non-negative int or None, got {side!r}")
+        if side < 0:
+            raise ValueError(f"window's {name} side must be >= 0 (keys before/after a query's position), got {side}")
+        sides.append(int(side))
+    return sides[0], sides[1]
 
 
 def check_key_lengths(key_lengths, batch_shape, nk, inputs=None):

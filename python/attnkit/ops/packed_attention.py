@@ -91,7 +91,8 @@ def packed_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, lengths: ArrayLik
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
     operands = dict(zip("qkv", (_operand(a.astype(dtype, copy=False), starts, n_heads) for a in arrays)))
     out_offsets = np.ascontiguousarray((starts[:, None] * out.shape[1] + np.arange(n_heads) * dv).reshape(-1))
-    _core.packed_attention(lengths=np.repeat(lengths, n_heads), causal=causal, scale=scale, d=d, dv=dv, out=out,
+    _core.packed_attention(lengths=np.repeat(lengths, n_heads), causal=causal, window_left=-1, window_right=-1,
+                           scale=scale, d=d, dv=dv, out=out,
                            out_offsets=out_offsets, **operands)
     return out
 

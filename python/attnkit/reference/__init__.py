@@ -10,6 +10,7 @@ validation with helpful messages is the job of :mod:`attnkit.ops`.
 from attnkit.reference._common import attention_mask
 from attnkit.reference.activations import gelu, gelu_backward
 from attnkit.reference.attention import (
+    argmax_attention,
     kernel_attention,
     packed_attention,
     scaled_dot_product_attention,
@@ -27,6 +28,7 @@ from attnkit.reference.softmax import log_softmax, log_softmax_backward, softmax
 
 __all__ = [
     "adamw_update",
+    "argmax_attention",
     "attention_mask",
     "cross_entropy",
     "feature_map_features",

@@ -11,18 +11,19 @@ def result_dtype(**arrays):
     return np.promote_types(np.result_type(*arrays.values()), np.float32)
 
 
-def attention_mask(nq, nk, *, mask=None, key_lengths=None, causal=False, batch_shape=()):
+def attention_mask(nq, nk, *, mask=None, key_lengths=None, causal=False, window=None, batch_shape=()):
     """Full boolean visibility matrix of an attention problem.
 
     Query ``i`` may attend to key ``j`` in batch element ``b`` iff ``mask[b, i, j]`` (broadcast to
     ``batch_shape + (nq, nk)``) and ``first_key(i) <= j < end_key(i)``, the rule the kernels state
     once (``Visibility`` in cpp/kernels/visibility.h)::
 
-        first_key(i) = 0
-        end_key(i)   = min(key_lengths[b], i + nk - nq + 1)   if causal (bottom-right aligned)
-                       key_lengths[b]                         otherwise
+        i'           = i + nk - nq                    (the query's end-aligned position)
+        first_key(i) = max(0, i' - left)
+        end_key(i)   = min(key_lengths[b], i' + right + 1)
 
-    with ``key_lengths`` aligned with the LEFT of ``batch_shape`` (``nk`` when not given).
+    with ``(left, right) = window`` (a side of None, or no window, is unbounded), ``right = 0`` if
+    causal, and ``key_lengths`` aligned with the LEFT of ``batch_shape`` (``nk`` when not given).
 
     Parameters
     ----------
@@ -35,6 +36,8 @@ def attention_mask(nq, nk, *, mask=None, key_lengths=None, causal=False, batch_s
         ``[0, nk]``.
     causal : bool, default=False
         Bottom-right aligned causal mask; when ``nk < nq`` the first ``nq - nk`` rows see nothing.
+    window : (left, right), optional
+        A sliding window around each query's end-aligned position (see above).
     batch_shape : tuple of int, default=()
         Leading (batch, head, ...) dims of the result.
 
@@ -44,7 +47,7 @@ def attention_mask(nq, nk, *, mask=None, key_lengths=None, causal=False, batch_s
     """
     batch_shape = tuple(batch_shape)
     lengths = nk if key_lengths is None else _aligned_key_lengths(key_lengths, nk, batch_shape)
-    first_key, end_key = _visible_keys(nq, nk, lengths, causal)
+    first_key, end_key = _visible_keys(nq, nk, lengths, causal, window)
     j = np.arange(nk)
     visible = (first_key <= j) & (j < end_key)
     if mask is not None:
@@ -52,14 +55,13 @@ def attention_mask(nq, nk, *, mask=None, key_lengths=None, causal=False, batch_s
     return np.broadcast_to(visible, batch_shape + (nq, nk)).copy()
 
 
-def _visible_keys(nq, nk, lengths, causal):
-    """``first_key(i)`` and ``end_key(i)`` (see :func:`attention_mask`) as arrays of shape ``(..., nq, 1)``.
-
-    A sliding window, like the kernels' ``Visibility``, would raise ``first_key`` and lower ``end_key`` here.
-    """
-    i = np.arange(nq)[:, None]
-    first_key = np.zeros_like(i)
-    end_key = np.minimum(lengths, i + (nk - nq) + 1) if causal else lengths
+def _visible_keys(nq, nk, lengths, causal, window):
+    """``first_key(i)`` and ``end_key(i)`` (see :func:`attention_mask`) as arrays of shape ``(..., nq, 1)``."""
+    left, right = (None, None) if window is None else window
+    right = 0 if causal else right
+    position = np.arange(nq)[:, None] + (nk - nq)
+    first_key = np.zeros_like(position) if left is None else np.maximum(0, position - left)
+    end_key = lengths if right is None else np.minimum(lengths, position + right + 1)
     return first_key, end_key
 
 

@@ -6,6 +6,7 @@ from attnkit.reference._common import attention_mask, result_dtype
 from attnkit.reference.softmax import softmax
 
 __all__ = [
+    "argmax_attention",
     "kernel_attention",
     "packed_attention",
     "scaled_dot_product_attention",
@@ -21,6 +22,7 @@ def scaled_dot_product_attention(
     mask=None,
     key_lengths=None,
     causal=False,
+    window=None,
     bias=None,
     scale=None,
     return_weights=False,
@@ -50,6 +52,9 @@ def scaled_dot_product_attention(
         broadcast batch dims, aligned from the left. Values in ``[0, Nk]``.
     causal : bool, default=False
         Query ``i`` sees key ``j`` iff ``j <= i + Nk - Nq``.
+    window : (left, right), optional
+        Query ``i`` sees key ``j`` iff ``i' - left <= j <= i' + right``, ``i' = i + Nk - Nq``; a side of
+        None is unbounded.
     bias : array_like of float, optional
         Broadcastable to ``(..., Nq, Nk)``; added to the scaled logits.
     scale : float, optional
@@ -78,7 +83,7 @@ def scaled_dot_product_attention(
         *(a.shape[:-2] for a in (q, k, v)), *(a.shape[:-2] for a in extras)
     )
     visible = attention_mask(
-        nq, nk, mask=mask, key_lengths=key_lengths, causal=causal, batch_shape=batch_shape
+        nq, nk, mask=mask, key_lengths=key_lengths, causal=causal, window=window, batch_shape=batch_shape
     )
 
     q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
@@ -123,8 +128,38 @@ def packed_attention(q, k, v, lengths, *, n_heads, causal=False, scale=None):
     return out
 
 
+def argmax_attention(q, k, v, *, mask=None, key_lengths=None, causal=False, window=None, bias=None, scale=None):
+    """Argmax attention from the full logit matrix: each query takes the value row of its visible key of the
+    largest logit (``np.argmax``: the first among equals); zeros where no visible logit exceeds -inf, NaN where
+    a visible logit is NaN."""
+    q, k, v = np.asarray(q), np.asarray(k), np.asarray(v)
+    dtype = result_dtype(q=q, k=k, v=v)
+    nq, d = q.shape[-2:]
+    nk = k.shape[-2]
+    scale = 1.0 / np.sqrt(d) if scale is None else float(scale)
+    extras = [np.asarray(a) for a in (mask, bias) if a is not None]
+    batch_shape = np.broadcast_shapes(*(a.shape[:-2] for a in (q, k, v)), *(a.shape[:-2] for a in extras))
+    visible = attention_mask(nq, nk, mask=mask, key_lengths=key_lengths, causal=causal, window=window,
+                             batch_shape=batch_shape)
+    with np.errstate(invalid="ignore", over="ignore"):
+        logits = scale * (q.astype(np.float64) @ np.swapaxes(k.astype(np.float64), -1, -2))
+        if bias is not None:
+            logits = logits + np.asarray(bias, dtype=np.float64)
+    if nk == 0:
+        return np.zeros(batch_shape + (nq, v.shape[-1]), dtype)
+    logits = np.broadcast_to(logits, batch_shape + (nq, nk))
+    poisoned = np.any(visible & np.isnan(logits), axis=-1)
+    candidates = np.where(visible & ~np.isnan(logits), logits, -np.inf)
+    best = np.argmax(candidates, axis=-1)[..., None]
+    found = np.take_along_axis(candidates, best, axis=-1) > -np.inf
+    values = np.broadcast_to(v, batch_shape + v.shape[-2:]).astype(np.float64)
+    out = np.where(found, np.take_along_axis(values, best, axis=-2), 0.0)
+    out = np.where(poisoned[..., None], np.nan, out)
+    return out.astype(dtype)
+
+
 def scaled_dot_product_attention_backward(dout, q, k, v, out=None, lse=None, *, mask=None, key_lengths=None,
-                                          causal=False, bias=None, scale=None, bias_grad=False):
+                                          causal=False, window=None, bias=None, scale=None, bias_grad=False):
     r"""Gradients of exact attention, from the full weight matrix (``out`` and ``lse`` are unused).
 
     .. math::
@@ -138,8 +173,8 @@ def scaled_dot_product_attention_backward(dout, q, k, v, out=None, lse=None, *, 
     d = q.shape[-1]
     scale = 1.0 / np.sqrt(d) if scale is None else float(scale)
     _, w = scaled_dot_product_attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), mask=mask,
-                                        key_lengths=key_lengths, causal=causal, bias=bias, scale=scale,
-                                        return_weights=True)
+                                        key_lengths=key_lengths, causal=causal, window=window, bias=bias,
+                                        scale=scale, return_weights=True)
     dout = np.asarray(dout, dtype=np.float64)
     q64, k64, v64 = (a.astype(np.float64) for a in (q, k, v))
     dv = np.swapaxes(w, -1, -2) @ dout

@@ -124,6 +124,7 @@ def attention_problems(
     masks=True,
     key_lengths=True,
     causal=True,
+    windows=True,
     bias=True,
     scales=True,
     broadcast=True,
@@ -139,8 +140,9 @@ def attention_problems(
         Number of leading (batch, head) dims, each of size 1 to 3.
     max_n, max_d : int, default=300, 130
         Largest Nq / Nk and d / dv.
-    masks, key_lengths, causal, bias, scales : bool, default=True
-        Whether the problem may use each option. Masks are drawn as a full ``(..., Nq, Nk)``
+    masks, key_lengths, causal, windows, bias, scales : bool, default=True
+        Whether the problem may use each option. A window's sides are drawn from None (unbounded), 0, 1,
+        small and problem-sized values. Masks are drawn as a full ``(..., Nq, Nk)``
         array, per key ``(..., 1, Nk)``, a vector ``(Nk,)``, a matrix ``(Nq, Nk)`` or a prefix
         (padding) mask; key_lengths has a prefix of the batch dims as its shape.
     broadcast : bool, default=True
@@ -151,7 +153,7 @@ def attention_problems(
     Returns
     -------
     dict
-        Keys ``q, k, v, mask, key_lengths, causal, bias, scale`` (unused ones are None/False),
+        Keys ``q, k, v, mask, key_lengths, causal, window, bias, scale`` (unused ones are None/False),
         ready for ``scaled_dot_product_attention(**problem)``.
     """
     batch = tuple(draw(st.lists(st.integers(1, 3), max_size=max_batch_dims)))
@@ -177,9 +179,14 @@ def attention_problems(
         "mask": None,
         "key_lengths": None,
         "causal": draw(st.booleans()) if causal else False,
+        "window": None,
         "bias": None,
         "scale": draw(st.sampled_from((None, None, None, 0.5, 0.125, -0.3))) if scales else None,
     }
+
+    if windows and draw(st.booleans()):
+        side = st.sampled_from((None, 0, 1, 3, 17, 64, max(nq, nk)))
+        problem["window"] = (draw(side), draw(side))
 
     mask_kind = draw(st.sampled_from(("none", "full", "per-key", "keys", "matrix", "padding")))
     if masks and mask_kind != "none":
