@@ -19,7 +19,8 @@ def test_views_reaching_outside_their_array_are_refused():
     good = _operand(q, [0], 3)
     with pytest.raises(ValueError, match="view reaches outside the array"):
         _core.attention(q=_operand(q, [3], 3), k=good, v=good, mask=None, bias=None, key_lengths=None,
-                        causal=False, scale=1.0, out=out, lse=None)
+                        causal=False, window_left=-1, window_right=-1, scale=1.0,
+                        out=out, lse=None)
 
 
 def test_no_silent_conversion_copies():
@@ -27,11 +28,13 @@ def test_no_silent_conversion_copies():
     out = np.empty((1, 4, 3))  # float64 output with float32 inputs: no overload may convert
     with pytest.raises(ValueError, match="q: array of the kernel's dtype expected"):
         _core.attention(q=_operand(q, [0], 3), k=_operand(q, [0], 3), v=_operand(q, [0], 3), mask=None, bias=None,
-                        key_lengths=None, causal=False, scale=1.0, out=out, lse=None)
+                        key_lengths=None, causal=False, window_left=-1, window_right=-1, scale=1.0,
+                        out=out, lse=None)
     with pytest.raises(ValueError, match="key_lengths: values must lie in"):
         q64 = q.astype(np.float64)
         _core.attention(q=_operand(q64, [0], 3), k=_operand(q64, [0], 3), v=_operand(q64, [0], 3), mask=None,
-                        bias=None, key_lengths=np.array([9]), causal=False, scale=1.0, out=out, lse=None)
+                        bias=None, key_lengths=np.array([9]), causal=False, window_left=-1, window_right=-1, scale=1.0,
+                        out=out, lse=None)
 
 
 def test_unknown_isa_is_a_value_error():

@@ -8,7 +8,7 @@ import typing
 import numpy
 import numpy.typing
 
-__all__: list[str] = ['adamw_update', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_int8_variant', 'get_call_threads', 'get_isa', 'get_num_threads', 'int8_linear', 'int8_vnni_available', 'layer_norm', 'layer_norm_backward', 'linear_attention', 'linear_attention_backward', 'matmul', 'packed_attention', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_call_threads', 'set_int8_vnni', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares']
+__all__: list[str] = ['adamw_update', 'argmax_attention', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_call_threads', 'get_int8_variant', 'get_isa', 'get_num_threads', 'int8_linear', 'int8_vnni_available', 'layer_norm', 'layer_norm_backward', 'linear_attention', 'linear_attention_backward', 'matmul', 'packed_attention', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_call_threads', 'set_int8_vnni', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares']
 @typing.overload
 def adamw_update(param: numpy.typing.NDArray[numpy.float32], grad: numpy.typing.NDArray[numpy.float32], exp_avg: numpy.typing.NDArray[numpy.float32], exp_avg_sq: numpy.typing.NDArray[numpy.float32], step_size: typing.SupportsFloat | typing.SupportsIndex, beta1: typing.SupportsFloat | typing.SupportsIndex, beta2: typing.SupportsFloat | typing.SupportsIndex, denom_scale: typing.SupportsFloat | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, shrink: typing.SupportsFloat | typing.SupportsIndex, decay: bool) -> None:
     ...
@@ -16,22 +16,28 @@ def adamw_update(param: numpy.typing.NDArray[numpy.float32], grad: numpy.typing.
 def adamw_update(param: numpy.typing.NDArray[numpy.float64], grad: numpy.typing.NDArray[numpy.float64], exp_avg: numpy.typing.NDArray[numpy.float64], exp_avg_sq: numpy.typing.NDArray[numpy.float64], step_size: typing.SupportsFloat | typing.SupportsIndex, beta1: typing.SupportsFloat | typing.SupportsIndex, beta2: typing.SupportsFloat | typing.SupportsIndex, denom_scale: typing.SupportsFloat | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, shrink: typing.SupportsFloat | typing.SupportsIndex, decay: bool) -> None:
     ...
 @typing.overload
-def attention(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float32], lse: typing.Any) -> None:
+def argmax_attention(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, window_left: typing.SupportsInt | typing.SupportsIndex, window_right: typing.SupportsInt | typing.SupportsIndex, scale: typing.SupportsFloat | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float32]) -> None:
     ...
 @typing.overload
-def attention(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float64], lse: typing.Any) -> None:
+def argmax_attention(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, window_left: typing.SupportsInt | typing.SupportsIndex, window_right: typing.SupportsInt | typing.SupportsIndex, scale: typing.SupportsFloat | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float64]) -> None:
     ...
 @typing.overload
-def attention_backward(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, lse: numpy.typing.NDArray[numpy.float32], dout: numpy.typing.NDArray[numpy.float32], delta: numpy.typing.NDArray[numpy.float32], dq: numpy.typing.NDArray[numpy.float32], dk: numpy.typing.NDArray[numpy.float32], dv: numpy.typing.NDArray[numpy.float32], dbias: typing.Any) -> None:
+def attention(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, window_left: typing.SupportsInt | typing.SupportsIndex, window_right: typing.SupportsInt | typing.SupportsIndex, scale: typing.SupportsFloat | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float32], lse: typing.Any) -> None:
     ...
 @typing.overload
-def attention_backward(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, lse: numpy.typing.NDArray[numpy.float64], dout: numpy.typing.NDArray[numpy.float64], delta: numpy.typing.NDArray[numpy.float64], dq: numpy.typing.NDArray[numpy.float64], dk: numpy.typing.NDArray[numpy.float64], dv: numpy.typing.NDArray[numpy.float64], dbias: typing.Any) -> None:
+def attention(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, window_left: typing.SupportsInt | typing.SupportsIndex, window_right: typing.SupportsInt | typing.SupportsIndex, scale: typing.SupportsFloat | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float64], lse: typing.Any) -> None:
     ...
 @typing.overload
-def attention_weights(q: tuple, k: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, lse: numpy.typing.NDArray[numpy.float32], weights: numpy.typing.NDArray[numpy.float32]) -> None:
+def attention_backward(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, window_left: typing.SupportsInt | typing.SupportsIndex, window_right: typing.SupportsInt | typing.SupportsIndex, scale: typing.SupportsFloat | typing.SupportsIndex, lse: numpy.typing.NDArray[numpy.float32], dout: numpy.typing.NDArray[numpy.float32], delta: numpy.typing.NDArray[numpy.float32], dq: numpy.typing.NDArray[numpy.float32], dk: numpy.typing.NDArray[numpy.float32], dv: numpy.typing.NDArray[numpy.float32], dbias: typing.Any) -> None:
     ...
 @typing.overload
-def attention_weights(q: tuple, k: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, lse: numpy.typing.NDArray[numpy.float64], weights: numpy.typing.NDArray[numpy.float64]) -> None:
+def attention_backward(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, window_left: typing.SupportsInt | typing.SupportsIndex, window_right: typing.SupportsInt | typing.SupportsIndex, scale: typing.SupportsFloat | typing.SupportsIndex, lse: numpy.typing.NDArray[numpy.float64], dout: numpy.typing.NDArray[numpy.float64], delta: numpy.typing.NDArray[numpy.float64], dq: numpy.typing.NDArray[numpy.float64], dk: numpy.typing.NDArray[numpy.float64], dv: numpy.typing.NDArray[numpy.float64], dbias: typing.Any) -> None:
+    ...
+@typing.overload
+def attention_weights(q: tuple, k: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, window_left: typing.SupportsInt | typing.SupportsIndex, window_right: typing.SupportsInt | typing.SupportsIndex, scale: typing.SupportsFloat | typing.SupportsIndex, lse: numpy.typing.NDArray[numpy.float32], weights: numpy.typing.NDArray[numpy.float32]) -> None:
+    ...
+@typing.overload
+def attention_weights(q: tuple, k: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, window_left: typing.SupportsInt | typing.SupportsIndex, window_right: typing.SupportsInt | typing.SupportsIndex, scale: typing.SupportsFloat | typing.SupportsIndex, lse: numpy.typing.NDArray[numpy.float64], weights: numpy.typing.NDArray[numpy.float64]) -> None:
     ...
 def available_isas() -> list[str]:
     """
@@ -69,6 +75,8 @@ def gelu_backward(x: numpy.typing.NDArray[numpy.float32], dy: numpy.typing.NDArr
 @typing.overload
 def gelu_backward(x: numpy.typing.NDArray[numpy.float64], dy: numpy.typing.NDArray[numpy.float64], dx: numpy.typing.NDArray[numpy.float64], exact: bool) -> None:
     ...
+def get_call_threads() -> int:
+    ...
 def get_int8_variant() -> str:
     """
     The int8 kernel variant in use.
@@ -77,8 +85,6 @@ def get_isa() -> str:
     """
     The ISA variant in use.
     """
-def get_call_threads() -> int:
-    ...
 def get_num_threads() -> int:
     ...
 def int8_linear(x: numpy.typing.NDArray[numpy.float32], w: numpy.typing.NDArray[numpy.int8], w_scale: numpy.typing.NDArray[numpy.float32], w_colsum: numpy.typing.NDArray[numpy.int32], bias: typing.Any, out: typing.Any, acc: typing.Any) -> None:
@@ -118,10 +124,10 @@ def matmul(a: numpy.typing.NDArray[numpy.float32], b: numpy.typing.NDArray[numpy
 def matmul(a: numpy.typing.NDArray[numpy.float64], b: numpy.typing.NDArray[numpy.float64], bias: typing.Any, out: numpy.typing.NDArray[numpy.float64], accumulate: bool) -> None:
     ...
 @typing.overload
-def packed_attention(q: tuple, k: tuple, v: tuple, lengths: numpy.typing.NDArray[numpy.int64], causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, d: typing.SupportsInt | typing.SupportsIndex, dv: typing.SupportsInt | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float32], out_offsets: numpy.typing.NDArray[numpy.int64]) -> None:
+def packed_attention(q: tuple, k: tuple, v: tuple, lengths: numpy.typing.NDArray[numpy.int64], causal: bool, window_left: typing.SupportsInt | typing.SupportsIndex, window_right: typing.SupportsInt | typing.SupportsIndex, scale: typing.SupportsFloat | typing.SupportsIndex, d: typing.SupportsInt | typing.SupportsIndex, dv: typing.SupportsInt | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float32], out_offsets: numpy.typing.NDArray[numpy.int64]) -> None:
     ...
 @typing.overload
-def packed_attention(q: tuple, k: tuple, v: tuple, lengths: numpy.typing.NDArray[numpy.int64], causal: bool, scale: typing.SupportsFloat | typing.SupportsIndex, d: typing.SupportsInt | typing.SupportsIndex, dv: typing.SupportsInt | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float64], out_offsets: numpy.typing.NDArray[numpy.int64]) -> None:
+def packed_attention(q: tuple, k: tuple, v: tuple, lengths: numpy.typing.NDArray[numpy.int64], causal: bool, window_left: typing.SupportsInt | typing.SupportsIndex, window_right: typing.SupportsInt | typing.SupportsIndex, scale: typing.SupportsFloat | typing.SupportsIndex, d: typing.SupportsInt | typing.SupportsIndex, dv: typing.SupportsInt | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float64], out_offsets: numpy.typing.NDArray[numpy.int64]) -> None:
     ...
 @typing.overload
 def positions(out: numpy.typing.NDArray[numpy.float32], base: typing.SupportsFloat | typing.SupportsIndex, start: typing.SupportsFloat | typing.SupportsIndex) -> None:
@@ -153,6 +159,10 @@ def rms_norm_backward(dy: numpy.typing.NDArray[numpy.float32], x: numpy.typing.N
 @typing.overload
 def rms_norm_backward(dy: numpy.typing.NDArray[numpy.float64], x: numpy.typing.NDArray[numpy.float64], gamma: typing.Any, rstd: numpy.typing.NDArray[numpy.float64], dx: numpy.typing.NDArray[numpy.float64], dgamma: typing.Any) -> None:
     ...
+def set_call_threads(n: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    The calling thread's own kernel thread count (0: the process's).
+    """
 def set_int8_vnni(enabled: bool) -> None:
     """
     Use the int8 VNNI kernel under avx512 (for tests).
@@ -160,10 +170,6 @@ def set_int8_vnni(enabled: bool) -> None:
 def set_isa(name: str) -> None:
     """
     Switch the ISA variant (for tests).
-    """
-def set_call_threads(n: typing.SupportsInt | typing.SupportsIndex) -> None:
-    """
-    The calling thread's own kernel thread count (0: the process's).
     """
 def set_num_threads(n: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...
@@ -185,4 +191,4 @@ def sum_of_squares(x: numpy.typing.NDArray[numpy.float32]) -> float:
 @typing.overload
 def sum_of_squares(x: numpy.typing.NDArray[numpy.float64]) -> float:
     ...
-__version__: str
+__version__: str = '0.1.0'
