@@ -5,6 +5,7 @@ from attnkit.nn.attention import MultiHeadAttention
 from attnkit.nn.block import BlockConfig, TransformerBlock
 from attnkit.nn.cache import CrossAttentionCache, DecoderCache, SelfAttentionCache
 from attnkit.nn.causal_decoder import CausalDecoder, CausalDecoderLayer
+from attnkit.nn.causal_lm import CausalLM
 from attnkit.nn.encoder_decoder import EncoderDecoder
 from attnkit.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear, RMSNorm
 from attnkit.nn.losses import CrossEntropyLoss
@@ -25,6 +26,7 @@ __all__ = [
     "BlockConfig",
     "CausalDecoder",
     "CausalDecoderLayer",
+    "CausalLM",
     "CrossAttentionCache",
     "CrossEntropyLoss",
     "Decoder",

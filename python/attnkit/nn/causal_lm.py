@@ -1,0 +1,222 @@
+"""A decoder-only (GPT-style) language model over token ids: embedding, causal decoder, next-token logits.
+
+Ids (B, N) -> :class:`TokenEmbedding` (token table E, absolute positions, dropout) -> :class:`CausalDecoder`
+(pre-LN blocks, a final norm) -> logits (B, N, vocab_size) of the token after each position: ``h @ E.T``
+with tied weights (Press & Wolf 2017, GPT-2), else a :class:`Linear` head. Generation decodes one token at
+a time over the decoder's key/value cache (:meth:`CausalLM.start`, :meth:`CausalLM.step`).
+"""
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from attnkit import ops
+from attnkit._validation import check_bool, check_int, check_real
+from attnkit.nn.causal_decoder import CausalDecoder
+from attnkit.nn.layers import Linear, add_product
+from attnkit.nn.module import Module
+from attnkit.nn.positional import MAX_POSITIONS
+from attnkit.nn.token_embedding import TokenEmbedding
+
+__all__ = ["CausalLM"]
+
+POSITIONAL_KINDS = ("learned", "sinusoidal", "relative", None)
+
+
+class CausalLMCache(NamedTuple):
+    """What :meth:`CausalLM.backward` needs: the embedding's, the decoder's and the output's caches (the
+    output's is the decoder output h with tied weights)."""
+
+    embedding: Any
+    decoder: Any
+    output: Any
+
+
+class CausalLM(Module):
+    """GPT-style language model: next-token logits (B, N, vocab_size) of token ids (B, N), with a
+    hand-written backward and cached one-token-at-a-time decoding.
+
+    Every id is a token (no padding row): right-padded batches give their real ``lengths`` instead, and the
+    padded positions' logits are not meaningful.
+
+    Parameters
+    ----------
+    vocab_size : int
+        Number of token ids.
+    rng : numpy.random.Generator or int
+        Initial weights, dropout masks and Performer features.
+    d_model : int, default=128
+        Width; a multiple of ``n_heads``.
+    n_heads : int, default=4
+    n_layers : int, default=4
+    d_ff : int, optional
+        Feed-forward width (default 4 x d_model).
+    dropout : float, default=0.0
+        Dropout of the embeddings, of every sublayer's output and after the feed-forward activation.
+    attention : {"softmax", "linear", "performer"}, default="softmax"
+        The causal self-attention (linear and Performer in their prefix-sum form).
+    positional : {"learned", "sinusoidal", "relative", None}, default="learned"
+        A learned position table of ``max_len`` rows (GPT-2) or sinusoidal encodings added to the token
+        vectors, learned relative-position biases in every self-attention (clipped at ``relative_distance``;
+        softmax attention only), or no positions (causal attention alone tells a position how many tokens precede it).
+    max_len : int, default=256
+        Context length: the rows of the learned position table, which refuses longer inputs.
+    relative_distance : int, default=16
+        Clipping distance of relative positions.
+    norm : {"layer", "rms"}, default="layer"
+        The blocks' and the final norm.
+    activation : {"gelu_tanh", "gelu", "relu"}, default="gelu_tanh"
+        The feed-forward activation.
+    window : int, optional
+        Each position attends to itself and the ``window`` positions before it (softmax attention only);
+        decoding then keeps ``window + 1`` positions per layer.
+    tie_weights : bool, default=True
+        Logits ``h @ E.T`` with the token table E (one parameter, whose gradient sums both uses), or a
+        separate ``Linear(d_model, vocab_size)`` head.
+
+    Attributes
+    ----------
+    embedding : TokenEmbedding
+        Its ``tokens`` table is E, drawn from ``N(0, 1 / d_model)``: with the final norm's unit-scale output,
+        the tied logits start near unit scale (a first loss near log(vocab_size)).
+    decoder : CausalDecoder
+    output : Linear or None
+        The head (None with tied weights).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit.nn import CausalLM
+    >>> model = CausalLM(10, np.random.default_rng(0), d_model=8, n_heads=2, n_layers=2, max_len=6)
+    >>> ids = np.array([[1, 4, 2, 7], [3, 3, 9, 0]])
+    >>> logits, cache = model.forward(ids)
+    >>> logits.shape  # (B, N, vocab_size): the token after each position
+    (2, 4, 10)
+    >>> state = model.start(2)
+    >>> steps = [model.step(ids[:, t], state) for t in range(4)]
+    >>> steps[0].shape  # (B, vocab_size)
+    (2, 10)
+    >>> bool(np.allclose(np.stack(steps, axis=1), logits, atol=1e-5))
+    True
+    >>> [w.shape for w in model.attention_weights(ids)]  # per layer (B, H, N, N)
+    [(2, 2, 4, 4), (2, 2, 4, 4)]
+    """
+
+    def __init__(self, vocab_size, rng, *, d_model=128, n_heads=4, n_layers=4, d_ff=None, dropout=0.0,
+                 attention="softmax", positional="learned", max_len=256, relative_distance=16, norm="layer",
+                 activation="gelu_tanh", window=None, tie_weights=True):
+        super().__init__()
+        if not (positional is None or isinstance(positional, str)) or positional not in POSITIONAL_KINDS:
+            raise ValueError(f"positional must be one of {POSITIONAL_KINDS}, got {positional!r}")
+        self.vocab_size = check_int(vocab_size, "vocab_size", minimum=1)
+        d_model = check_int(d_model, "d_model", minimum=1)
+        d_ff = 4 * d_model if d_ff is None else check_int(d_ff, "d_ff", minimum=1)
+        self.max_len = check_int(max_len, "max_len", minimum=1, maximum=MAX_POSITIONS)
+        relative_distance = check_int(relative_distance, "relative_distance", minimum=1)
+        if not 0.0 <= check_real(dropout, "dropout") < 1.0:
+            raise ValueError(f"dropout: the drop probability p must be in [0, 1), got {dropout}")
+        self.tie_weights = check_bool(tie_weights, "tie_weights")
+        if positional == "relative" and attention != "softmax":
+            raise ValueError(f"positional='relative' needs attention='softmax', got {attention!r} (relative positions "
+                             "are logit biases, which linear attention has no logits to add to)")
+        rng = np.random.default_rng(rng)
+        absolute = positional if positional in ("learned", "sinusoidal") else None
+        self.embedding = TokenEmbedding(self.vocab_size, d_model, rng, positional=absolute, max_len=self.max_len,
+                                        dropout=dropout, padding_idx=None, init_std=d_model**-0.5)
+        self.decoder = CausalDecoder(n_layers, d_model, n_heads, d_ff, rng, dropout=dropout, attention=attention,
+                                     activation=activation,
+                                     relative_positions=relative_distance if positional == "relative" else None,
+                                     norm=norm, window=window)
+        self.output = None if self.tie_weights else Linear(d_model, self.vocab_size, rng)
+
+    def forward(self, ids, training=False, *, lengths=None):
+        """Next-token logits and the cache for :meth:`backward`.
+
+        Parameters
+        ----------
+        ids : array of int, shape (B, N)
+            Token ids in ``[0, vocab_size)``; N <= ``max_len`` with learned positions.
+        training : bool, default=False
+            Dropout is active in training.
+        lengths : array of int, shape (B,), optional
+            Real length of each right-padded row: no position attends to the padding after it.
+
+        Returns
+        -------
+        logits : ndarray of shape (B, N, vocab_size)
+            ``logits[b, t]``: scores of the token after ``ids[b, :t + 1]``.
+        cache : CausalLMCache
+        """
+        ids = self._check_ids(ids, ndim=2)
+        x, c_embed = self.embedding.forward(ids, training)
+        h, c_dec = self.decoder.forward(x, training, key_lengths=lengths)
+        logits, c_out = self._project(h, training)
+        return logits, CausalLMCache(c_embed, c_dec, c_out)
+
+    def backward(self, grad, cache):
+        """Accumulate every parameter's gradient from d(loss)/d(logits) (B, N, vocab_size)."""
+        if self.output is None:
+            dh = self._tied_backward(grad, cache.output)
+        else:
+            dh = self.output.backward(grad, cache.output)
+        self.embedding.backward(self.decoder.backward(dh, cache.decoder), cache.embedding)
+
+    def attention_weights(self, ids, *, lengths=None):
+        """Inference-mode self-attention weights of every layer, for inspection (softmax attention only).
+
+        Returns
+        -------
+        list of ndarray of shape (B, H, N, N)
+            One per layer, first to last; row t holds the weights of the positions <= t.
+        """
+        x = self.embedding.forward(self._check_ids(ids, ndim=2))[0]
+        weights = []
+        for layer in self.decoder.layers:
+            x, w = layer.attention_weights(x, key_lengths=lengths)
+            weights.append(w)
+        return weights
+
+    # -- incremental decoding (inference only) ------------------------------------------------------------
+    def start(self, batch_size, *, capacity=16):
+        """An empty :class:`DecoderCache` for decoding ``batch_size`` rows one token at a time
+        (:meth:`CausalDecoder.start`); ``capacity`` positions fit before the key/value buffers first grow."""
+        return self.decoder.start(batch_size, capacity=capacity)
+
+    def step(self, ids, cache):
+        """Next-token logits (B, vocab_size) after one new token per row, ``ids`` (B,), at position
+        ``cache.length``; the cache is updated in place. Equals row ``cache.length`` of :meth:`forward` over the
+        whole prefix (inference mode)."""
+        ids = self._check_ids(ids, ndim=1)
+        if ids.shape[0] != cache.batch_size:
+            raise ValueError(f"ids must have shape (batch_size={cache.batch_size},), got {ids.shape}")
+        x = self.embedding.forward(ids[:, None], offset=cache.length)[0]
+        h, _ = self.decoder.step(x, cache)
+        return self._project(h[:, 0])[0]
+
+    def reorder(self, cache, indices):
+        """A new cache whose batch row i is row ``indices[i]`` of ``cache`` (beam search); ``cache`` stays valid."""
+        return self.decoder.reorder(cache, indices)
+
+    # -- the output layer ---------------------------------------------------------------------------------
+    def _project(self, h, training=False):
+        """Logits (..., vocab_size) of decoder outputs h (..., d_model), and the output's cache."""
+        if self.output is not None:
+            return self.output.forward(h, training)
+        table = self.embedding.tokens.params["weight"]
+        logits = ops.matmul(h.reshape(-1, table.shape[1]), table.T)
+        return logits.reshape(h.shape[:-1] + (self.vocab_size,)), h
+
+    def _tied_backward(self, grad, h):
+        """dh of the tied logits ``h @ E.T``; adds ``grad.T @ h`` into E's gradient."""
+        table = self.embedding.tokens.params["weight"]
+        flat_grad = np.asarray(grad).reshape(-1, self.vocab_size)
+        add_product(self.embedding.tokens.grads["weight"], flat_grad.T, h.reshape(-1, table.shape[1]))
+        return ops.matmul(flat_grad, table).reshape(h.shape)
+
+    @staticmethod
+    def _check_ids(ids, *, ndim):
+        ids = np.asarray(ids)
+        if ids.ndim != ndim:
+            expected = "(B, N)" if ndim == 2 else "(B,)"
+            raise ValueError(f"ids must have shape {expected}, got {ids.shape}")
+        return ids

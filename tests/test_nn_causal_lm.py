@@ -1,0 +1,294 @@
+"""nn.causal_lm: the language model's gradients against finite differences (tied and untied, every attention
+and positional kind, padding, a window), causality, cached decoding against the full forward (with a window,
+relative positions and reorder), weight tying, argument errors, and a tiny model that learns."""
+
+import doctest
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from attnkit import nn
+from attnkit.nn import causal_lm
+from attnkit.testing import check_grad
+
+ATTENTIONS = [("softmax", None), ("softmax", 2), ("linear", None), ("performer", None)]  # (attention, window)
+POSITIONALS = ["learned", "sinusoidal", "relative", None]
+# Every (attention, window, positional) a model takes: relative positions are logit biases (softmax only).
+CASES = [(attention, window, positional) for attention, window in ATTENTIONS for positional in POSITIONALS
+         if positional != "relative" or attention == "softmax"]
+VOCAB = 13
+
+
+def _model(rng, **options):
+    options = {"d_model": 8, "n_heads": 2, "n_layers": 2, "max_len": 12} | options
+    return nn.CausalLM(VOCAB, rng, **options).astype(np.float64)
+
+
+def test_docstring_example_runs():
+    assert doctest.testmod(causal_lm).failed == 0
+
+
+def _generators(module):
+    found = [v for v in vars(module).values() if isinstance(v, np.random.Generator)]
+    for child in module.children.values():
+        found += _generators(child)
+    return found
+
+
+@settings(max_examples=24)
+@given(seed=st.integers(0, 2**32 - 1), case=st.sampled_from(CASES), tie_weights=st.booleans(),
+       norm=st.sampled_from(["layer", "rms"]), n=st.integers(1, 6), padded=st.booleans())
+def test_gradients(seed, case, tie_weights, norm, n, padded):
+    rng = np.random.default_rng(seed)
+    attention, window, positional = case
+    model = _model(rng, dropout=0.2, attention=attention, window=window, positional=positional, norm=norm,
+                   tie_weights=tie_weights, relative_distance=2)
+    ids = rng.integers(0, VOCAB, size=(2, n))
+    lengths = rng.integers(1, n + 1, size=2) if padded else None
+    generators = _generators(model)
+    states = [g.bit_generator.state for g in generators]
+
+    def forward():  # the same dropout masks at every evaluation
+        for g, state in zip(generators, states):
+            g.bit_generator.state = state
+        return model.forward(ids, True, lengths=lengths)
+
+    logits, cache = forward()
+    w = rng.standard_normal(logits.shape)
+    model.zero_grad()
+    assert model.backward(w, cache) is None
+    params = {name: p for name, p, _ in model.named_parameters()}
+    analytic = {name: g.copy() for name, _, g in model.named_parameters()}
+    check_grad(lambda **_: float(np.sum(forward()[0] * w)), params, analytic, rtol=1e-5, atol=1e-8, max_entries=3,
+               rng=seed)
+
+
+def test_tied_gradient_sums_the_input_and_output_uses():
+    rng = np.random.default_rng(1)
+    model = _model(rng)
+    ids = np.array([[3, 5, 3, 7]])
+    logits, cache = model.forward(ids, True)
+    w = rng.standard_normal(logits.shape)
+    model.zero_grad()
+    model.backward(w, cache)
+    table_grad = model.embedding.tokens.grads["weight"]
+    h = cache.output
+    np.testing.assert_allclose(table_grad[[0, 12]], (w.reshape(-1, VOCAB).T @ h.reshape(-1, 8))[[0, 12]],
+                               rtol=1e-12)  # ids 0 and 12 are not in the input: their rows have only the output use
+    assert np.abs(table_grad[3] - (w.reshape(-1, VOCAB).T @ h.reshape(-1, 8))[3]).max() > 1e-6
+
+
+@pytest.mark.parametrize(("attention", "window", "positional"), CASES)
+def test_logits_at_t_ignore_ids_after_t(attention, window, positional):
+    rng = np.random.default_rng(2)
+    model = _model(rng, attention=attention, window=window, positional=positional)
+    ids = rng.integers(0, VOCAB, size=(2, 8))
+    logits = model.forward(ids)[0]
+    for t in range(7):
+        changed = ids.copy()
+        changed[:, t + 1:] = (changed[:, t + 1:] + rng.integers(1, VOCAB, size=changed[:, t + 1:].shape)) % VOCAB
+        after = model.forward(changed)[0]
+        np.testing.assert_allclose(after[:, : t + 1], logits[:, : t + 1], rtol=1e-12, atol=1e-13)
+        assert np.abs(after[:, t + 1] - logits[:, t + 1]).max() > 1e-6
+
+
+@pytest.mark.parametrize(("attention", "window", "positional"), CASES)
+def test_padding_leaves_the_real_positions_alone(attention, window, positional):
+    rng = np.random.default_rng(3)
+    model = _model(rng, attention=attention, window=window, positional=positional)
+    ids = rng.integers(0, VOCAB, size=(2, 6))
+    logits = model.forward(ids, lengths=np.array([6, 3]))[0]
+    np.testing.assert_allclose(logits[1, :3], model.forward(ids[1:, :3])[0][0], rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(logits[0], model.forward(ids[:1])[0][0], rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("tie_weights", [True, False])
+@pytest.mark.parametrize(("attention", "window", "positional"),
+                         CASES + [("softmax", 0, positional) for positional in POSITIONALS])
+def test_cached_steps_equal_the_full_forward(attention, window, positional, tie_weights):
+    rng = np.random.default_rng(4)
+    model = _model(rng, attention=attention, window=window, positional=positional, tie_weights=tie_weights,
+                   relative_distance=3)
+    ids = rng.integers(0, VOCAB, size=(3, 10))
+    full = model.forward(ids)[0]
+    cache = model.start(3, capacity=2)  # the key/value buffers grow (up to window + 1 with a window)
+    steps = []
+    for t in range(10):
+        assert cache.length == t
+        steps.append(model.step(ids[:, t], cache))
+        assert steps[-1].shape == (3, VOCAB)
+    np.testing.assert_allclose(np.stack(steps, axis=1), full, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize(("attention", "window", "positional"), CASES)
+def test_reordered_cache_continues_the_selected_rows(attention, window, positional):
+    rng = np.random.default_rng(5)
+    model = _model(rng, attention=attention, window=window, positional=positional)
+    ids = rng.integers(0, VOCAB, size=(3, 8))
+    cache = model.start(3)
+    for t in range(3):
+        model.step(ids[:, t], cache)
+    for indices in (np.array([2, 0, 0, 1, 2]), np.array([1, 3])):  # repeat and permute, then drop rows
+        cache = model.reorder(cache, indices)
+        ids = ids[indices]
+        assert cache.batch_size == indices.size and cache.length == 3
+    steps = [model.step(ids[:, t], cache) for t in range(3, 8)]
+    np.testing.assert_allclose(np.stack(steps, axis=1), model.forward(ids)[0][:, 3:], rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("window", [0, 2])
+def test_a_window_drops_the_far_past(window):
+    rng = np.random.default_rng(6)
+    model = _model(rng, window=window)
+    ids = rng.integers(0, VOCAB, size=(2, 12))
+    logits = model.forward(ids)[0]
+    changed = ids.copy()
+    changed[:, :4] = (changed[:, :4] + 1) % VOCAB
+    first_blind = 4 + 2 * window  # two layers, each reading window positions back
+    np.testing.assert_array_equal(model.forward(changed)[0][:, first_blind:], logits[:, first_blind:])
+    assert np.abs(model.forward(changed)[0][:, first_blind - 1] - logits[:, first_blind - 1]).max() > 1e-6
+
+
+@pytest.mark.parametrize("positional", ["learned", "relative"])
+def test_attention_weights_are_causal_distributions(positional):
+    rng = np.random.default_rng(7)
+    model = _model(rng, positional=positional, n_heads=4)
+    ids = rng.integers(0, VOCAB, size=(2, 5))
+    weights = model.attention_weights(ids)
+    assert len(weights) == 2 and all(w.shape == (2, 4, 5, 5) for w in weights)
+    for w in weights:
+        np.testing.assert_allclose(w.sum(-1), 1.0, rtol=1e-12)
+        assert np.all(np.triu(w, k=1) == 0) and np.all(np.diagonal(w, axis1=-2, axis2=-1) > 0)
+    padded = model.attention_weights(ids, lengths=np.array([5, 2]))
+    assert np.all(padded[0][1, :, :, 2:] == 0)
+    with pytest.raises(ValueError, match="attention='softmax'"):
+        _model(rng, attention="linear").attention_weights(ids)
+
+
+def test_tied_weights_share_one_table():
+    rng = np.random.default_rng(8)
+    tied = _model(rng)
+    names = [name for name, _, _ in tied.named_parameters()]
+    tables = [name for name, p, _ in tied.named_parameters() if p.shape == (VOCAB, 8)]
+    assert tables == ["embedding.tokens.weight"] and tied.output is None
+    assert not any(name.startswith("output.") for name in names)
+    ids = np.array([[1, 2, 3, 4]])  # row 9 of the table is not an input: only the output reads it
+    before = tied.forward(ids)[0]
+    tied.embedding.tokens.params["weight"][9] += rng.standard_normal(8)  # not a constant: LayerNorm's h sums to 0
+    after = tied.forward(ids)[0]
+    assert np.abs(after[..., 9] - before[..., 9]).min() > 1e-6
+    np.testing.assert_array_equal(np.delete(after, 9, axis=-1), np.delete(before, 9, axis=-1))
+
+    untied = _model(np.random.default_rng(8), tie_weights=False)
+    assert isinstance(untied.output, nn.Linear)
+    assert [name for name, _, _ in untied.named_parameters()] == names + ["output.weight", "output.bias"]
+    assert untied.n_parameters() == tied.n_parameters() + 8 * VOCAB + VOCAB
+    before = untied.forward(ids)[0]
+    untied.embedding.tokens.params["weight"][9] += rng.standard_normal(8)
+    np.testing.assert_array_equal(untied.forward(ids)[0], before)
+
+
+def test_astype_and_defaults():
+    model = nn.CausalLM(20, 0)
+    assert model.dtype == np.float32 and len(model.decoder.layers) == 4
+    assert model.embedding.positions.params["weight"].shape == (256, 128)
+    assert model.decoder.layer0.feed_forward.sublayer.linear1.params["weight"].shape == (128, 512)  # d_ff = 4 d_model
+    logits32 = model.forward(np.array([[1, 2, 3]]))[0]
+    assert logits32.dtype == np.float32 and logits32.shape == (1, 3, 20)
+    model.astype(np.float64)
+    assert all(p.dtype == np.float64 and g.dtype == np.float64 for _, p, g in model.named_parameters())
+    logits64 = model.forward(np.array([[1, 2, 3]]))[0]
+    assert logits64.dtype == np.float64
+    np.testing.assert_allclose(logits64, logits32, rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("tie_weights", [True, False])
+def test_state_dict_round_trip(tie_weights):
+    model = _model(np.random.default_rng(10), tie_weights=tie_weights)
+    other = _model(np.random.default_rng(11), tie_weights=tie_weights)
+    ids = np.array([[4, 8, 2, 3, 10]])
+    assert not np.allclose(other.forward(ids)[0], model.forward(ids)[0])
+    other.load_state_dict(model.state_dict())
+    np.testing.assert_array_equal(other.forward(ids)[0], model.forward(ids)[0])
+
+
+def test_errors():
+    rng = np.random.default_rng(9)
+    with pytest.raises(ValueError, match="vocab_size must be >= 1"):
+        nn.CausalLM(0, rng)
+    with pytest.raises(TypeError, match="vocab_size must be an integer"):
+        nn.CausalLM(10.0, rng)
+    with pytest.raises(ValueError, match=r"d_model \(10\) must be divisible by n_heads \(4\)"):
+        nn.CausalLM(10, rng, d_model=10, n_heads=4)
+    with pytest.raises(ValueError, match="window needs attention='softmax'"):
+        nn.CausalLM(10, rng, d_model=8, attention="linear", window=2)
+    with pytest.raises(ValueError, match="positional='relative' needs attention='softmax'"):
+        nn.CausalLM(10, rng, d_model=8, attention="performer", positional="relative")
+    with pytest.raises(ValueError, match="positional must be one of"):
+        nn.CausalLM(10, rng, positional="rotary")
+    with pytest.raises(ValueError, match=r"dropout: the drop probability p must be in \[0, 1\), got 1.5"):
+        nn.CausalLM(10, rng, dropout=1.5)
+    with pytest.raises(TypeError, match="dropout must be a real number"):
+        nn.CausalLM(10, rng, dropout="0.1")
+    with pytest.raises(TypeError, match="tie_weights must be a bool"):
+        nn.CausalLM(10, rng, tie_weights="yes")
+    with pytest.raises(ValueError, match="max_len must be >= 1"):
+        nn.CausalLM(10, rng, max_len=0)
+    with pytest.raises(ValueError, match="relative_distance must be >= 1"):
+        nn.CausalLM(10, rng, positional="relative", relative_distance=0)
+    with pytest.raises(ValueError, match="n_layers must be >= 1"):
+        nn.CausalLM(10, rng, n_layers=0)
+    model = _model(rng, max_len=4)
+    with pytest.raises(ValueError, match="exceed max_len=4"):
+        model.forward(np.zeros((1, 5), dtype=int))
+    cache = model.start(1)
+    for _ in range(4):
+        model.step(np.array([1]), cache)
+    with pytest.raises(ValueError, match="exceed max_len=4"):
+        model.step(np.array([1]), cache)
+    _model(rng, max_len=4, positional="sinusoidal").forward(np.zeros((1, 5), dtype=int))  # no table to outgrow
+    with pytest.raises(ValueError, match=r"ids must be in \[0, 13\)"):
+        model.forward(np.array([[1, 13]]))
+    with pytest.raises(ValueError, match=r"ids must be in \[0, 13\)"):
+        model.forward(np.array([[-1, 2]]))
+    with pytest.raises(TypeError, match="ids must be an integer array"):
+        model.forward(np.array([[1.0, 2.0]]))
+    with pytest.raises(ValueError, match=r"ids must have shape \(B, N\)"):
+        model.forward(np.array([1, 2]))
+    with pytest.raises(ValueError, match=r"ids must have shape \(batch_size=2,\)"):
+        model.step(np.array([1, 2, 3]), model.start(2))
+    with pytest.raises(ValueError, match=r"ids must have shape \(B,\)"):
+        model.step(np.array([[1], [2]]), model.start(2))
+
+
+def test_tiny_language_model_learns_a_repeating_sequence():
+    """A 1-layer model on windows of the period-5 sequence 3 1 4 1 5 3 1 4 1 5 ...: after a 1 the next token
+    is 4 or 5 depending on the token before, so attention must read the past."""
+    rng = np.random.default_rng(0)
+    period, length = np.array([3, 1, 4, 1, 5]), 12
+    stream = np.tile(period, 8)
+    model = nn.CausalLM(6, rng, d_model=32, n_heads=2, n_layers=1, max_len=length)
+    optimiser = nn.AdamW(model, lr=1e-2, weight_decay=0.0)
+    loss_fn = nn.CrossEntropyLoss()
+
+    def batch(size):
+        starts = rng.integers(0, period.size, size=size)
+        return np.stack([stream[s : s + length + 1] for s in starts])
+
+    losses = []
+    for _ in range(200):
+        ids = batch(16)
+        logits, cache = model.forward(ids[:, :-1], True)
+        loss, dlogits = loss_fn.forward(logits, ids[:, 1:], training=True)
+        losses.append(float(loss))
+        model.zero_grad()
+        model.backward(loss_fn.backward(1.0, dlogits), cache)
+        optimiser.step()
+    ids = batch(64)
+    logits = model.forward(ids[:, :-1])[0]
+    # Position 0's target is ambiguous after a lone 1; every later one follows from the two tokens before.
+    final = float(loss_fn.forward(logits[:, 1:], ids[:, 2:])[0])
+    assert losses[0] > 1.0 and final < 0.05, (losses[0], final)
+    assert np.array_equal(logits[:, 1:].argmax(-1), ids[:, 2:])
