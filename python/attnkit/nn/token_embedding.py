@@ -64,9 +64,7 @@ class TokenEmbedding(Module):
 
     Examples
     --------
-    >>> from typing import Any, NamedTuple
-
-import numpy as np
+    >>> import numpy as np
     >>> from attnkit.nn import TokenEmbedding
     >>> layer = TokenEmbedding(10, 8, rng=0, positional="learned", max_len=4)
     >>> x, cache = layer.forward(np.array([[5, 6, 0], [7, 0, 0]]))
