@@ -39,11 +39,11 @@ AttentionArgs<T> attention_args(const py::tuple& q, const py::tuple& k, const py
   return a;
 }
 
+// The args of a problem whose output is out (batch, nq, dv): sizes read off q, k and out, checked to agree.
 template <class T>
-void attention(const py::tuple& q, const py::tuple& k, const py::tuple& v, const py::object& mask,
-               const py::object& bias, const py::object& key_lengths, bool causal, std::int64_t window_left,
-               std::int64_t window_right, double scale,
-               CArray<T> out, const py::object& lse) {
+AttentionArgs<T> output_args(const py::tuple& q, const py::tuple& k, const py::tuple& v, const py::object& mask,
+                             const py::object& bias, const py::object& key_lengths, bool causal,
+                             std::int64_t window_left, std::int64_t window_right, double scale, CArray<T>& out) {
   require(out.ndim() == 3, "out must be (batch, nq, dv)");
   const auto batch = out.shape(0), nq = out.shape(1), dv = out.shape(2);
   const auto qa = q[0].cast<py::array>(), ka = k[0].cast<py::array>();
@@ -53,6 +53,16 @@ void attention(const py::tuple& q, const py::tuple& k, const py::tuple& v, const
   AttentionArgs<T> a = attention_args<T>(q, k, v, mask, bias, key_lengths, causal, window_left, window_right, scale,
                                          batch, nq, nk, d, dv);
   a.out = out.mutable_data();
+  return a;
+}
+
+template <class T>
+void attention(const py::tuple& q, const py::tuple& k, const py::tuple& v, const py::object& mask,
+               const py::object& bias, const py::object& key_lengths, bool causal, std::int64_t window_left,
+               std::int64_t window_right, double scale, CArray<T> out, const py::object& lse) {
+  AttentionArgs<T> a =
+      output_args<T>(q, k, v, mask, bias, key_lengths, causal, window_left, window_right, scale, out);
+  const auto batch = a.batch, nq = a.nq;
   CArray<T> lse_arr;
   if (!lse.is_none()) {
     lse_arr = exactly<CArray<T>>(lse, "lse");
@@ -67,15 +77,8 @@ template <class T>
 void argmax_attention(const py::tuple& q, const py::tuple& k, const py::tuple& v, const py::object& mask,
                       const py::object& bias, const py::object& key_lengths, bool causal, std::int64_t window_left,
                       std::int64_t window_right, double scale, CArray<T> out) {
-  require(out.ndim() == 3, "out must be (batch, nq, dv)");
-  const auto batch = out.shape(0), nq = out.shape(1), dv = out.shape(2);
-  const auto qa = q[0].cast<py::array>(), ka = k[0].cast<py::array>();
-  require(qa.ndim() >= 2 && ka.ndim() >= 2, "q and k must be at least 2-D");
-  const auto d = qa.shape(qa.ndim() - 1), nk = ka.shape(ka.ndim() - 2);
-  require(qa.shape(qa.ndim() - 2) == nq && ka.shape(ka.ndim() - 1) == d, "q/k/out shapes disagree");
-  AttentionArgs<T> a = attention_args<T>(q, k, v, mask, bias, key_lengths, causal, window_left, window_right, scale,
-                                         batch, nq, nk, d, dv);
-  a.out = out.mutable_data();
+  const AttentionArgs<T> a =
+      output_args<T>(q, k, v, mask, bias, key_lengths, causal, window_left, window_right, scale, out);
   py::gil_scoped_release release;
   active_kernels().get<T>().argmax_attention(a);
 }
