@@ -7,6 +7,15 @@ from attnkit import Seq2SeqTransformer, TransformerClassifier
 from attnkit.datasets import make_case_pairs, make_negation_sentences
 from attnkit.nn import EncoderDecoder, SequenceClassifier
 
+# scikit-learn's common checks run nothing for an estimator whose input is text (parametrize_with_checks skips
+# it): the checks that need no data, or only check what happens before fit, which the text estimators call.
+DATA_INDEPENDENT_CHECKS = [
+    "check_estimator_cloneable", "check_estimator_tags_renamed", "check_valid_tag_types", "check_estimator_repr",
+    "check_no_attributes_set_in_init", "check_parameters_default_constructible", "check_get_params_invariance",
+    "check_set_params", "check_do_not_raise_errors_in_init_or_set_params", "check_mixin_order",
+    "check_estimators_unfitted",
+]
+
 TINY_CLASSIFIER = dict(d_model=16, n_heads=2, d_ff=32, n_layers=1, max_iter=3, random_state=0)
 TINY_SEQ2SEQ = dict(d_model=16, n_heads=2, d_ff=32, encoder_layers=1, decoder_layers=1, max_iter=3,
                     max_target_len=40, random_state=0)

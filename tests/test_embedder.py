@@ -28,6 +28,7 @@ from attnkit._validation import InvalidParameterError
 from attnkit.estimators import embedder
 from attnkit.pretrained import load_checkpoint
 from attnkit.text import pad_sequences
+from estimator_cases import DATA_INDEPENDENT_CHECKS
 from tiny_bert import CONFIG, write_tiny_bert, zip_checkpoint
 
 pytest.importorskip("tokenizers")
@@ -243,16 +244,6 @@ def test_random_weights_differ_and_are_reproducible(tiny):
 
 
 # ------------------------------------------------------------------------ scikit-learn's tools
-# scikit-learn's common checks run nothing for an estimator whose input is text (parametrize_with_checks skips
-# it), so the checks that need no data, or only check what happens before fit, are called here.
-DATA_INDEPENDENT_CHECKS = [
-    "check_estimator_cloneable", "check_estimator_tags_renamed", "check_valid_tag_types", "check_estimator_repr",
-    "check_no_attributes_set_in_init", "check_parameters_default_constructible", "check_get_params_invariance",
-    "check_set_params", "check_do_not_raise_errors_in_init_or_set_params", "check_mixin_order",
-    "check_estimators_unfitted",
-]
-
-
 @pytest.mark.parametrize("check", DATA_INDEPENDENT_CHECKS)
 def test_sklearn_data_independent_checks(check):
     getattr(estimator_checks, check)("TransformerEmbedder", TransformerEmbedder())

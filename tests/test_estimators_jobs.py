@@ -11,7 +11,14 @@ import pytest
 from sklearn.base import clone
 
 import attnkit
-from attnkit import RandomFourierFeatures, Seq2SeqTransformer, TransformerClassifier, TransformerEmbedder, _core
+from attnkit import (
+    CausalLanguageModel,
+    RandomFourierFeatures,
+    Seq2SeqTransformer,
+    TransformerClassifier,
+    TransformerEmbedder,
+    _core,
+)
 from attnkit._config import num_threads, resolve_n_jobs
 from attnkit.datasets import make_case_pairs, make_negation_sentences
 from attnkit.estimators import embedder, random_features
@@ -171,7 +178,8 @@ def test_every_public_method_that_runs_kernels_is_threaded():
     only call marked methods (fit_transform: fit, transform; score: predict)."""
     no_kernels = {"get_params", "set_params", "save", "get_feature_names_out", "set_output", "get_metadata_routing"}
     calls_marked = {"fit_transform", "score"}
-    for cls in (TransformerClassifier, Seq2SeqTransformer, TransformerEmbedder, RandomFourierFeatures):
+    for cls in (TransformerClassifier, Seq2SeqTransformer, TransformerEmbedder, RandomFourierFeatures,
+                CausalLanguageModel):
         public = {name for name in dir(cls) if not name.startswith("_") and callable(getattr(cls, name))
                   and not name.startswith("set_") or name in {"set_params", "set_output"}}
         for name in public - no_kernels:

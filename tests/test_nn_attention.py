@@ -159,7 +159,9 @@ def test_step_errors():
         causal.start_cross(np.ones((2, 3, 8)))
     with pytest.raises(ValueError, match=r"context must have shape \(B, M, d_context=8\)"):
         cross.start_cross(np.ones((2, 3, 4)))
-    with pytest.raises(ValueError, match=r"x must have shape \(batch_size=2, 1, d_model=8\)"):
-        causal.step(np.ones((2, 2, 8)), causal.start_self(2))
+    with pytest.raises(ValueError, match=r"x must have shape \(batch_size=2, T >= 1, d_model=8\)"):
+        causal.step(np.ones((3, 2, 8)), causal.start_self(2))
+    with pytest.raises(ValueError, match=r"x must have shape \(batch_size=2, T >= 1, d_model=8\)"):
+        causal.step(np.ones((2, 0, 8)), causal.start_self(2))
     with pytest.raises(TypeError, match="cache must come from start_self or start_cross"):
         causal.step(np.ones((2, 1, 8)), None)

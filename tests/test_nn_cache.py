@@ -205,3 +205,21 @@ def test_a_window_keeps_the_last_positions_in_rolling_slots():
     copy = cache.reorder(np.array([1, 0]))
     np.testing.assert_array_equal(copy.keys_values()[0], cache.keys_values()[0][[1, 0]])
     assert copy.window == 2 and copy.length == 8
+
+
+@pytest.mark.parametrize("window", [None, 2, 5])
+@given(sizes=st.lists(st.integers(1, 5), min_size=1, max_size=5), capacity=st.integers(1, 4))
+def test_appending_several_positions_at_once_equals_one_at_a_time(window, sizes, capacity):
+    rng = np.random.default_rng(sum(sizes))
+    keys, values = _positions(rng, sum(sizes), dtype=np.float64)
+    together, apart, end = SelfAttentionCache(B, capacity, window=window), SelfAttentionCache(B, capacity,
+                                                                                              window=window), 0
+    for size in sizes:
+        together.append(keys[:, :, end : end + size], values[:, :, end : end + size])
+        for t in range(end, end + size):
+            apart.append(keys[:, :, t : t + 1], values[:, :, t : t + 1])
+        end += size
+        assert together.length == apart.length == end
+        for a, b in zip(together.keys_values(), apart.keys_values()):
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(together.slot_order(), apart.slot_order())

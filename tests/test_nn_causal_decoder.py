@@ -134,8 +134,8 @@ def test_errors():
         decoder.start(0)
     with pytest.raises(ValueError, match="capacity"):
         decoder.start(2, capacity=0)
-    with pytest.raises(ValueError, match=r"x must have shape \(batch_size=2, 1, d_model=8\)"):
-        decoder.step(np.zeros((2, 2, 8)), decoder.start(2))
+    with pytest.raises(ValueError, match=r"x must have shape \(batch_size=2, T >= 1, d_model=8\)"):
+        decoder.step(np.zeros((3, 2, 8)), decoder.start(2))
     with pytest.raises(ValueError, match="n_layers"):
         nn.CausalDecoder(0, 8, 2, 16, rng)
     with pytest.raises(ValueError, match="position_bias needs attention='softmax'"):

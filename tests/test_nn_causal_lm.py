@@ -292,3 +292,32 @@ def test_tiny_language_model_learns_a_repeating_sequence():
     final = float(loss_fn.forward(logits[:, 1:], ids[:, 2:])[0])
     assert losses[0] > 1.0 and final < 0.05, (losses[0], final)
     assert np.array_equal(logits[:, 1:].argmax(-1), ids[:, 2:])
+
+
+@pytest.mark.parametrize(("attention", "window", "positional"),
+                         CASES + [("softmax", 0, positional) for positional in POSITIONALS])
+@given(cuts=st.lists(st.integers(1, 4), min_size=1, max_size=3))  # within max_len=12
+@settings(max_examples=15, deadline=None)
+def test_prefill_of_any_split_equals_the_full_forward(attention, window, positional, cuts):
+    """A prompt read in pieces of any sizes (one causal call each, or position by position for a window or
+    linear attention) gives the logits of the full forward at the end of each piece."""
+    rng = np.random.default_rng(5)
+    model = _model(rng, attention=attention, window=window, positional=positional, relative_distance=3)
+    n = sum(cuts)
+    ids = rng.integers(0, VOCAB, size=(2, n))
+    full = model.forward(ids)[0]
+    cache, end = model.start(2, capacity=1), 0
+    for size in cuts:
+        logits = model.prefill(ids[:, end : end + size], cache)
+        end += size
+        assert cache.length == end
+        np.testing.assert_allclose(logits, full[:, end - 1], rtol=1e-11, atol=1e-12)
+
+
+def test_prefill_errors():
+    model = _model(np.random.default_rng(0))
+    cache = model.start(2)
+    with pytest.raises(ValueError, match="ids must have shape"):
+        model.prefill(np.zeros((3, 2), int), cache)
+    with pytest.raises(ValueError, match=r"ids must have shape \(B, N\)"):
+        model.prefill(np.zeros(2, int), cache)

@@ -466,3 +466,54 @@ def test_a_model_with_the_wrong_output_is_named():
 def test_docstring_examples_run():
     result = doctest.testmod(decoding)
     assert result.attempted > 0 and result.failed == 0
+
+
+# -------------------------------------------------------------------- min-p, repetition penalty, stop, stream
+@given(logits=logit_rows, p=st.floats(0.0, 0.99))
+def test_min_p_keeps_the_tokens_at_least_p_times_as_likely_as_the_best(logits, p):
+    kept = np.isfinite(decoding.min_p_filter(logits, p))
+    probs = np.exp(log_softmax(logits))
+    np.testing.assert_array_equal(kept[probs >= p * probs.max(axis=-1, keepdims=True) * (1 + 1e-9)], True)
+    np.testing.assert_array_equal(kept[probs < p * probs.max(axis=-1, keepdims=True) * (1 - 1e-9)], False)
+    assert kept.any(axis=-1).all()
+
+
+def test_repetition_penalty_multiplies_the_log_probabilities_of_seen_tokens():
+    model = PrefixModel(1, vocab=5, seed=3)
+    plain = generate(model, 1, bos_id=BOS, eos_id=EOS, max_length=1, strategy="greedy")[0][0]
+    best = int(plain.tokens[0]) if plain.tokens.size else EOS
+    assume_token = best if best != EOS else 1
+    # With the best token in the context and a huge penalty, greedy search picks another one.
+    other = generate(PrefixModel(1, vocab=5, seed=3), 1, bos_id=BOS, eos_id=EOS, max_length=1,
+                     repetition_penalty=1e6, context=[[assume_token]])[0][0]
+    assert other.tokens.size == 0 or int(other.tokens[0]) != assume_token
+    same = generate(PrefixModel(1, vocab=5, seed=3), 1, bos_id=BOS, eos_id=EOS, max_length=1,
+                    repetition_penalty=1.0, context=[[assume_token]])[0][0]
+    assert tokens([[same]]) == tokens([[plain]])
+
+
+def test_stop_ends_a_sequence_where_the_callback_says():
+    model = PrefixModel(2, vocab=6, seed=1, eos_bias=[-50, -50])
+    full = generate(model, 2, bos_id=BOS, eos_id=EOS, max_length=8)
+    stopped = generate(PrefixModel(2, vocab=6, seed=1, eos_bias=[-50, -50]), 2, bos_id=BOS, eos_id=EOS,
+                       max_length=8, stop=lambda i, toks: i == 0 and toks.size == 3)
+    assert list(stopped[0][0].tokens) == list(full[0][0].tokens[:3]) and not stopped[0][0].finished
+    assert list(stopped[1][0].tokens) == list(full[1][0].tokens)
+    with pytest.raises(ValueError, match="not to strategy='beam'"):
+        generate(model, 2, bos_id=BOS, eos_id=EOS, strategy="beam", stop=lambda i, t: False)
+
+
+@pytest.mark.parametrize("params", [dict(), dict(strategy="sample", random_state=7, top_k=3, min_p=0.05),
+                                    dict(no_repeat_ngram_size=2, repetition_penalty=1.5, context=[1, 3])])
+def test_stream_yields_the_tokens_of_generate(params):
+    gen_params = {**params, "context": [params["context"]]} if "context" in params else params
+    expected = generate(PrefixModel(1, vocab=6, seed=2), 1, bos_id=BOS, eos_id=EOS, max_length=10, **gen_params)
+    streamed = list(decoding.stream(PrefixModel(1, vocab=6, seed=2), bos_id=BOS, eos_id=EOS, max_length=10, **params))
+    assert streamed == list(expected[0][0].tokens)
+
+
+def test_stream_refuses_beam_search_and_bad_values():
+    with pytest.raises(ValueError, match="cannot stream"):
+        list(decoding.stream(PrefixModel(1), bos_id=BOS, eos_id=EOS, strategy="beam"))
+    with pytest.raises(ValueError, match="'min_p'"):
+        list(decoding.stream(PrefixModel(1), bos_id=BOS, eos_id=EOS, min_p=2.0))

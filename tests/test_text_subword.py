@@ -45,3 +45,14 @@ def test_subword_errors(monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "tokenizers", None)
     with pytest.raises(ImportError, match="attnkit\\[pretrained\\]"):
         SubwordTokenizer("bpe").fit(_CORPUS)
+
+
+@pytest.mark.parametrize("kind", SubwordTokenizer.KINDS)
+def test_keep_whitespace_spells_every_space_tab_and_newline(kind):
+    tokenizer = SubwordTokenizer(kind, lowercase=False, keep_whitespace=True).fit(_CORPUS, vocab_size=300)
+    for text in ["  Bonjour !\n\n\tQuoi ?  ", "\n", "a  b"]:
+        assert tokenizer.detokenize(tokenizer(text)) == text
+    restored = SubwordTokenizer.from_config(json.loads(json.dumps(tokenizer.get_config())))
+    assert restored == tokenizer and restored.keep_whitespace
+    with pytest.raises(TypeError, match="keep_whitespace must be a bool"):
+        SubwordTokenizer(kind, keep_whitespace="yes")

@@ -15,7 +15,13 @@ if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
 from attnkit import feature_maps, metrics, ops, reference, text  # noqa: E402
 from attnkit._config import get_num_threads, set_num_threads, show_config
 from attnkit._core import __version__
-from attnkit.estimators import RandomFourierFeatures, Seq2SeqTransformer, TransformerClassifier, TransformerEmbedder
+from attnkit.estimators import (
+    CausalLanguageModel,
+    RandomFourierFeatures,
+    Seq2SeqTransformer,
+    TransformerClassifier,
+    TransformerEmbedder,
+)
 from attnkit.io import load
 from attnkit.ops import (
     LinearAttentionState,
@@ -29,6 +35,7 @@ from attnkit.ops import (
 )
 
 __all__ = [
+    "CausalLanguageModel",
     "LinearAttentionState",
     "RandomFourierFeatures",
     "Seq2SeqTransformer",

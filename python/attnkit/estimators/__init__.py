@@ -1,6 +1,6 @@
 """scikit-learn estimators built on attnkit's networks (:class:`TransformerClassifier`,
 :class:`Seq2SeqTransformer`, :class:`TransformerEmbedder` over pretrained checkpoints) and random features
-(:class:`RandomFourierFeatures`).
+(:class:`RandomFourierFeatures`), and a GPT-style language model (:class:`CausalLanguageModel`).
 
 The network estimators share one base (:mod:`attnkit.estimators._base`): fitted state, fit skeleton,
 training loop, batched inference, save and load.
@@ -8,7 +8,14 @@ training loop, batched inference, save and load.
 
 from attnkit.estimators.classifier import TransformerClassifier
 from attnkit.estimators.embedder import TransformerEmbedder
+from attnkit.estimators.language_model import CausalLanguageModel
 from attnkit.estimators.random_features import RandomFourierFeatures
 from attnkit.estimators.seq2seq import Seq2SeqTransformer
 
-__all__ = ["RandomFourierFeatures", "Seq2SeqTransformer", "TransformerClassifier", "TransformerEmbedder"]
+__all__ = [
+    "CausalLanguageModel",
+    "RandomFourierFeatures",
+    "Seq2SeqTransformer",
+    "TransformerClassifier",
+    "TransformerEmbedder",
+]

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from attnkit._config import get_num_threads, num_threads, resolve_n_jobs
 from attnkit._validation import Interval, validate_params
 
-__all__ = ["N_JOBS_CONSTRAINTS", "fit_context", "map_batches", "threaded"]
+__all__ = ["N_JOBS_CONSTRAINTS", "fit_context", "map_batches", "threaded", "threaded_iterator"]
 
 N_JOBS_CONSTRAINTS = [None, Interval(numbers.Integral, 1, None, closed="left"),
                       Interval(numbers.Integral, None, -1, closed="right")]
@@ -36,6 +36,32 @@ def threaded(method):
 
     wrapper.__attnkit_threaded__ = True  # type: ignore[attr-defined]
     return wrapper
+
+
+def threaded_iterator(method):
+    """:func:`threaded`, for a method that returns an iterator (a stream of generated text): the call itself (its
+    checks) and then each ``next`` run with ``n_jobs`` kernel threads, the count restored between items, so
+    that the caller's own work between items runs with its own count."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        validate_params({"n_jobs": self.n_jobs}, {"n_jobs": N_JOBS_CONSTRAINTS}, caller=type(self).__name__)
+        with num_threads(resolve_n_jobs(self.n_jobs), stacklevel=5):
+            iterator = iter(method(self, *args, **kwargs))
+        return _threaded_items(iterator, self.n_jobs)
+
+    wrapper.__attnkit_threaded__ = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _threaded_items(iterator, n_jobs):
+    while True:
+        with num_threads(resolve_n_jobs(n_jobs), stacklevel=5):
+            try:
+                item = next(iterator)
+            except StopIteration:
+                return
+        yield item
 
 
 def fit_context(method):

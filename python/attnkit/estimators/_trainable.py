@@ -133,6 +133,10 @@ class TrainableEstimator(NetworkEstimator):
         """What early stopping follows: "loss" or "score"."""
         return "loss"
 
+    def _decay(self):
+        """The learning rate's decay after the warm-up (``TrainingOptions.decay``) in a fit."""
+        return "linear"
+
     def _learning_rate(self):
         """The peak learning rate (``learning_rate``, resolved when it may be "auto")."""
         return float(self.learning_rate)
@@ -189,7 +193,7 @@ class TrainableEstimator(NetworkEstimator):
         options = TrainingOptions(
             max_epochs=max_epochs, epoch_updates=epoch_updates, batch_size=self.batch_size,
             learning_rate=self._learning_rate(), weight_decay=float(self.weight_decay),
-            warmup_fraction=self._warmup_fraction, decay="constant" if incremental else "linear",
+            warmup_fraction=self._warmup_fraction, decay="constant" if incremental else self._decay(),
             max_grad_norm=self._max_grad_norm, early_stopping=bool(self.early_stopping and validate is not None),
             n_iter_no_change=self.n_iter_no_change, tol=float(self.tol), monitor=self._monitor(),
             score_name=self._score_name, verbose=int(self.verbose),

@@ -192,6 +192,7 @@ def _file_params(cls, params, where):
     params = {**getattr(cls, "_params_before_they_existed", {}), **params}
     if "checkpoint_path" in params:
         params["checkpoint_path"] = None
+    params = {key: _tokenizer_from_file(value) for key, value in params.items()}
     validate_params({**cls().get_params(deep=False), **params}, getattr(cls, "_parameter_constraints", {}),
                     caller=f"{cls.__name__} (as the file gives it)")
     return params
@@ -216,8 +217,25 @@ def _attnkit_version():
     return __version__
 
 
+# A Hugging Face tokenizers.Tokenizer given as a parameter (a language model's) is kept as its own JSON.
+_TOKENIZER_KEY = "__tokenizers.Tokenizer__"
+
+
+def _tokenizer_from_file(value):
+    if not (isinstance(value, dict) and set(value) == {_TOKENIZER_KEY}):
+        return value
+    try:
+        import tokenizers
+    except ImportError as error:
+        raise ImportError("this model was fitted with a tokenizers.Tokenizer: pip install 'attnkit[pretrained]' to "
+                          "load it") from error
+    return tokenizers.Tokenizer.from_str(value[_TOKENIZER_KEY])
+
+
 def _portable_params(params):
     out = {key: os.fspath(value) if isinstance(value, os.PathLike) else value for key, value in params.items()}
+    out = {key: {_TOKENIZER_KEY: value.to_str()} if type(value).__module__.startswith("tokenizers") else value
+           for key, value in out.items()}
     if "checkpoint_path" in out:  # a file must not choose where a later fit writes
         out["checkpoint_path"] = None
     if "random_state" in out and not (out["random_state"] is None or isinstance(out["random_state"], int)):

@@ -218,28 +218,33 @@ class MultiHeadAttention(Module):
             k, v, feature_map=self.feature_map, key_lengths=key_lengths))
 
     def step(self, x, cache):
-        """Attention output for one new position ``x`` (B, 1, d_model), given the cache of the earlier ones.
+        """Attention output for T new positions ``x`` (B, T, d_model), given the cache of the earlier ones.
 
-        Self-attention (a :class:`SelfAttentionCache`): the position's key and value join the cache, updated
-        in place, and the query attends over every position so far: row t of the causal :meth:`forward`,
-        relative-position bias included. Cross-attention (a :class:`CrossAttentionCache`): the query attends
+        Self-attention (a :class:`SelfAttentionCache`): the positions' keys and values join the cache, updated
+        in place, and each query attends over every position up to its own: rows t..t+T-1 of the causal
+        :meth:`forward`, relative-position bias included. T > 1 is a prompt's prefill: one causal attention
+        call with softmax attention, position by position with a window or linear attention (their states
+        advance one position at a time). Cross-attention (a :class:`CrossAttentionCache`): the queries attend
         over the cached context, as :meth:`forward` with ``context``. Inference only (no backward).
 
         Returns
         -------
-        out : ndarray of shape (B, 1, d_model)
+        out : ndarray of shape (B, T, d_model)
         cache : the same cache
         """
         if not isinstance(cache, (SelfAttentionCache, CrossAttentionCache)):
             raise TypeError(f"cache must come from start_self or start_cross, got {type(cache).__name__}")
         x = np.asarray(x)
-        if x.ndim != 3 or x.shape[1] != 1 or x.shape[2] != self.d_model or x.shape[0] != cache.batch_size:
-            raise ValueError(f"x must have shape (batch_size={cache.batch_size}, 1, d_model={self.d_model}), "
+        if x.ndim != 3 or x.shape[1] < 1 or x.shape[2] != self.d_model or x.shape[0] != cache.batch_size:
+            raise ValueError(f"x must have shape (batch_size={cache.batch_size}, T >= 1, d_model={self.d_model}), "
                              f"got {x.shape}")
+        n = x.shape[1]
+        if n > 1 and isinstance(cache, SelfAttentionCache) and (cache.state is not None or cache.window is not None):
+            return np.concatenate([self.step(x[:, t : t + 1], cache)[0] for t in range(n)], axis=1), cache
         q = self._heads(x, "wq", "bq")
         if isinstance(cache, CrossAttentionCache):
             if cache.state is not None:
-                heads = cache.state.attend(q[:, :, 0])[:, :, None]
+                heads = np.stack([cache.state.attend(q[:, :, t]) for t in range(n)], axis=2)
             else:
                 heads = ops.scaled_dot_product_attention(q, cache.keys, cache.values, key_lengths=cache.key_lengths)
         else:
@@ -253,12 +258,12 @@ class MultiHeadAttention(Module):
                 bias = None
                 if self.position_bias is not None:  # a bias by distance, for the keys in the cache's slot order
                     kept = keys.shape[2]
-                    bias = self.position_bias.forward(1, kept, offset=kept - 1)[0][..., cache.slot_order()]
-                # One query after every cached key (all within a window): nothing to mask, so no causal flag.
-                heads = ops.scaled_dot_product_attention(q, keys, values, bias=bias)
-        merged = heads.reshape(x.shape[0], self.n_heads * self.d_head)
-        out = ops.matmul(merged, self.params["wo"], bias=self.params["bo"])
-        return out[:, None, :], cache
+                    bias = self.position_bias.forward(n, kept, offset=kept - n)[0][..., cache.slot_order()]
+                # The new queries come last (causal end-aligned); one query sees every cached key, window or not.
+                heads = ops.scaled_dot_product_attention(q, keys, values, bias=bias, causal=n > 1)
+        merged = heads.swapaxes(1, 2).reshape(x.shape[0], n, self.n_heads * self.d_head)
+        out = ops.matmul(merged.reshape(-1, merged.shape[-1]), self.params["wo"], bias=self.params["bo"])
+        return out.reshape(x.shape[0], n, -1), cache
 
     def _project_back(self, inp, dheads, w, b):
         dy = dheads.swapaxes(-2, -3).reshape(inp.shape[:-1] + (self.n_heads * self.d_head,))

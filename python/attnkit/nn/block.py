@@ -197,9 +197,9 @@ class TransformerBlock(Module):
         return self_cache, cross_cache
 
     def step(self, x, cache):
-        """The block's output for one new position ``x`` (B, 1, d_model); ``cache`` (from :meth:`start`) is
-        updated in place. Equals row t of :meth:`forward` (inference mode) when x is position t and the cache
-        holds positions 0..t-1. Returns ``(out, cache)``."""
+        """The block's output for T new positions ``x`` (B, T, d_model); ``cache`` (from :meth:`start`) is
+        updated in place. Equals rows t..t+T-1 of :meth:`forward` (inference mode) when x holds positions
+        t..t+T-1 and the cache positions 0..t-1. Returns ``(out, cache)``."""
         self_cache, cross_cache = cache if self.cross_attention is not None else (cache, None)
         x = self.self_attention.step(x, self_cache)
         if self.cross_attention is not None:

@@ -72,21 +72,29 @@ class SelfAttentionCache:
         self._values: np.ndarray | None = None
 
     def append(self, k, v):
-        """Add one position's keys and values, each (B, H, 1, d_head); grow the buffers by doubling (up to
-        ``window + 1`` slots with a window, which then take position t in slot t mod (window + 1))."""
-        keys, values = self._keys, self._values
+        """Add the keys and values of T new positions, each (B, H, T, d_head); grow the buffers by doubling (up
+        to ``window + 1`` slots with a window, which then take position t in slot t mod (window + 1))."""
+        if k.shape[2] != 1 and self.window is not None:
+            for t in range(k.shape[2]):  # ring slots wrap: one position at a time
+                self.append(k[:, :, t : t + 1], v[:, :, t : t + 1])
+            return
+        keys, values, n = self._keys, self._values, k.shape[2]
         limit = None if self.window is None else self.window + 1
         if keys is None or values is None:
-            shape = k.shape[:2] + (self.capacity,)
+            shape = k.shape[:2] + (max(self.capacity, n),)
             keys, values = np.empty(shape + k.shape[3:], k.dtype), np.empty(shape + v.shape[3:], v.dtype)
-        elif self.length == keys.shape[2] and keys.shape[2] != limit:
-            grow = keys.shape[2] if limit is None else min(keys.shape[2], limit - keys.shape[2])
-            keys, values = (np.concatenate([a, np.empty_like(a[:, :, :grow])], axis=2) for a in (keys, values))
+        elif self.length + n > keys.shape[2] and keys.shape[2] != limit:
+            size = keys.shape[2]
+            while size < self.length + n:
+                size *= 2
+            size = size if limit is None else min(size, limit)
+            keys, values = (np.concatenate([a, np.empty(a.shape[:2] + (size - a.shape[2],) + a.shape[3:], a.dtype)],
+                                           axis=2) for a in (keys, values))
         slot = self.length if limit is None else self.length % limit
-        keys[:, :, slot] = k[:, :, 0]
-        values[:, :, slot] = v[:, :, 0]
+        keys[:, :, slot : slot + n] = k
+        values[:, :, slot : slot + n] = v
         self._keys, self._values = keys, values
-        self.length += 1
+        self.length += n
 
     def keys_values(self):
         """Views (no copies) of the keys and values kept, each (B, H, kept, d_head): every position so far, in

@@ -193,6 +193,17 @@ class CausalLM(Module):
         h, _ = self.decoder.step(x, cache)
         return self._project(h[:, 0])[0]
 
+    def prefill(self, ids, cache):
+        """Next-token logits (B, vocab_size) after feeding a whole prompt, ``ids`` (B, T), at positions
+        ``cache.length, ...``: :meth:`step` for each column in turn, at once (one causal attention call per layer
+        with softmax attention). Only the last position is projected to the vocabulary."""
+        ids = self._check_ids(ids, ndim=2)
+        if ids.shape[0] != cache.batch_size or ids.shape[1] < 1:
+            raise ValueError(f"ids must have shape (batch_size={cache.batch_size}, T >= 1), got {ids.shape}")
+        x = self.embedding.forward(ids, offset=cache.length)[0]
+        h, _ = self.decoder.step(x, cache)
+        return self._project(h[:, -1])[0]
+
     def reorder(self, cache, indices):
         """A new cache whose batch row i is row ``indices[i]`` of ``cache`` (beam search); ``cache`` stays valid."""
         return self.decoder.reorder(cache, indices)

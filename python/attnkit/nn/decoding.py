@@ -15,8 +15,8 @@ inputs that are finished), so ``state`` may be anything the model can index by r
 :class:`attnkit.nn.Decoder` with its key/value cache, and an output projection.
 
 The logit processors are small pure functions, usable on their own: :func:`apply_temperature`,
-:func:`top_k_filter`, :func:`top_p_filter`. Each takes and returns an array of shape (..., V) in which
-a token that may not be drawn is ``-inf``.
+:func:`top_k_filter`, :func:`top_p_filter`, :func:`min_p_filter`. Each takes and returns an array of shape
+(..., V) in which a token that may not be drawn is ``-inf``.
 
 Choices that differ from some other libraries, each on purpose:
 
@@ -46,6 +46,8 @@ __all__ = [
     "check_generation_params",
     "generate",
     "input_generators",
+    "min_p_filter",
+    "stream",
     "top_k_filter",
     "top_p_filter",
 ]
@@ -63,6 +65,8 @@ GENERATION_CONSTRAINTS = {
     "temperature": [Interval(numbers.Real, 0, None, closed="left")],
     "top_k": [Interval(numbers.Integral, 0, None, closed="left")],
     "top_p": [Interval(numbers.Real, 0, 1, closed="right")],
+    "min_p": [Interval(numbers.Real, 0, 1, closed="left")],
+    "repetition_penalty": [Interval(numbers.Real, 0, None, closed="neither")],
     "num_return_sequences": [Interval(numbers.Integral, 1, None, closed="left")],
 }
 
@@ -276,6 +280,49 @@ def top_p_filter(logits, p):
     return logits
 
 
+def min_p_filter(logits, p):
+    """Keep the tokens whose probability is at least ``p`` times the most likely token's (Nguyen et al. 2024,
+    "min-p sampling"): a cut that follows the model's confidence. ``p = 0`` keeps every token.
+
+    Parameters
+    ----------
+    logits : array-like of shape (..., V)
+    p : float in [0, 1)
+
+    Returns
+    -------
+    ndarray of float64, the shape of ``logits``
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit.nn.decoding import min_p_filter
+    >>> min_p_filter(np.log([0.5, 0.3, 0.2]), 0.5).round(3).tolist()  # 0.2 < 0.5 * 0.5
+    [-0.693, -1.204, -inf]
+    """
+    logits = np.array(logits, dtype=np.float64)
+    check_generation_params({"min_p": p}, "min_p_filter")
+    if p == 0:
+        return logits
+    # p(token) >= p * p(best)  <=>  logit >= best logit + log(p)
+    logits[logits < logits.max(axis=-1, keepdims=True) + np.log(p)] = -np.inf
+    return logits
+
+
+def _penalise_repeats(allowed, history, context, penalty):
+    """Multiply by ``penalty`` the log-probability of every token already in a row's text: its context
+    (``context[r]``, the prompt) and its generated ``history`` (R, t). Log-probabilities are negative, so a
+    penalty > 1 makes a repeat less likely (CTRL's rule, Keskar et al. 2019, on normalised scores)."""
+    if penalty == 1:
+        return
+    seen = np.zeros(allowed.shape, bool)
+    for r, tokens in enumerate(context):
+        seen[r, tokens] = True
+    if history.size:
+        seen[np.repeat(np.arange(history.shape[0]), history.shape[1]), history.reshape(-1)] = True
+    allowed[seen] *= penalty
+
+
 def _block_repeated_ngrams(logp, history, n):
     """Set to -inf each token that would repeat an n-gram already in its row of ``history`` (R, t)."""
     t = history.shape[1]
@@ -352,8 +399,9 @@ def _row_generators(random_state, n_inputs, per_input):
 
 
 def generate(model, n_inputs, *, bos_id, eos_id, strategy="greedy", max_length=64, min_length=0, num_beams=4,
-             length_penalty=1.0, no_repeat_ngram_size=0, temperature=1.0, top_k=0, top_p=1.0,
-             num_return_sequences=1, random_state=None, suppress_tokens=()):
+             length_penalty=1.0, no_repeat_ngram_size=0, temperature=1.0, top_k=0, top_p=1.0, min_p=0.0,
+             repetition_penalty=1.0, num_return_sequences=1, random_state=None, suppress_tokens=(), context=None,
+             stop=None):
     """Generate token sequences from a decoding model, batched over its inputs.
 
     Parameters
@@ -384,6 +432,11 @@ def generate(model, n_inputs, *, bos_id, eos_id, strategy="greedy", max_length=6
         Sampling only: draw from the ``top_k`` most likely tokens (0: all).
     top_p : float in (0, 1], default=1.0
         Sampling only: draw from the smallest set of most likely tokens of total probability >= top_p.
+    min_p : float in [0, 1), default=0.0
+        Sampling only: draw from the tokens at least ``min_p`` times as likely as the most likely one.
+    repetition_penalty : float > 0, default=1.0
+        Every strategy: the log-probability of each token already in the text (``context`` and the generated
+        tokens) is multiplied by this; > 1 discourages repeats.
     num_return_sequences : int, default=1
         Sequences per input: the best ones of beam search (<= num_beams) or independent samples;
         greedy search has one.
@@ -393,6 +446,11 @@ def generate(model, n_inputs, *, bos_id, eos_id, strategy="greedy", max_length=6
         Ids never generated, by any strategy: tokens a model was never trained to write (padding, a
         start token, ``<unk>`` when no training target held it), which an undertrained model may still
         rank first.
+    context : sequence of arrays of int, optional
+        Per input, the tokens before the generated ones (a prompt), which ``repetition_penalty`` also counts.
+    stop : callable (input, tokens) -> bool, optional
+        Greedy search and sampling: called after each step with an input's index and the tokens generated so
+        far (an int64 array); True ends that sequence there, unfinished (e.g. a stop string was written).
 
     Returns
     -------
@@ -412,7 +470,8 @@ def generate(model, n_inputs, *, bos_id, eos_id, strategy="greedy", max_length=6
     """
     params = dict(strategy=strategy, max_length=max_length, min_length=min_length, num_beams=num_beams,
                   length_penalty=length_penalty, no_repeat_ngram_size=no_repeat_ngram_size,
-                  temperature=temperature, top_k=top_k, top_p=top_p, num_return_sequences=num_return_sequences)
+                  temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                  repetition_penalty=repetition_penalty, num_return_sequences=num_return_sequences)
     check_generation_params(params, "generate")
     n_inputs = check_int(n_inputs, "n_inputs", minimum=1)
     bos_id, eos_id = check_int(bos_id, "bos_id", minimum=0), check_int(eos_id, "eos_id", minimum=0)
@@ -424,24 +483,68 @@ def generate(model, n_inputs, *, bos_id, eos_id, strategy="greedy", max_length=6
     if strategy == "greedy" and num_return_sequences != 1:
         raise ValueError(f"num_return_sequences must be 1 for greedy search (it has one answer), got "
                          f"{num_return_sequences}; use strategy='beam' or 'sample'")
-    suppress = np.asarray(suppress_tokens, dtype=np.int64).reshape(-1)
-    if np.isin(eos_id, suppress):
-        raise ValueError(f"suppress_tokens must not hold eos_id ({eos_id}): every sequence must be able to end")
-    run = _Run(model, n_inputs, bos_id, eos_id, params, suppress)
+    if stop is not None and strategy == "beam":
+        raise ValueError("stop applies to greedy search and sampling, not to strategy='beam'")
+    run = _Run(model, n_inputs, bos_id, eos_id, params, suppress_tokens, context, stop)
     if strategy == "beam":
         return run.beam()
     rngs = _row_generators(random_state, n_inputs, num_return_sequences) if strategy == "sample" else None
     return run.greedy_or_sample(rngs)
 
 
+def stream(model, *, bos_id, eos_id, strategy="greedy", max_length=64, min_length=0, no_repeat_ngram_size=0,
+           temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repetition_penalty=1.0, random_state=None,
+           suppress_tokens=(), context=None):
+    """Generate one sequence token by token, yielding each token id as it is chosen: what a chat window shows.
+
+    The same choices as :func:`generate` for one input (``model.start()`` holds one row) with greedy search or
+    sampling, the same parameters, and the same tokens for the same ``random_state``; the end token is not
+    yielded. Beam search cannot stream: its best sequence is known only at the end.
+
+    Yields
+    ------
+    int
+    """
+    params = dict(strategy=strategy, max_length=max_length, min_length=min_length, num_beams=1, length_penalty=1.0,
+                  no_repeat_ngram_size=no_repeat_ngram_size, temperature=temperature, top_k=top_k, top_p=top_p,
+                  min_p=min_p, repetition_penalty=repetition_penalty, num_return_sequences=1)
+    check_generation_params(params, "stream")
+    if strategy == "beam":
+        raise ValueError("strategy='beam' cannot stream (its best sequence is known only at the end); use "
+                         "'greedy' or 'sample'")
+    if min_length > max_length:
+        raise ValueError(f"min_length ({min_length}) must be <= max_length ({max_length})")
+    run = _Run(model, 1, check_int(bos_id, "bos_id", minimum=0), check_int(eos_id, "eos_id", minimum=0), params,
+               suppress_tokens, None if context is None else [context])
+    rngs = _row_generators(random_state, 1, 1) if strategy == "sample" else None
+    state, tokens = model.start(), np.array([run.bos_id], np.int64)
+    history = np.empty((1, 0), np.int64)
+    for t in range(max_length):
+        _, allowed, state = run.log_probs(tokens, state, history[:, :t], np.zeros(1, np.intp))
+        blocked = np.all(allowed == -np.inf, axis=1)
+        choice = np.argmax(allowed, axis=1) if rngs is None else _sample(allowed, blocked, rngs, params)
+        if blocked[0] or choice[0] == run.eos_id:
+            return
+        history = _room_for(history, t)
+        history[:, t] = choice
+        yield int(choice[0])
+        tokens = choice
+
+
 class _Run:
     """One call of generate: the model, the token ids and the parameters."""
 
-    def __init__(self, model, n_inputs, bos_id, eos_id, params, suppress):
+    def __init__(self, model, n_inputs, bos_id, eos_id, params, suppress, context=None, stop=None):
         self.model, self.n_inputs, self.bos_id, self.eos_id = model, n_inputs, bos_id, eos_id
-        self.p, self.suppress = params, suppress
+        self.suppress = np.asarray(suppress, dtype=np.int64).reshape(-1)
+        if np.isin(eos_id, self.suppress):
+            raise ValueError(f"suppress_tokens must not hold eos_id ({eos_id}): every sequence must be able to end")
+        if context is not None and len(context) != n_inputs:
+            raise ValueError(f"context must hold one token array per input ({n_inputs}), got {len(context)}")
+        self.context = None if context is None else [np.asarray(c, dtype=np.int64).reshape(-1) for c in context]
+        self.p, self.stop = params, stop
 
-    def log_probs(self, tokens, state, history):
+    def log_probs(self, tokens, state, history, inputs):
         """The model's step, normalised; and a copy with blocked tokens at -inf (min_length, n-grams)."""
         scores, state = self.model.step(tokens, state)
         scores = np.asarray(scores)
@@ -460,6 +563,8 @@ class _Run:
         allowed[:, self.suppress] = -np.inf
         if history.shape[1] < self.p["min_length"]:
             allowed[:, self.eos_id] = -np.inf
+        context = [np.empty(0, np.int64)] * len(inputs) if self.context is None else [self.context[i] for i in inputs]
+        _penalise_repeats(allowed, history, context, self.p["repetition_penalty"])
         _block_repeated_ngrams(allowed, history, self.p["no_repeat_ngram_size"])
         return logp, allowed, state
 
@@ -480,7 +585,7 @@ class _Run:
         tokens = np.full(rows.size, self.bos_id, np.int64)
         results = [None] * rows.size
         for t in range(max_length):
-            logp, allowed, state = self.log_probs(tokens, state, history[:, :t])
+            logp, allowed, state = self.log_probs(tokens, state, history[:, :t], rows // per_input)
             blocked = np.all(allowed == -np.inf, axis=1)
             if rngs is None:
                 choice = np.argmax(allowed, axis=1)
@@ -490,6 +595,9 @@ class _Run:
             history = _room_for(history, t)
             history[:, t] = choice
             ended = blocked | (choice == self.eos_id) | (t + 1 == max_length)
+            if self.stop is not None:
+                ended |= [not e and bool(self.stop(r // per_input, h[: t + 1]))
+                          for r, h, e in zip(rows, history, ended)]
             for i in np.flatnonzero(ended):
                 finished = not blocked[i] and choice[i] == self.eos_id
                 length = t + 1 - (blocked[i] or finished)
@@ -514,7 +622,7 @@ class _Run:
         tokens = np.full(inputs.size * k, self.bos_id, np.int64)
         pools: list[list[Any]] = [[] for _ in range(self.n_inputs)]
         for t in range(max_length):
-            _, allowed, state = self.log_probs(tokens, state, history[:, :t])
+            _, allowed, state = self.log_probs(tokens, state, history[:, :t], np.repeat(inputs, k))
             vocab = allowed.shape[1]
             stuck = np.all(allowed == -np.inf, axis=1).reshape(inputs.size, k) & (sums > -np.inf)
             candidates = (sums.reshape(-1, 1) + allowed).reshape(inputs.size, k * vocab)
@@ -579,6 +687,7 @@ def _sample(allowed, blocked, rngs, p):
     """One token per row from the processed distribution; every row draws from its own generator."""
     logits = np.where(blocked[:, None], 0.0, allowed)  # a blocked row's draw is discarded
     logits = top_p_filter(top_k_filter(apply_temperature(logits, p["temperature"]), p["top_k"]), p["top_p"])
+    logits = min_p_filter(logits, p["min_p"])
     probs = np.exp(logits - logits.max(axis=1, keepdims=True))
     cdf = np.cumsum(probs, axis=1)
     u = np.array([g.random() for g in rngs]) * cdf[:, -1]

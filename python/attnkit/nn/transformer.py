@@ -152,9 +152,10 @@ class DecodingStack(Stack):
     over the :class:`DecoderCache` the subclass's ``start`` makes."""
 
     def step(self, x, cache):
-        """Decode one position: ``x`` (B, 1, d_model) is the embedded input at position ``cache.length``.
+        """Decode T positions (one while generating, a prompt's T at once): ``x`` (B, T, d_model) is the embedded
+        input at positions ``cache.length, ...``.
 
-        Returns ``(out, cache)``: out (B, 1, d_model) equals row ``cache.length`` of :meth:`forward` over
+        Returns ``(out, cache)``: out (B, T, d_model) equals those rows of :meth:`forward` over
         the whole prefix (inference mode); the cache is updated in place and returned.
         """
         for layer, layer_cache in zip(self.layers, cache.layers):

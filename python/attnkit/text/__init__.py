@@ -4,7 +4,8 @@ Shared by the text estimators (:class:`attnkit.TransformerClassifier`, and a seq
 model's source and target sides): a :class:`Tokenizer` splits a string into tokens (words with
 punctuation and contractions as their own tokens, or characters) and joins tokens back into text;
 a :class:`Vocabulary` maps tokens to ids with five reserved ids (``<pad>`` = 0, ``<unk>``,
-``<cls>``, ``<bos>``, ``<eos>``); :func:`pad_sequences` turns id lists into a padded batch and its
+``<cls>``, ``<bos>``, ``<eos>``); a :class:`TextCodec` maps whole texts to ids and back for a language
+model (whitespace kept); :func:`pad_sequences` turns id lists into a padded batch and its
 lengths; :func:`check_texts` validates what a user passes as text. Tokenizers and vocabularies
 describe themselves as JSON-able dicts (``get_config`` / ``from_config``), so a model file needs
 no pickle.
@@ -31,6 +32,7 @@ Examples
 
 from attnkit.batching import length_sorted_batches, pad_sequences
 from attnkit.text.checks import Texts, check_texts
+from attnkit.text.codec import TextCodec
 from attnkit.text.subword import SubwordTokenizer
 from attnkit.text.tokenizer import Tokenizer
 from attnkit.text.vocabulary import SPECIAL_TOKENS, Vocabulary
@@ -38,6 +40,7 @@ from attnkit.text.vocabulary import SPECIAL_TOKENS, Vocabulary
 __all__ = [
     "SPECIAL_TOKENS",
     "SubwordTokenizer",
+    "TextCodec",
     "Texts",
     "Tokenizer",
     "Vocabulary",

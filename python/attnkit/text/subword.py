@@ -15,9 +15,9 @@ class SubwordTokenizer:
     """Split text into subword pieces learnt from a corpus (BPE or unigram), and join them back.
 
     The pieces come from the Hugging Face ``tokenizers`` library (the ``pretrained`` extra). Text is
-    lowercased (optionally) and its whitespace runs made single spaces first; the pieces keep the
-    spaces (byte-level BPE, or the unigram model's metaspace ``"▁"``), so :meth:`detokenize` gives
-    back that text exactly.
+    lowercased (optionally) and its whitespace runs made single spaces first (unless ``keep_whitespace``);
+    the pieces keep the spaces (byte-level BPE, or the unigram model's metaspace ``"▁"``), so
+    :meth:`detokenize` gives back that text exactly.
 
     Parameters
     ----------
@@ -29,6 +29,9 @@ class SubwordTokenizer:
         Lowercase the text first.
     model : str, optional
         A trained model (the ``tokenizers`` JSON :attr:`model` gives); None until :meth:`fit`.
+    keep_whitespace : bool, default=False
+        Keep every space, tab and newline as written (pieces spell them; nothing is added or stripped):
+        what a language model that writes verse or code needs.
 
     Attributes
     ----------
@@ -46,16 +49,18 @@ class SubwordTokenizer:
     KINDS = ("bpe", "unigram")
     DEFAULT_VOCAB_SIZE = 8000
 
-    def __init__(self, kind="bpe", *, lowercase=True, model=None):
+    def __init__(self, kind="bpe", *, lowercase=True, model=None, keep_whitespace=False):
         if kind not in self.KINDS:
             raise ValueError(f"kind must be one of {self.KINDS}, got {kind!r}")
-        if not isinstance(lowercase, (bool, np.bool_)):
-            raise TypeError(f"lowercase must be a bool, got {type(lowercase).__name__} {lowercase!r}")
+        for name, value in (("lowercase", lowercase), ("keep_whitespace", keep_whitespace)):
+            if not isinstance(value, (bool, np.bool_)):
+                raise TypeError(f"{name} must be a bool, got {type(value).__name__} {value!r}")
         if model is not None and not isinstance(model, str):
             raise TypeError(f"model must be the JSON text of a trained tokenizer or None, got {type(model).__name__}")
         self.kind = kind
         self.lowercase = bool(lowercase)
         self.model = model
+        self.keep_whitespace = bool(keep_whitespace)
         self._compiled = None
 
     def fit(self, texts, vocab_size=None):
@@ -81,14 +86,15 @@ class SubwordTokenizer:
         pre, dec = tokenizers.pre_tokenizers, tokenizers.decoders
         if self.kind == "bpe":
             model = tokenizers.Tokenizer(tokenizers.models.BPE())
-            model.pre_tokenizer = pre.ByteLevel(add_prefix_space=True)
+            model.pre_tokenizer = pre.ByteLevel(add_prefix_space=not self.keep_whitespace)
             model.decoder = dec.ByteLevel()
             trainer = tokenizers.trainers.BpeTrainer(vocab_size=int(vocab_size), show_progress=False,
                                                      initial_alphabet=pre.ByteLevel.alphabet())
         else:
             model = tokenizers.Tokenizer(tokenizers.models.Unigram())
-            model.pre_tokenizer = pre.Metaspace()
-            model.decoder = dec.Metaspace()
+            scheme = "never" if self.keep_whitespace else "always"
+            model.pre_tokenizer = pre.Metaspace(prepend_scheme=scheme)
+            model.decoder = dec.Metaspace(prepend_scheme=scheme)
             trainer = tokenizers.trainers.UnigramTrainer(vocab_size=int(vocab_size), show_progress=False,
                                                          special_tokens=["<unk>"], unk_token="<unk>")
         try:
@@ -107,10 +113,12 @@ class SubwordTokenizer:
     def detokenize(self, tokens):
         """Join pieces into a string: ``detokenize(tokenizer(text))`` is ``text`` with its whitespace
         runs made single spaces (and lowercased, when lowercasing)."""
-        return self._tokenizer().decoder.decode(list(tokens)).strip()
+        text = self._tokenizer().decoder.decode(list(tokens))
+        return text if self.keep_whitespace else text.strip()
 
     def _normalise(self, text):
-        return " ".join((text.lower() if self.lowercase else text).split())
+        text = text.lower() if self.lowercase else text
+        return text if self.keep_whitespace else " ".join(text.split())
 
     def _tokenizer(self):
         if self.model is None:
@@ -121,7 +129,8 @@ class SubwordTokenizer:
 
     def get_config(self):
         """JSON-able constructor arguments (the trained model included)."""
-        return {"kind": self.kind, "lowercase": self.lowercase, "model": self.model}
+        return {"kind": self.kind, "lowercase": self.lowercase, "model": self.model,
+                "keep_whitespace": self.keep_whitespace}
 
     @classmethod
     def from_config(cls, config):
@@ -134,7 +143,7 @@ class SubwordTokenizer:
         return isinstance(other, SubwordTokenizer) and self.get_config() == other.get_config()
 
     def __hash__(self):
-        return hash((self.kind, self.lowercase, self.model))
+        return hash((self.kind, self.lowercase, self.model, self.keep_whitespace))
 
     def __repr__(self):
         return f"SubwordTokenizer({self.kind!r}, lowercase={self.lowercase}{'' if self.model else ', untrained'})"

@@ -1,0 +1,718 @@
+"""CausalLanguageModel: a GPT-style language model fitted on raw text, that generates, streams and scores text,
+as a scikit-learn estimator."""
+
+import math
+import numbers
+import os
+from typing import Any, NamedTuple
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from attnkit import ops
+from attnkit._validation import Interval, Options, check_int, validate_params
+from attnkit.estimators._jobs import fit_context, threaded, threaded_iterator
+from attnkit.estimators._trainable import Samples, TrainableEstimator
+from attnkit.io import register_estimator
+from attnkit.nn import CrossEntropyLoss, decoding
+from attnkit.nn.causal_lm import CausalLM
+from attnkit.nn.positional import MAX_POSITIONS
+from attnkit.text import TextCodec, Texts, check_texts
+from attnkit.text.codec import KINDS, _is_tokenizers_object
+
+__all__ = ["CausalLanguageModel"]
+
+# Validation reads at most this many held-out tokens (windows spread over the whole tail): an evaluation every
+# eval_interval updates must not cost as much as the updates between.
+MAX_VALIDATION_TOKENS = 65_536
+# Windows per forward pass when scoring (perplexity, validation).
+SCORING_ROWS = 32
+# max_iter="auto": passes over the training tokens, and the bounds on the updates they make.
+AUTO_PASSES, AUTO_MIN_UPDATES, AUTO_MAX_UPDATES = 10, 500, 5_000
+TEXT_ROUTE = "text"
+
+
+class _TokenizersTokenizer:
+    """Parameter constraint: a Hugging Face ``tokenizers.Tokenizer``."""
+
+    def __contains__(self, value):
+        return not isinstance(value, str) and _is_tokenizers_object(value)
+
+    def __str__(self):
+        return "a tokenizers.Tokenizer"
+
+
+class _TokenStream(NamedTuple):
+    """Training or validation tokens: the documents' ids, each preceded by the end-of-text id, end to end."""
+
+    ids: np.ndarray
+
+
+def _windows_of(n_tokens, context_length, max_tokens=None):
+    """Start positions of non-overlapping windows of ``context_length + 1`` tokens (the last shorter) that cover a
+    stream of ``n_tokens`` (each window predicts its last ``context_length`` tokens); at most ``max_tokens``
+    predicted tokens, spread evenly over the stream."""
+    starts = np.arange(0, max(n_tokens - 1, 1), context_length)
+    if max_tokens is not None and starts.size * context_length > max_tokens:
+        keep = max(1, max_tokens // context_length)
+        starts = starts[np.linspace(0, starts.size - 1, keep).round().astype(int)]
+    return starts
+
+
+@register_estimator
+class CausalLanguageModel(TrainableEstimator):
+    """GPT-style language model: learns the next token of raw text, then writes, streams and scores text.
+
+    ``fit`` learns a tokenizer on the corpus (or takes a ``tokenizers`` tokenizer), joins the documents into one
+    stream of token ids with an end-of-text token before each (and after the last), holds out the stream's tail
+    for validation, and trains a decoder-only transformer (:class:`attnkit.nn.CausalLM`: pre-LN causal blocks,
+    weight-tied output) on windows of ``context_length`` tokens drawn at random from the rest, with AdamW, a
+    linear warm-up and a cosine (or linear) decay. :meth:`generate` continues prompts (greedy, beam search or
+    sampling with temperature, top-k, top-p, min-p, repetition penalty, stop strings) over a key/value cache
+    (linear attention: the running sums S_i and Z_i, O(1) per token); :meth:`stream` yields the text as it is
+    written; :meth:`perplexity`, :meth:`score` and :meth:`sequence_log_proba` score texts.
+
+    Parameters
+    ----------
+    tokenizer : {"char", "word", "bpe", "unigram"} or tokenizers.Tokenizer, default="char"
+        ``"char"``: every character a token, newlines included, so generated text keeps its layout; the
+        right choice for a megabyte of text. ``"bpe"`` / ``"unigram"``: subword pieces learnt from the corpus
+        (``max_features`` of them; needs the ``pretrained`` extra), keeping every whitespace character; shorter
+        sequences, so a window sees more text, but more tokens to learn. ``"word"``: words and punctuation
+        (generated text comes back single-spaced, without newlines). Or a Hugging Face ``tokenizers.Tokenizer``
+        (a pretrained model's), used as it is.
+    lowercase : bool, default=False
+    max_features : int, optional
+        Most tokens: subword pieces to learn (default 8000), or the most frequent words/characters kept (the
+        others read as ``<unk>``, which generation never writes).
+    context_length : int, default=256
+        Tokens a training window holds, and the positions the model knows: a prompt is read through its last
+        ``context_length - 1`` tokens, and generation past the window drops the far past (it re-reads the last
+        half of the window and goes on).
+    d_model : int, default=256
+    n_heads : int, default=4
+    n_layers : int, default=4
+    d_ff : int, optional
+        Feed-forward width (default 4 x d_model).
+    dropout : float, default=0.1
+    attention : {"softmax", "linear", "performer"}, default="softmax"
+        Exact causal attention, or linear attention (elu + 1 features) / Performer's random features in their
+        causal prefix-sum form, which generate with a constant-size state.
+    attention_window : int, optional
+        Sliding-window attention: each position sees itself and the ``attention_window`` positions before it,
+        in training and in generation (a rolling key/value cache of ``attention_window + 1`` positions per
+        layer; softmax attention only). With ``positional="relative"`` or None, generation then never needs to
+        re-read its window, however long it runs.
+    positional : {"learned", "sinusoidal", "relative", None}, default="learned"
+    norm : {"layer", "rms"}, default="layer"
+    batch_size : int, default=32
+        Windows per update.
+    learning_rate : float, default=1e-3
+        Peak AdamW learning rate.
+    weight_decay : float, default=0.1
+    max_iter : int or "auto", default="auto"
+        Updates. "auto": about ten passes over the training tokens, at least 500 and at most 5,000 updates.
+    decay : {"cosine", "linear"}, default="cosine"
+        The learning rate after the warm-up (5% of the updates), down to 0 at the last update.
+    eval_interval : int, default=250
+        Updates between validations (an "epoch" in ``loss_curve_``, ``n_iter_`` and early stopping: a corpus
+        read in random windows has no natural epoch).
+    early_stopping : bool, default=True
+        Stop when the validation loss has not improved for ``n_iter_no_change`` evaluations, and keep the weights
+        of the best one.
+    validation_fraction : float or None, default=0.1
+        The held-out tail of the token stream (by position: the last 10% of the text). None holds nothing out
+        (then ``early_stopping`` needs ``validation_data``).
+    n_iter_no_change : int, default=5
+    tol : float, default=1e-4
+    warm_start : bool, default=False
+        ``fit`` continues the fitted model (same tokenizer) with a new schedule.
+    checkpoint_path : str, os.PathLike or None, default=None
+        Save the estimator there every ``checkpoint_every`` evaluations (see
+        :class:`attnkit.Seq2SeqTransformer`).
+    checkpoint_every : int, default=1
+    random_state : int, RandomState instance, Generator or None, default=None
+        Weights, dropout and the windows drawn.
+    n_jobs : int or None, default=None
+        Threads of attnkit's kernels during this estimator's calls (see :class:`attnkit.Seq2SeqTransformer`).
+    verbose : int, default=0
+        1: a line per evaluation (training and validation loss, tokens/s, time) and progress within it.
+
+    Attributes
+    ----------
+    codec_ : attnkit.text.TextCodec
+        Texts <-> token ids.
+    model_ : attnkit.nn.CausalLM
+        The trained network (read-only).
+    n_iter_ : int
+        Evaluation intervals run (of ``eval_interval`` updates; over all ``warm_start`` fits and
+        ``partial_fit`` calls, a call of ``partial_fit`` counting one).
+    loss_curve_, validation_loss_curve_ : list of float
+        Mean training cross-entropy (nats per token) of each interval; validation cross-entropy after it.
+    validation_scores_ : list of float
+        Validation next-token accuracy after each interval.
+    best_validation_score_, best_epoch_ :
+        As for :class:`attnkit.Seq2SeqTransformer` (an epoch being an interval).
+
+    Examples
+    --------
+    >>> from attnkit import CausalLanguageModel
+    >>> texts = ["the cat sat on the mat.", "the dog sat on the log."] * 20
+    >>> lm = CausalLanguageModel(d_model=32, n_heads=2, n_layers=2, context_length=32, max_iter=150,
+    ...                          learning_rate=3e-3, eval_interval=50, validation_fraction=None,
+    ...                          early_stopping=False, random_state=0).fit(texts)
+    >>> lm.generate(["the cat sat", "the dog sat"], max_new_tokens=12, stop=["."])
+    [' on the mat', ' on the log']
+    """
+
+    _network_class = CausalLM
+    _score_name = "next-token accuracy"
+    _warmup_fraction = 0.05
+    _parameter_constraints = {
+        "tokenizer": [Options(str, set(KINDS)), _TokenizersTokenizer()],
+        "lowercase": ["boolean"],
+        "max_features": [None, Interval(numbers.Integral, 1, None, closed="left")],
+        "context_length": [Interval(numbers.Integral, 1, MAX_POSITIONS, closed="both")],
+        "d_model": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_heads": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_layers": [Interval(numbers.Integral, 1, None, closed="left")],
+        "d_ff": [None, Interval(numbers.Integral, 1, None, closed="left")],
+        "dropout": [Interval(numbers.Real, 0, 1, closed="left")],
+        "attention": [Options(str, {"softmax", "linear", "performer"})],
+        "attention_window": [None, Interval(numbers.Integral, 0, None, closed="left")],
+        "positional": [None, Options(str, {"learned", "sinusoidal", "relative"})],
+        "norm": [Options(str, {"layer", "rms"})],
+        "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
+        "learning_rate": [Interval(numbers.Real, 0, None, closed="neither")],
+        "weight_decay": [Interval(numbers.Real, 0, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), Options(str, {"auto"})],
+        "decay": [Options(str, {"cosine", "linear"})],
+        "eval_interval": [Interval(numbers.Integral, 1, None, closed="left")],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [None, Interval(numbers.Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(numbers.Integral, 1, None, closed="left")],
+        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "warm_start": ["boolean"],
+        "checkpoint_path": [str, os.PathLike, None],
+        "checkpoint_every": [Interval(numbers.Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "verbose": [Interval(numbers.Integral, 0, None, closed="left"), "boolean"],
+    }
+
+    def __init__(self, *, tokenizer="char", lowercase=False, max_features=None, context_length=256, d_model=256,
+                 n_heads=4, n_layers=4, d_ff=None, dropout=0.1, attention="softmax", attention_window=None,
+                 positional="learned", norm="layer", batch_size=32, learning_rate=1e-3, weight_decay=0.1,
+                 max_iter="auto", decay="cosine", eval_interval=250, early_stopping=True, validation_fraction=0.1,
+                 n_iter_no_change=5, tol=1e-4, warm_start=False, checkpoint_path=None, checkpoint_every=1,
+                 random_state=None, n_jobs=None, verbose=0):
+        self.tokenizer = tokenizer
+        self.lowercase = lowercase
+        self.max_features = max_features
+        self.context_length = context_length
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.n_layers = n_layers
+        self.d_ff = d_ff
+        self.dropout = dropout
+        self.attention = attention
+        self.attention_window = attention_window
+        self.positional = positional
+        self.norm = norm
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.weight_decay = weight_decay
+        self.max_iter = max_iter
+        self.decay = decay
+        self.eval_interval = eval_interval
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.warm_start = warm_start
+        self.checkpoint_path = checkpoint_path
+        self.checkpoint_every = checkpoint_every
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+
+    # -- training ---------------------------------------------------------------------------------------------
+    @fit_context
+    def fit(self, X: Texts, y: None = None, *, validation_data: Texts | None = None) -> "CausalLanguageModel":
+        """Learn the tokenizer (on a fresh fit) and train on the texts ``X``.
+
+        Parameters
+        ----------
+        X : sequence of str
+            Documents (one long text is a list of one string).
+        y : None
+            Ignored (the text is its own target).
+        validation_data : sequence of str, optional
+            Held-out documents to validate on, instead of the tail ``validation_fraction`` of ``X``.
+
+        Returns
+        -------
+        self
+        """
+        texts = check_texts(X, name="X")
+        if validation_data is not None:
+            validation_data = check_texts(validation_data, name="validation_data")
+        elif self.validation_fraction is not None:
+            texts, validation_data = _split_tail(texts, self.validation_fraction)
+        elif self.early_stopping:
+            raise ValueError("early_stopping=True needs held-out text: set validation_fraction (e.g. 0.1), pass "
+                             "validation_data, or set early_stopping=False")
+        return self._fit(texts, None, validation_data=validation_data)
+
+    @fit_context
+    def partial_fit(self, X: Texts, y: None = None) -> "CausalLanguageModel":
+        """Train on the texts ``X`` once (about one pass over their tokens, in random windows), continuing from
+        the current weights and optimiser state: a corpus that streams in.
+
+        The first call on an unfitted model learns the tokenizer from its texts, so characters or words that
+        only later calls bring read as ``<unk>``. The learning rate warms up over the first call and then stays
+        constant; nothing is held out.
+        """
+        return self._fit(check_texts(X, name="X"), None, incremental=True)
+
+    def _check_params(self):
+        if self.attention_window is not None and self.attention != "softmax":
+            raise ValueError(f"attention_window needs attention='softmax' ({self.attention!r} attention keeps running "
+                             "sums of every position, not a window)")
+        if self.positional == "relative" and self.attention != "softmax":
+            raise ValueError(f"positional='relative' needs attention='softmax'; got attention={self.attention!r}")
+        if self.d_model % self.n_heads:
+            raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads})")
+
+    def _read_training_data(self, X, y, sample_weight, *, start, reset, classes, incremental):
+        if reset:
+            codec = TextCodec(self.tokenizer, lowercase=self.lowercase, max_features=self.max_features).fit(X)
+            self._input = {"kind": TEXT_ROUTE, "codec": codec.get_config(), "context_length": int(self.context_length)}
+            self.__dict__.setdefault("_cache", {})["codec"] = codec
+        stream = self._stream(X, "X")
+        if np.all(stream.ids == self._codec().eot_id):
+            raise ValueError("X holds no text to learn from: give at least one non-empty document")
+        n_windows = max(1, math.ceil(stream.ids.size / self._input["context_length"]))
+        # A fit's "epoch" is eval_interval updates of random windows; partial_fit's a pass over its tokens.
+        n = n_windows if incremental else int(self.eval_interval) * int(self.batch_size)
+        return Samples(list(range(n)), np.full(n, self._input["context_length"]), targets=stream)
+
+    def _new_network_config(self, samples, start):
+        return {"vocab_size": self._codec().size, "d_model": self.d_model, "n_heads": self.n_heads,
+                "n_layers": self.n_layers, "d_ff": self.d_ff, "dropout": float(self.dropout),
+                "attention": self.attention, "positional": self.positional, "max_len": self._input["context_length"],
+                "norm": self.norm, "window": self.attention_window}
+
+    def _read_validation_data(self, validation_data):
+        stream = self._stream(validation_data, "validation_data")
+        if np.all(stream.ids == self._codec().eot_id):
+            raise ValueError("the validation text is empty: give non-empty validation_data or a larger "
+                             "validation_fraction")
+        # One "sample" per predicted token: the skeleton's warning about too small a validation set counts tokens.
+        n = stream.ids.size - 1
+        return Samples(list(range(n)), np.ones(n, dtype=np.int64), targets=stream)
+
+    def _decay(self):
+        return self.decay
+
+    def _plan_epochs(self, samples):
+        return max(1, round(self._max_updates(samples.targets) / int(self.eval_interval))), None
+
+    def _max_updates(self, stream):
+        if self.max_iter != "auto":
+            return int(self.max_iter)
+        passes = AUTO_PASSES * stream.ids.size / (int(self.batch_size) * self._input["context_length"])
+        return int(np.clip(round(passes), AUTO_MIN_UPDATES, AUTO_MAX_UPDATES))
+
+    def _batch_loss(self, network, samples, rng):
+        ids, loss_fn = samples.targets.ids, CrossEntropyLoss()
+        width = min(self._input["context_length"], ids.size - 1)
+
+        def batch_loss(indices):
+            starts = rng.integers(0, ids.size - width, size=len(indices))
+            windows = ids[starts[:, None] + np.arange(width + 1)]
+            logits, cache = network.forward(windows[:, :-1], training=True)
+            loss, grad = loss_fn.forward(logits, windows[:, 1:], training=True)
+            network.backward(loss_fn.backward(1.0, grad), cache)
+            return float(loss), windows.shape[0] * width
+
+        return batch_loss
+
+    def _evaluate(self, network, samples):
+        """Cross-entropy (nats per token) and next-token accuracy over the validation stream's windows."""
+        ids, width = samples.targets.ids, self._input["context_length"]
+        starts = _windows_of(ids.size, width, MAX_VALIDATION_TOKENS)
+        loss_sum = correct = count = 0.0
+        for chunk in np.array_split(starts, math.ceil(starts.size / SCORING_ROWS)):
+            for windows in _equal_length_groups(ids, chunk, width):
+                logits, _ = network.forward(windows[:, :-1])
+                target = windows[:, 1:]
+                logp = ops.log_softmax(logits.astype(np.float64), axis=-1)
+                loss_sum -= float(np.take_along_axis(logp, target[..., None], axis=-1).sum())
+                correct += float(np.sum(np.argmax(logits, axis=-1) == target))
+                count += target.size
+        return loss_sum / count, correct / count
+
+    # -- scoring ----------------------------------------------------------------------------------------------
+    @threaded
+    def sequence_log_proba(self, X: Texts) -> np.ndarray:
+        """Log-probability (natural log) of each text as the start of a document: the sum over its tokens of
+        log p(token | the tokens before it), the first read after the end-of-text token. A text longer than
+        ``context_length`` is read in windows that overlap by half, each token scored with at least half a
+        window of context.
+
+        Returns
+        -------
+        ndarray of shape (n_samples,), float64
+        """
+        return np.array([lp.sum() for lp in self._token_log_probs(X)])
+
+    @threaded
+    def perplexity(self, X: Texts) -> float:
+        """exp of the mean negative log-likelihood per token over all the texts' tokens (lower is better;
+        the vocabulary size is that of a uniform guess)."""
+        return float(math.exp(-self.score(X)))
+
+    @threaded
+    def score(self, X: Texts, y: None = None) -> float:
+        """Mean log-likelihood per token (nats; higher is better, scikit-learn's convention, as
+        :meth:`sklearn.mixture.GaussianMixture.score`): minus the cross-entropy, ``-log(perplexity)``."""
+        log_probs = self._token_log_probs(X)
+        n_tokens = sum(lp.size for lp in log_probs)
+        if n_tokens == 0:
+            raise ValueError("X holds no tokens to score: give at least one non-empty text")
+        return float(sum(lp.sum() for lp in log_probs) / n_tokens)
+
+    def _token_log_probs(self, X, name="X"):
+        """Per text, log p of each of its tokens (float64), in order."""
+        check_is_fitted(self)
+        codec, network, width = self.codec_, self._network(), self._input["context_length"]
+        sequences = [np.concatenate([[codec.eot_id], codec.encode(t)]) for t in check_texts(X, name=name)]
+        out = [np.zeros(s.size - 1) for s in sequences]
+        jobs = []  # (text, window start, predictions in the window, the first one not scored by an earlier window)
+        for i, s in enumerate(sequences):
+            start = scored = 0
+            while scored < s.size - 1:
+                length = min(width, s.size - 1 - start)
+                jobs.append((i, start, length, scored - start))
+                scored = start + length
+                start = max(scored - width // 2, 0)  # the next window reads half a window before what it scores
+        by_length: dict[int, list] = {}
+        for job in jobs:
+            by_length.setdefault(job[2], []).append(job)
+        for length, group in by_length.items():
+            for chunk in range(0, len(group), SCORING_ROWS):
+                part = group[chunk : chunk + SCORING_ROWS]
+                windows = np.stack([sequences[i][s : s + length + 1] for i, s, _, _ in part])
+                logits, _ = network.forward(windows[:, :-1])
+                logp = ops.log_softmax(logits.astype(np.float64), axis=-1)
+                picked = np.take_along_axis(logp, windows[:, 1:, None], axis=-1)[..., 0]
+                for row, (i, s, _, first) in enumerate(part):
+                    out[i][s + first : s + length] = picked[row, first:]
+        return out
+
+    # -- generation -------------------------------------------------------------------------------------------
+    @threaded
+    def generate(self, prompts: Texts, max_new_tokens: int = 100, *, strategy: str = "greedy",
+                 temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0,
+                 repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0, num_beams: int = 4,
+                 length_penalty: float = 1.0, n_returns: int = 1, stop: list[str] | None = None,
+                 random_state: int | np.random.Generator | None = None) -> list[Any]:
+        """Continue each prompt.
+
+        Parameters
+        ----------
+        prompts : sequence of str
+            Texts to continue ("" starts a new document).
+        max_new_tokens : int, default=100
+            Most tokens written per continuation; it ends earlier at the end-of-text token or a stop string.
+        strategy : {"greedy", "beam", "sample"}, default="greedy"
+        temperature, top_k, top_p, min_p : sampling only
+            ``softmax(logits / temperature)`` (0: greedy), then the ``top_k`` most likely tokens (0: all), the
+            nucleus of probability ``top_p``, the tokens at least ``min_p`` times as likely as the best.
+        repetition_penalty : float, default=1.0
+            > 1 makes each token of the prompt and the continuation less likely to come again (every strategy).
+        no_repeat_ngram_size : int, default=0
+            If > 0, no n-gram of this size comes twice in a continuation.
+        num_beams, length_penalty : beam search only
+        n_returns : int, default=1
+            Continuations per prompt: independent samples, or beam search's best (<= num_beams).
+        stop : list of str, optional
+            A continuation ends before the first of these it writes (greedy search and sampling stop writing
+            there; beam search's continuations are cut).
+        random_state : None, int or Generator
+            Sampling: prompt i's draws depend only on this and i.
+
+        Returns
+        -------
+        list of str
+            The continuation of each prompt (without the prompt); with ``n_returns > 1``, a list of
+            ``n_returns`` continuations per prompt.
+        """
+        check_is_fitted(self)
+        prompts = check_texts(prompts, name="prompts")
+        params = self._generation_params(max_new_tokens, strategy, temperature, top_k, top_p, min_p,
+                                         repetition_penalty, no_repeat_ngram_size, n_returns, stop,
+                                         num_beams=num_beams, length_penalty=length_penalty)
+        contexts = [self._prompt_ids(p) for p in prompts]
+        per_input = decoding.input_generators(random_state, max(len(prompts), 1)) if strategy == "sample" else None
+        out: list[Any] = [None] * len(prompts)
+        by_length: dict[int, list[int]] = {}
+        for i, context in enumerate(contexts):
+            by_length.setdefault(context.size, []).append(i)
+        rows_per_batch = max(1, SCORING_ROWS // (n_returns * (num_beams if strategy == "beam" else 1)))
+        for group in by_length.values():
+            for chunk in range(0, len(group), rows_per_batch):
+                rows = group[chunk : chunk + rows_per_batch]
+                texts = self._generate_batch([contexts[i] for i in rows], params, stop,
+                                             None if per_input is None else [per_input[i] for i in rows])
+                for i, continuations in zip(rows, texts):
+                    out[i] = continuations if n_returns > 1 else continuations[0]
+        return out
+
+    @threaded_iterator
+    def stream(self, prompt: str, max_new_tokens: int = 100, *, strategy: str = "greedy", temperature: float = 1.0,
+               top_k: int = 0, top_p: float = 1.0, min_p: float = 0.0, repetition_penalty: float = 1.0,
+               no_repeat_ngram_size: int = 0, stop: list[str] | None = None,
+               random_state: int | np.random.Generator | None = None):
+        """Continue one prompt, yielding the text as it is written: the same continuation as :meth:`generate`
+        (greedy search or sampling, same parameters and ``random_state``), in pieces. A piece never ends inside
+        a character (a byte-level token that is half of one waits for the rest), and text that may be the start
+        of a stop string is held back until it is known not to be one.
+
+        Returns
+        -------
+        iterator of str
+            Errors in the arguments raise at the call, before the first piece.
+        """
+        check_is_fitted(self)
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+        params = self._generation_params(max_new_tokens, strategy, temperature, top_k, top_p, min_p,
+                                         repetition_penalty, no_repeat_ngram_size, 1, stop)
+        if strategy == "beam":
+            raise ValueError("strategy='beam' cannot stream (its best continuation is known only at the end); use "
+                             "'greedy' or 'sample'")
+        context = self._prompt_ids(prompt)
+        rngs = decoding.input_generators(random_state, 1) if strategy == "sample" else None
+        kwargs = {k: v for k, v in params.items() if k not in ("num_beams", "length_penalty", "num_return_sequences")}
+        tokens = decoding.stream(_PromptedModel(self, context[None, :]), bos_id=self.codec_.eot_id,
+                                 eos_id=self.codec_.eot_id, random_state=rngs, context=context,
+                                 suppress_tokens=self._suppressed(), **kwargs)
+        return self._pieces(tokens, _Continuation(self.codec_, context, stop or []))
+
+    @staticmethod
+    def _pieces(tokens, text):
+        for token in tokens:
+            piece, stopped = text.add(token)
+            if piece:
+                yield piece
+            if stopped:
+                return
+        rest = text.finish()
+        if rest:
+            yield rest
+
+    def _generation_params(self, max_new_tokens, strategy, temperature, top_k, top_p, min_p, repetition_penalty,
+                           no_repeat_ngram_size, n_returns, stop, num_beams=4, length_penalty=1.0):
+        max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=1)
+        validate_params({"n_returns": n_returns}, {"n_returns": [Interval(numbers.Integral, 1, None, closed="left")]},
+                        caller=type(self).__name__)
+        if stop is not None and (isinstance(stop, str) or not all(isinstance(s, str) and s for s in stop)):
+            raise ValueError(f"stop must be a list of non-empty strings, got {stop!r}")
+        params = dict(strategy=strategy, max_length=max_new_tokens, temperature=temperature, top_k=top_k,
+                      top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty,
+                      no_repeat_ngram_size=no_repeat_ngram_size, num_beams=num_beams, length_penalty=length_penalty,
+                      num_return_sequences=n_returns)
+        decoding.check_generation_params(params, "generate")
+        if strategy == "greedy" and n_returns != 1:
+            raise ValueError(f"n_returns must be 1 for greedy search (it has one answer), got {n_returns}; use "
+                             "strategy='beam' or 'sample'")
+        if strategy == "beam" and n_returns > num_beams:
+            raise ValueError(f"n_returns ({n_returns}) must be <= num_beams ({num_beams})")
+        return params
+
+    def _prompt_ids(self, prompt):
+        """The end-of-text token and the prompt's ids, cut to the last ``context_length`` tokens."""
+        ids = np.concatenate([[self.codec_.eot_id], self.codec_.encode(prompt)]).astype(np.int64)
+        return ids[-self._input["context_length"] :]
+
+    def _suppressed(self):
+        """Ids never written: padding, <unk>, <cls>, <bos> (the end-of-text token ends a continuation)."""
+        return [i for i in range(self.codec_.eot_id)]
+
+    def _generate_batch(self, contexts, params, stop, rngs):
+        """Continuations (lists of ``n_returns`` texts) of prompts of one length."""
+        codec = self.codec_
+        model = _PromptedModel(self, np.stack(contexts))
+        stop_fn = None
+        if stop and params["strategy"] != "beam":
+            checkers = [_Continuation(codec, c, stop) for c in contexts]
+            stop_fn = lambda i, tokens: checkers[i].stopped_in(tokens)  # noqa: E731
+        hypotheses = decoding.generate(model, len(contexts), bos_id=codec.eot_id, eos_id=codec.eot_id,
+                                       random_state=rngs, suppress_tokens=self._suppressed(), context=contexts,
+                                       stop=stop_fn, **params)
+        return [[_Continuation(codec, c, stop or []).text_of(h.tokens) for h in hyps]
+                for c, hyps in zip(contexts, hypotheses)]
+
+    # -- inspection -------------------------------------------------------------------------------------------
+    @threaded
+    def attention_maps(self, X: Texts) -> list[dict[str, Any]]:
+        """Causal self-attention weights of every layer on each text (read after the end-of-text token, cut to
+        ``context_length`` tokens), for inspection: the lower-triangular maps of a GPT.
+
+        Returns
+        -------
+        list of dict, one per text
+            ``"tokens"``: the tokens read (``"<eos>"`` first); ``"layers"``: one array (n_heads, N, N) per layer,
+            row t the weights of positions 0..t. Softmax attention only.
+        """
+        check_is_fitted(self)
+        if self._network_config["attention"] != "softmax":
+            raise ValueError(f"attention_maps needs attention='softmax' ({self._network_config['attention']!r} "
+                             "attention never forms the weights)")
+        network, codec, out = self._network(), self.codec_, []
+        for text in check_texts(X, name="X"):
+            ids = self._prompt_ids(text)[: self._input["context_length"]]
+            out.append({"tokens": codec.token_strings(ids),
+                        "layers": [w[0] for w in network.attention_weights(ids[None, :])]})
+        return out
+
+    # -- fitted state -----------------------------------------------------------------------------------------
+    @property
+    def codec_(self) -> TextCodec:
+        check_is_fitted(self)
+        return self._codec()
+
+    def _codec(self):
+        return self._cached("codec", lambda: TextCodec.from_config(self._input["codec"]))
+
+    @property
+    def model_(self) -> CausalLM:
+        check_is_fitted(self)
+        return self._network()
+
+    def _stream(self, texts, name):
+        codec = self._codec()
+        pieces = []
+        for text in check_texts(texts, name=name):
+            pieces += [[codec.eot_id], codec.encode(text)]
+        pieces.append([codec.eot_id])
+        return _TokenStream(np.concatenate(pieces).astype(np.int64))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.string = True
+        tags.input_tags.two_d_array = False
+        tags.target_tags.required = False
+        tags.non_deterministic = self.random_state is None
+        return tags
+
+
+class _PromptedModel:
+    """:func:`attnkit.decoding.generate`'s decoding model over prompts of one length: ``start`` reads the prompts
+    (a prefill), the first ``step`` returns their next-token logits, and each later step feeds one token. When the
+    positions run out (absolute positions, or a cache without a window) the last half window is re-read."""
+
+    class State(NamedTuple):
+        cache: Any
+        pending: Any  # logits the next step returns without feeding a token (after a prefill)
+        tokens: np.ndarray  # (R, t) every row's tokens so far, to re-read
+
+    def __init__(self, estimator, contexts):
+        self.network, self.contexts = estimator._network(), contexts
+        self.width = estimator._input["context_length"]
+        config = estimator._network_config
+        self.rolls = config.get("window") is not None and config.get("positional") in ("relative", None)
+
+    def _read(self, tokens):
+        cache = self.network.start(tokens.shape[0], capacity=self.width)
+        return cache, self.network.prefill(tokens, cache)
+
+    def start(self):
+        cache, logits = self._read(self.contexts)
+        return self.State(cache, logits, self.contexts.copy())
+
+    def step(self, tokens, state):
+        if state.pending is not None:
+            return state.pending, self.State(state.cache, None, state.tokens)
+        seen = np.concatenate([state.tokens, tokens[:, None]], axis=1)
+        if state.cache.length >= self.width and not self.rolls:
+            cache, logits = self._read(seen[:, -(self.width // 2 + 1) :])
+            return logits, self.State(cache, None, seen)
+        return self.network.step(tokens, state.cache), self.State(state.cache, None, seen)
+
+    def reorder(self, state, indices):
+        return self.State(state.cache.reorder(indices), None if state.pending is None else state.pending[indices],
+                          state.tokens[indices])
+
+
+class _Continuation:
+    """The text a prompt's generated tokens add: decoded with the prompt (so that spaces and multi-byte characters
+    that depend on it come out right), cut before the first stop string."""
+
+    def __init__(self, codec, context, stop):
+        self.codec, self.context, self.stop = codec, [int(t) for t in context], list(stop)
+        self.prefix = codec.decode(self.context)
+        self.tokens: list[int] = []
+        self.emitted = 0
+
+    def _raw(self, tokens):
+        full = self.codec.decode(self.context + [int(t) for t in tokens])
+        return full[len(self.prefix) :] if full.startswith(self.prefix) else self.codec.decode(tokens)
+
+    def text_of(self, tokens):
+        text = self._raw(tokens)
+        cut = min((i for i in (text.find(s) for s in self.stop) if i >= 0), default=len(text))
+        return text[:cut]
+
+    def stopped_in(self, tokens):
+        text = self._raw(tokens)
+        return any(s in text for s in self.stop)
+
+    # -- streaming ------------------------------------------------------------------------------------------
+    def add(self, token):
+        """The new piece of text that ``token`` completes, and whether a stop string was written."""
+        self.tokens.append(int(token))
+        text = self._raw(self.tokens)
+        if text.endswith("\ufffd"):  # half a character: wait for the rest
+            return "", False
+        if any(s in text for s in self.stop):
+            return self._emit(self.text_of(self.tokens)), True
+        held = max((k for s in self.stop for k in range(1, len(s)) if text.endswith(s[:k])), default=0)
+        return self._emit(text[: len(text) - held]), False
+
+    def finish(self):
+        return self._emit(self.text_of(self.tokens))
+
+    def _emit(self, text):
+        piece = text[self.emitted :]
+        self.emitted = max(self.emitted, len(text))
+        return piece
+
+
+def _equal_length_groups(ids, starts, width):
+    """Windows ``ids[s : s + width + 1]`` stacked in groups of equal length (the stream's last may be shorter)."""
+    groups: dict[int, list] = {}
+    for s in starts:
+        window = ids[s : s + width + 1]
+        if window.size > 1:
+            groups.setdefault(window.size, []).append(window)
+    return [np.stack(g) for g in groups.values()]
+
+
+def _split_tail(texts, fraction):
+    """(training texts, validation texts): the last ``fraction`` of the characters, by position (a document the cut
+    falls in is split there)."""
+    total = sum(len(t) for t in texts)
+    cut, seen = round(total * (1 - fraction)), 0
+    for i, text in enumerate(texts):
+        if seen + len(text) >= cut:
+            head, tail = text[: cut - seen], text[cut - seen :]
+            train, held = [*texts[:i], *([head] if head else [])], [*([tail] if tail else []), *texts[i + 1 :]]
+            if not train or not held:
+                raise ValueError(f"validation_fraction={fraction} of {total} characters leaves no text to "
+                                 f"{'train on' if not train else 'validate on'}; give more text or set "
+                                 "validation_fraction=None (and early_stopping=False)")
+            return train, held
+        seen += len(text)
+    raise ValueError("X holds no text to learn from: give at least one non-empty document")

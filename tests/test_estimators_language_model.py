@@ -1,0 +1,331 @@
+"""CausalLanguageModel: fitting on raw text, generation (cached, against recomputing), streaming, scoring,
+attention maps, saving, and the errors of every argument."""
+
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.utils import estimator_checks
+
+import attnkit
+from attnkit import CausalLanguageModel, ops
+from attnkit._validation import InvalidParameterError
+from estimator_cases import DATA_INDEPENDENT_CHECKS
+
+CORPUS = ["the cat sat on the mat.\nthe dog sat on the log.\n", "a cat and a dog sat on a mat.\n"] * 12
+TINY = dict(d_model=32, n_heads=2, n_layers=2, context_length=24, max_iter=60, eval_interval=20,
+            learning_rate=3e-3, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return CausalLanguageModel(**TINY).fit(CORPUS)
+
+
+def _recomputed_greedy(lm, prompt, n):
+    """Greedy continuation by a full forward over the whole text at every step (nanoGPT's generate, no cache)."""
+    codec, network = lm.codec_, lm.model_
+    ids = [codec.eot_id, *codec.encode(prompt)]
+    out = []
+    for _ in range(n):
+        logits, _ = network.forward(np.array([ids[-lm.context_length:]]))
+        scores = logits[0, -1].astype(np.float64)
+        scores[: codec.eot_id] = -np.inf  # the special ids generation never writes
+        token = int(np.argmax(scores))
+        if token == codec.eot_id:
+            break
+        ids.append(token)
+        out.append(token)
+    return codec.decode(out)
+
+
+# ------------------------------------------------------------------------------------------------ fit
+def test_fit_learns_the_corpus_and_holds_out_its_tail(lm):
+    assert lm.n_iter_ == 3 and len(lm.loss_curve_) == 3 and len(lm.validation_loss_curve_) == 3
+    assert lm.loss_curve_[-1] < lm.loss_curve_[0] < np.log(lm.codec_.size) + 0.5
+    assert lm.validation_loss_curve_[-1] < 1.5 and lm.best_validation_score_ > 0.5
+    assert lm.best_epoch_ == int(np.argmin(lm.validation_loss_curve_)) + 1
+    assert lm.perplexity(CORPUS[:2]) < 4
+
+
+def test_fit_is_reproducible_and_the_seed_matters():
+    a = CausalLanguageModel(**{**TINY, "max_iter": 20}).fit(CORPUS)
+    b = CausalLanguageModel(**{**TINY, "max_iter": 20}).fit(CORPUS)
+    c = CausalLanguageModel(**{**TINY, "max_iter": 20, "random_state": 1}).fit(CORPUS)
+    assert a.loss_curve_ == b.loss_curve_ and a.loss_curve_ != c.loss_curve_
+
+
+@pytest.mark.parametrize("attention, extra", [("softmax", {}), ("linear", {}), ("performer", {}),
+                                              ("softmax", {"attention_window": 4, "positional": "relative"}),
+                                              ("softmax", {"positional": "sinusoidal", "norm": "rms"})])
+def test_cached_generation_equals_recomputing_every_step(attention, extra):
+    """The key/value cache (the running sums for linear attention, the rolling window) writes exactly what a full
+    forward at every step would choose, also past the context length, where generation re-reads its last half
+    window (or, with a window and relative positions, rolls on)."""
+    lm = CausalLanguageModel(**{**TINY, "max_iter": 40, "attention": attention, **extra}).fit(CORPUS)
+    for prompt in ["the cat", "a"]:
+        room = lm.context_length - 1 - len(prompt)  # within the context, where nothing is re-read
+        assert lm.generate([prompt], max_new_tokens=room)[0] == _recomputed_greedy(lm, prompt, room)
+    if "attention_window" in extra:  # relative positions in a window: the rolling cache is exact at any length
+        assert lm.generate(["the"], max_new_tokens=60)[0] == _recomputed_greedy(lm, "the", 60)
+
+
+def test_generation_past_the_context_drops_the_far_past():
+    lm = CausalLanguageModel(**{**TINY, "max_iter": 40}).fit(CORPUS)
+    text = lm.generate(["the"], max_new_tokens=100, strategy="sample", random_state=0)[0]
+    assert len(text) > lm.context_length  # the 24 positions did not stop it
+
+
+def test_partial_fit_streams_in_text_and_keeps_the_first_vocabulary():
+    lm = CausalLanguageModel(**{**TINY, "batch_size": 4})
+    lm.partial_fit(CORPUS[:4])
+    vocab = lm.codec_.vocabulary.tokens
+    lm.partial_fit(["zebra quartz"])  # new characters read as <unk>
+    assert lm.n_iter_ == 2 and lm.codec_.vocabulary.tokens == vocab and lm.validation_loss_curve_ == []
+    assert lm.codec_.encode("z")[0] == lm.codec_.unk_id and "<unk>" not in lm.generate(["the"], 30)[0]
+
+
+def test_validation_data_and_early_stopping():
+    lm = CausalLanguageModel(**{**TINY, "max_iter": 200, "n_iter_no_change": 1, "tol": 10.0})
+    lm.fit(CORPUS, validation_data=["the cat sat on the log.\n"])
+    assert lm.n_iter_ == 2 and lm.best_epoch_ == 1  # no evaluation improves by tol=10: stops after one more
+
+
+def test_warm_start_continues_with_the_same_codec(lm):
+    more = clone(lm).set_params(warm_start=True)
+    more.fit(CORPUS)
+    first = more.n_iter_
+    more.fit(CORPUS)
+    assert more.n_iter_ == 2 * first
+
+
+# ------------------------------------------------------------------------------------------ generation
+def test_generate_returns_one_text_per_prompt_and_stops_at_stop_strings(lm):
+    out = lm.generate(["the cat", "the dog sat", ""], max_new_tokens=30)
+    assert len(out) == 3 and all(isinstance(t, str) for t in out)
+    cut = lm.generate(["the cat", "the dog sat", ""], max_new_tokens=30, stop=["\n", "mat"])
+    for full, short in zip(out, cut):
+        assert full.startswith(short) and "\n" not in short and "mat" not in short
+    assert len(lm.generate(["the"], max_new_tokens=5)[0]) <= 5  # characters: one per token
+
+
+def test_sampling_is_reproducible_per_prompt(lm):
+    a = lm.generate(["the", "a cat"], 20, strategy="sample", random_state=3, n_returns=2)
+    assert len(a) == 2 and all(len(x) == 2 and x[0] != x[1] for x in a)
+    assert a == lm.generate(["the", "a cat"], 20, strategy="sample", random_state=3, n_returns=2)
+    # Prompt i's draws depend on the seed and i only, not on the other prompts.
+    assert lm.generate(["the"], 20, strategy="sample", random_state=3, n_returns=2)[0] == a[0]
+    assert lm.generate(["the", "a cat"], 20, strategy="sample", random_state=4, n_returns=2) != a
+
+
+@pytest.mark.parametrize("params", [dict(temperature=0.5, top_k=3), dict(top_p=0.8), dict(min_p=0.2),
+                                    dict(repetition_penalty=1.3, no_repeat_ngram_size=3)])
+def test_sampling_options(lm, params):
+    out = lm.generate(["the cat"], 25, strategy="sample", random_state=0, **params)
+    assert isinstance(out[0], str)
+    assert lm.generate(["the cat"], 25, strategy="sample", random_state=0, **params) == out
+
+
+def test_temperature_zero_and_min_p_near_one_are_greedy(lm):
+    greedy = lm.generate(["the cat"], 20)
+    assert lm.generate(["the cat"], 20, strategy="sample", temperature=0, random_state=1) == greedy
+    assert lm.generate(["the cat"], 20, strategy="sample", min_p=0.999999, random_state=1) == greedy
+
+
+def test_repetition_penalty_makes_repeats_rarer(lm):
+    def repeats(text):
+        words = text.split()
+        return len(words) - len(set(words))
+    plain = lm.generate(["the"], 60)[0]
+    penalised = lm.generate(["the"], 60, repetition_penalty=3.0)[0]
+    assert repeats(penalised) <= repeats(plain)
+
+
+def test_beam_search(lm):
+    out = lm.generate(["the cat sat on"], 12, strategy="beam", num_beams=3, n_returns=2)
+    assert len(out) == 1 and len(out[0]) == 2 and all(isinstance(t, str) for t in out[0])
+    scores = lm.sequence_log_proba(["the cat sat on" + t for t in out[0]])
+    assert np.all(np.isfinite(scores))
+
+
+def test_stream_pieces_join_into_the_generated_text(lm):
+    for params in [dict(), dict(strategy="sample", random_state=4, temperature=0.9), dict(stop=["log", "\n"])]:
+        pieces = list(lm.stream("the dog", 30, **params))
+        assert all(isinstance(p, str) and p for p in pieces)
+        assert "".join(pieces) == lm.generate(["the dog"], 30, **params)[0]
+
+
+def test_stream_holds_back_what_may_start_a_stop_string(lm):
+    text = lm.generate(["the"], 40)[0]
+    stop = text[5:9]
+    pieces = list(lm.stream("the", 40, stop=[stop]))
+    assert "".join(pieces) == text[: text.find(stop)]
+
+
+def test_stream_never_splits_a_character():
+    pytest.importorskip("tokenizers")
+    corpus = ["café au lait, crème brûlée 🙂 naïve façade\n"] * 30
+    lm = CausalLanguageModel(**{**TINY, "tokenizer": "bpe", "max_features": 300, "max_iter": 40}).fit(corpus)
+    for seed in range(4):
+        params = dict(strategy="sample", random_state=seed, temperature=1.5)
+        pieces = list(lm.stream("caf", 40, **params))
+        text = lm.generate(["caf"], 40, **params)[0]
+        assert "".join(pieces) == text and any(ord(c) > 127 for c in text)
+        # A character split across pieces would show as U+FFFD in them: only bytes that are invalid in the text
+        # itself (an undertrained byte-level model at temperature 1.5 writes some) do.
+        assert sum(p.count("\ufffd") for p in pieces) == text.count("\ufffd")
+
+
+def test_stream_sets_n_jobs_per_item_and_restores_it(lm):
+    model = pickle.loads(pickle.dumps(lm)).set_params(n_jobs=1)
+    before = attnkit.get_num_threads()
+    stream = model.stream("the", 5)
+    pieces = [next(stream)]
+    assert attnkit.get_num_threads() == before  # between items the caller's count holds
+    assert "".join(pieces + list(stream)) == lm.generate(["the"], 5)[0]
+
+
+# --------------------------------------------------------------------------------------------- scoring
+def test_sequence_log_proba_is_the_sum_of_next_token_log_probabilities(lm):
+    text = "the cat sat"
+    ids = np.array([[lm.codec_.eot_id, *lm.codec_.encode(text)]])
+    logits, _ = lm.model_.forward(ids[:, :-1])
+    logp = ops.log_softmax(logits.astype(np.float64), axis=-1)
+    expected = np.take_along_axis(logp[0], ids[0, 1:, None], axis=-1).sum()
+    np.testing.assert_allclose(lm.sequence_log_proba([text]), [expected], rtol=1e-10)
+    assert lm.sequence_log_proba(["the cat sat on the mat."])[0] > lm.sequence_log_proba(["tam eht no tas tac eht"])[0]
+
+
+def test_long_texts_are_scored_in_overlapping_windows(lm):
+    text = CORPUS[0] * 3  # about 7 windows of 24
+    whole = lm.sequence_log_proba([text])[0]
+    assert np.isfinite(whole)
+    n_tokens = len(lm.codec_.encode(text))
+    np.testing.assert_allclose(lm.score([text]), whole / n_tokens)
+    np.testing.assert_allclose(lm.perplexity([text]), np.exp(-whole / n_tokens))
+    # The first window's tokens are scored as in a short text.
+    head = CORPUS[0][:20]
+    first = lm.sequence_log_proba([head])[0]
+    assert np.isfinite(first)
+
+
+def test_score_pools_tokens_over_texts(lm):
+    texts = ["the cat sat", "a dog"]
+    n = sum(len(lm.codec_.encode(t)) for t in texts)
+    np.testing.assert_allclose(lm.score(texts), lm.sequence_log_proba(texts).sum() / n)
+
+
+def test_attention_maps_are_lower_triangular_distributions(lm):
+    maps = lm.attention_maps(["the cat sat"])
+    assert maps[0]["tokens"][:4] == ["<eos>", "t", "h", "e"]
+    assert len(maps[0]["layers"]) == 2
+    for weights in maps[0]["layers"]:
+        assert weights.shape == (2, 12, 12)
+        np.testing.assert_allclose(weights.sum(axis=-1), 1.0, rtol=1e-5)
+        assert np.all(np.triu(weights, k=1) == 0)
+
+
+# ----------------------------------------------------------------------------------------- tokenizers
+@pytest.mark.parametrize("tokenizer", ["word", "bpe", "unigram"])
+def test_other_tokenizers(tokenizer):
+    if tokenizer != "word":
+        pytest.importorskip("tokenizers")
+    lm = CausalLanguageModel(**{**TINY, "tokenizer": tokenizer, "max_features": 60 if tokenizer != "word" else None,
+                                "max_iter": 40}).fit(CORPUS)
+    out = lm.generate(["the cat"], 10)[0]
+    assert isinstance(out, str) and np.isfinite(lm.perplexity(["the dog sat"]))
+
+
+def test_a_tokenizers_tokenizer_is_used_as_it_is(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    hf = tokenizers.Tokenizer(tokenizers.models.BPE(unk_token="[UNK]"))
+    hf.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = tokenizers.decoders.ByteLevel()
+    hf.train_from_iterator(CORPUS, tokenizers.trainers.BpeTrainer(vocab_size=300, show_progress=False))
+    lm = CausalLanguageModel(**{**TINY, "tokenizer": hf, "max_iter": 40}).fit(CORPUS)
+    assert lm.codec_.size == 5 + hf.get_vocab_size()
+    out = lm.generate(["the cat"], 10)
+    lm.save(tmp_path / "lm.npz")
+    assert attnkit.load(tmp_path / "lm.npz").generate(["the cat"], 10) == out
+    assert clone(lm).get_params()["tokenizer"] is not None
+
+
+# ------------------------------------------------------------------------------------------ save, load
+def test_save_load_and_pickle_give_the_same_model(lm, tmp_path):
+    lm.save(tmp_path / "lm.npz")
+    for other in (attnkit.load(tmp_path / "lm.npz"), pickle.loads(pickle.dumps(lm))):
+        assert other.generate(["the cat", "a"], 20) == lm.generate(["the cat", "a"], 20)
+        np.testing.assert_array_equal(other.sequence_log_proba(CORPUS[:2]), lm.sequence_log_proba(CORPUS[:2]))
+        assert other.loss_curve_ == lm.loss_curve_
+
+
+# ---------------------------------------------------------------------------------------------- errors
+@pytest.mark.parametrize("params, match", [
+    (dict(tokenizer="bytes"), "'tokenizer' parameter"),
+    (dict(context_length=0), "'context_length' parameter"),
+    (dict(max_iter="many"), "'max_iter' parameter"),
+    (dict(attention_window=-1), "'attention_window' parameter"),
+    (dict(validation_fraction=1.0), "'validation_fraction' parameter"),
+    (dict(decay="step"), "'decay' parameter"),
+])
+def test_bad_parameters_are_named(params, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        CausalLanguageModel(**params).fit(CORPUS)
+
+
+@pytest.mark.parametrize("params, match", [
+    (dict(attention="linear", attention_window=4), "attention_window needs attention='softmax'"),
+    (dict(d_model=30, n_heads=4), "multiple of n_heads"),
+    (dict(validation_fraction=None), "early_stopping=True needs held-out text"),
+])
+def test_inconsistent_parameters(params, match):
+    with pytest.raises(ValueError, match=match):
+        CausalLanguageModel(**{**TINY, **params}).fit(CORPUS)
+
+
+def test_bad_training_text():
+    with pytest.raises(TypeError, match="single str"):
+        CausalLanguageModel(**TINY).fit("the cat")
+    with pytest.raises(ValueError, match="no text"):
+        CausalLanguageModel(**{**TINY, "validation_fraction": None, "early_stopping": False}).fit([""])
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda lm: lm.generate("the", 5), TypeError, "single str"),
+    (lambda lm: lm.generate(["the"], 0), ValueError, "max_new_tokens must be >= 1"),
+    (lambda lm: lm.generate(["the"], 5, n_returns=2), ValueError, "n_returns must be 1 for greedy"),
+    (lambda lm: lm.generate(["the"], 5, strategy="top"), InvalidParameterError, "'strategy'"),
+    (lambda lm: lm.generate(["the"], 5, strategy="sample", top_p=0), InvalidParameterError, "'top_p'"),
+    (lambda lm: lm.generate(["the"], 5, strategy="sample", min_p=1.0), InvalidParameterError, "'min_p'"),
+    (lambda lm: lm.generate(["the"], 5, repetition_penalty=0), InvalidParameterError, "'repetition_penalty'"),
+    (lambda lm: lm.generate(["the"], 5, stop="."), ValueError, "stop must be a list"),
+    (lambda lm: lm.generate(["the"], 5, stop=[""]), ValueError, "stop must be a list"),
+    (lambda lm: lm.generate(["the"], 5, strategy="beam", num_beams=2, n_returns=3), ValueError, "<= num_beams"),
+    (lambda lm: lm.stream(["the"], 5), TypeError, "prompt must be a str"),
+    (lambda lm: lm.stream("the", 5, strategy="beam"), ValueError, "cannot stream"),
+    (lambda lm: lm.score([""]), ValueError, "no tokens"),
+])
+def test_bad_generation_and_scoring_arguments(lm, call, error, match):
+    with pytest.raises(error, match=match):
+        call(lm)
+
+
+def test_unfitted_model_says_so():
+    for call in (lambda m: m.generate(["a"]), lambda m: m.stream("a"), lambda m: m.perplexity(["a"]),
+                 lambda m: m.attention_maps(["a"])):
+        with pytest.raises(NotFittedError):
+            call(CausalLanguageModel())
+
+
+def test_attention_maps_need_softmax():
+    lm = CausalLanguageModel(**{**TINY, "attention": "linear", "max_iter": 20}).fit(CORPUS)
+    with pytest.raises(ValueError, match="attention='softmax'"):
+        lm.attention_maps(["the"])
+
+
+# ------------------------------------------------------------------------------------ scikit-learn's tools
+@pytest.mark.parametrize("check", DATA_INDEPENDENT_CHECKS)
+def test_sklearn_data_independent_checks(check):
+    getattr(estimator_checks, check)("CausalLanguageModel", CausalLanguageModel())
