@@ -13,6 +13,7 @@ from sklearn.base import clone
 import attnkit
 from attnkit import (
     CausalLanguageModel,
+    MaskedLanguageModel,
     RandomFourierFeatures,
     Seq2SeqTransformer,
     TransformerClassifier,
@@ -179,7 +180,7 @@ def test_every_public_method_that_runs_kernels_is_threaded():
     no_kernels = {"get_params", "set_params", "save", "get_feature_names_out", "set_output", "get_metadata_routing"}
     calls_marked = {"fit_transform", "score"}
     for cls in (TransformerClassifier, Seq2SeqTransformer, TransformerEmbedder, RandomFourierFeatures,
-                CausalLanguageModel):
+                CausalLanguageModel, MaskedLanguageModel):
         public = {name for name in dir(cls) if not name.startswith("_") and callable(getattr(cls, name))
                   and not name.startswith("set_") or name in {"set_params", "set_output"}}
         for name in public - no_kernels:

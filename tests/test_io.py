@@ -96,7 +96,8 @@ def test_an_attention_map_survives_the_round_trip(fitted, tmp_path):
 def test_save_refuses_what_it_cannot_load(tmp_path):
     with pytest.raises(NotFittedError):
         io.save(TransformerClassifier(), tmp_path / "m.npz")
-    supported = r"\[.CausalLanguageModel., .Seq2SeqTransformer., .TransformerClassifier., .TransformerEmbedder.\]"
+    supported = (r"\[.CausalLanguageModel., .MaskedLanguageModel., .Seq2SeqTransformer., .TransformerClassifier., "
+                 r".TransformerEmbedder.\]")
     with pytest.raises(TypeError, match=rf"save supports {supported}, got .*RandomFourierFeatures"):
         io.save(attnkit.RandomFourierFeatures().fit([[0.0]]), tmp_path / "m.npz")
     assert not os.listdir(tmp_path)
@@ -116,7 +117,8 @@ def _rewrite(path, change):
         (lambda s, c: c.update(version=3), "format version 3 is newer than this attnkit reads"),
         (lambda s, c: c.update(estimator="os.system"),
          r"unknown estimator 'os.system'.*loads "
-         r"\[.CausalLanguageModel., .Seq2SeqTransformer., 'TransformerClassifier', 'TransformerEmbedder'\]"),
+         r"\[.CausalLanguageModel., .MaskedLanguageModel., .Seq2SeqTransformer., 'TransformerClassifier', "
+         r"'TransformerEmbedder'\]"),
         (lambda s, c: s["weights"].pop(next(iter(s["weights"]))), "state dict does not match the model: missing"),
         (lambda s, c: s["weights"].update(extra=np.zeros(3)), "unexpected \\['extra'\\]"),
         (lambda s, c: s["weights"].update({k: np.zeros((2, 2)) for k in list(s["weights"])[:1]}),

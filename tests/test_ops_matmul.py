@@ -270,3 +270,20 @@ def test_errors_name_the_argument_and_what_was_seen():
 def test_docstring_examples_run():
     # (attnkit.ops.matmul is the function; the module is reached by its full name)
     assert doctest.testmod(importlib.import_module("attnkit.ops.matmul")).failed == 0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("k", [1, 300, 1100])
+def test_a_row_gets_the_same_bits_alone_as_among_many(isa, threads, dtype, k):
+    """Up to four rows take the unpacked (thin) path, many the packed GEMM: every element is the same sequence of
+    roundings in both, whatever B's layout (a decoding step's logits equal that row of the full forward)."""
+    a, b = _normal(5, (9, k), dtype), _normal(6, (k, 77), dtype)
+    bias, start = _normal(7, 77, dtype), _normal(8, (9, 77), dtype)
+    threads(2)
+    many = ops.matmul(a, b, bias=bias)
+    many_acc = ops.matmul(a, b, bias=bias, out=start.copy(), accumulate=True)
+    for rows in (1, 2, 4):
+        for name, b_view in _layouts(b).items():
+            assert_array_equal(ops.matmul(a[:rows], b_view, bias=bias), many[:rows], err_msg=f"{rows} rows, b {name}")
+        acc = ops.matmul(a[:rows], b, bias=bias, out=start[:rows].copy(), accumulate=True)
+        assert_array_equal(acc, many_acc[:rows], err_msg=f"{rows} rows, accumulate")

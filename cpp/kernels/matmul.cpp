@@ -236,6 +236,85 @@ inline Grid split(std::int64_t m, std::int64_t n, std::int64_t tiles_m, std::int
   return best;
 }
 
+// Products of at most this many rows take the thin path below: a decoding step (one token per sequence) would
+// otherwise pack all of B for one row and fill MR-row tiles with zeros (1 x 256 x 8192 with B transposed, a
+// language model's tied output: 2.4 ms packed, 5x slower than OpenBLAS's GEMV).
+constexpr std::int64_t kThinRows = 4;
+constexpr int kThinVectors = 64;  // W-column vectors per run of a row of B (256 floats on AVX2: 1 KB)
+constexpr int kThinScalars = 8;  // independent scalar chains where B's rows are strided (B transposed)
+
+// Columns [j, j + NV W) of row i of C, B's rows contiguous (see thin): for each p, a run of NV W elements of B's
+// row p, read in order, updates NV W chains kept in ``sum`` (L1), as an axpy: B is read as it lies in memory
+// (runs of W columns walking down B, one cache line per row, ran at a third of the speed).
+template <class T>
+inline void thin_vectors(const MatmulArgs<T>& g, std::int64_t i, std::int64_t j, int NV, std::int64_t kblocks,
+                         T* sum) {
+  using V = Vec<T>;
+  using S = GemmShape<T>;
+  constexpr int W = V::W;
+  const T* a = g.a + i * g.a_row_stride;
+  T* c = g.c + i * g.c_row_stride + j;
+  for (std::int64_t blk = 0; blk < kblocks; ++blk) {
+    const std::int64_t p0 = blk * S::KC, p1 = min_scalar(g.k, p0 + S::KC);
+    for (int v = 0; v < NV; ++v) V::zero().store(sum + v * W);
+    for (std::int64_t p = p0; p < p1; ++p) {
+      const V ap = V::set1(a[p * g.a_col_stride]);
+      const T* b = g.b + p * g.b_row_stride + j;
+      for (int v = 0; v < NV; ++v) V::fma(ap, V::load(b + v * W), V::load(sum + v * W)).store(sum + v * W);
+    }
+    for (int v = 0; v < NV; ++v) {
+      const V s = V::load(sum + v * W);
+      (blk > 0 || g.accumulate ? V::load(c + v * W) + s : s).store(c + v * W);
+    }
+  }
+  if (g.bias)
+    for (int v = 0; v < NV; ++v) (V::load(c + v * W) + V::load(g.bias + j + v * W)).store(c + v * W);
+}
+
+// Columns [j, j + nj) of row i of C (nj <= NS), one scalar chain per column reading B's column in k order.
+template <class T, int NS>
+inline void thin_scalars(const MatmulArgs<T>& g, std::int64_t i, std::int64_t j, int nj, std::int64_t kblocks) {
+  using S = GemmShape<T>;
+  const std::int64_t cs = g.b_col_stride;
+  const T* a = g.a + i * g.a_row_stride;
+  T* c = g.c + i * g.c_row_stride + j;
+  T total[NS], sum[NS];
+  for (std::int64_t blk = 0; blk < kblocks; ++blk) {
+    const std::int64_t p0 = blk * S::KC, p1 = min_scalar(g.k, p0 + S::KC);
+#pragma GCC unroll 16
+    for (int q = 0; q < NS; ++q) sum[q] = T(0);
+    for (std::int64_t p = p0; p < p1; ++p) {
+      const T ap = a[p * g.a_col_stride];
+      const T* b = g.b + p * g.b_row_stride + j * cs;
+#pragma GCC unroll 16
+      for (int q = 0; q < NS; ++q) sum[q] = fma_scalar(ap, b[(q < nj ? q : 0) * cs], sum[q]);
+    }
+#pragma GCC unroll 16
+    for (int q = 0; q < NS; ++q) total[q] = blk > 0 ? total[q] + sum[q] : g.accumulate && q < nj ? c[q] + sum[q] : sum[q];
+  }
+  for (int q = 0; q < nj; ++q) c[q] = g.bias ? total[q] + g.bias[j + q] : total[q];
+}
+
+// C's rows [0, m) x columns [c0, c1) without packing, with the packed path's roundings per element: an FMA
+// chain from 0 over k in order within each KC block, c = s_0 (or c + s_0 when accumulating), c = c + s_b for
+// each later block, then + bias_j. A row's result is then the same bits whatever rows come with it.
+template <class T>
+void thin(const MatmulArgs<T>& g, std::int64_t c0, std::int64_t c1) {
+  using S = GemmShape<T>;
+  constexpr int W = Vec<T>::W, NV = kThinVectors, NS = kThinScalars;
+  const std::int64_t kblocks = g.k > 0 ? (g.k + S::KC - 1) / S::KC : 1;
+  std::int64_t j = c0;
+  if (g.b_col_stride == 1) {  // B's rows are contiguous: runs of up to NV x W columns
+    alignas(64) T sum[NV * W];
+    for (std::int64_t run; (run = min_scalar<std::int64_t>(NV, (c1 - j) / W)) > 0; j += run * W)
+      for (std::int64_t i = 0; i < g.m; ++i) thin_vectors<T>(g, i, j, int(run), kblocks, sum);
+  }
+  // The other columns (all of them when B's rows are strided, B transposed): NS scalar chains at a time.
+  for (; j < c1; j += NS)
+    for (std::int64_t i = 0; i < g.m; ++i)
+      thin_scalars<T, NS>(g, i, j, int(min_scalar<std::int64_t>(NS, c1 - j)), kblocks);
+}
+
 }  // namespace
 
 template <class T>
@@ -243,6 +322,15 @@ void matmul(const MatmulArgs<T>& g) {
   using S = GemmShape<T>;
   const std::int64_t m = g.m, n = g.n, k = g.k;
   if (m == 0 || n == 0) return;
+  if (m <= kThinRows) {
+    constexpr std::int64_t W = Vec<T>::W;
+    const int threads = m * n * k >= kMinParallelWork ? kernel_threads() : 1;
+    const std::int64_t chunks = (n + W - 1) / W;
+#pragma omp parallel for num_threads(threads) schedule(static, 1) if (threads > 1)
+    for (int t = 0; t < threads; ++t)
+      thin(g, min_scalar(n, chunks * t / threads * W), min_scalar(n, chunks * (t + 1) / threads * W));
+    return;
+  }
   const std::int64_t tiles_m = (m + S::MR - 1) / S::MR, tiles_n = (n + S::NR - 1) / S::NR;
   const int threads = m * n * k >= kMinParallelWork ? kernel_threads() : 1;
   const Grid grid = split(m, n, tiles_m, tiles_n, threads);

@@ -17,6 +17,7 @@ from attnkit._config import get_num_threads, set_num_threads, show_config
 from attnkit._core import __version__
 from attnkit.estimators import (
     CausalLanguageModel,
+    MaskedLanguageModel,
     RandomFourierFeatures,
     Seq2SeqTransformer,
     TransformerClassifier,
@@ -37,6 +38,7 @@ from attnkit.ops import (
 __all__ = [
     "CausalLanguageModel",
     "LinearAttentionState",
+    "MaskedLanguageModel",
     "RandomFourierFeatures",
     "Seq2SeqTransformer",
     "TransformerClassifier",

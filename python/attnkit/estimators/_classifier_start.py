@@ -14,7 +14,7 @@ from attnkit.nn.windows import view_tokens
 from attnkit.pretrained.checkpoint import load_checkpoint
 from attnkit.text import Vocabulary
 
-__all__ = ["FineTuning", "FromScratch", "start_of"]
+__all__ = ["FineTuning", "FromMaskedLM", "FromScratch", "start_of"]
 
 RELATIVE_DISTANCE = 16  # clipping distance of positional="relative"
 SCRATCH_EPOCHS = 10  # max_iter="auto" from scratch
@@ -36,7 +36,11 @@ ARCHITECTURE_PARAMS = ("tokenizer", "lowercase", "max_features", "min_df", "d_mo
 def start_of(clf):
     """The start of classifier ``clf``, by its ``pretrained`` parameter (the checkpoint is read when first
     needed, once per start)."""
-    return FromScratch() if clf.pretrained is None else FineTuning(clf.pretrained)
+    if clf.pretrained is None:
+        return FromScratch()
+    if hasattr(clf.pretrained, "fill_mask"):  # a MaskedLanguageModel (imported here it would be a cycle)
+        return FromMaskedLM(clf.pretrained)
+    return FineTuning(clf.pretrained)
 
 
 class FromScratch:
@@ -147,3 +151,50 @@ class FineTuning:
     def initial_weights(self):
         """The encoder's arrays, by the classifier's own names."""
         return self.checkpoint.weights
+
+
+class FromMaskedLM(FromScratch):
+    """A fitted :class:`attnkit.MaskedLanguageModel`'s vocabulary, embedding and encoder (the course's pretrain
+    then fine-tune recipe on one's own text); the rest as from scratch (the head, the n-gram bag, the "auto"
+    choices), so that the two differ only by the pretraining."""
+
+    def __init__(self, mlm):
+        self.mlm = mlm
+
+    def check(self, clf):
+        super().check(clf)
+        if not self.mlm.__sklearn_is_fitted__():
+            raise ValueError("pretrained=MaskedLanguageModel(...) is not fitted: fit it on text first (note that "
+                             "sklearn.base.clone, as GridSearchCV uses, clones it unfitted)")
+        mlm = self.mlm._network_config
+        route = self.mlm._input
+        differ = [f"{name}={getattr(clf, name)!r} (the model's: {value!r})" for name, value in (
+            ("tokenizer", route["tokenizer"]), ("lowercase", route["lowercase"]), ("d_model", mlm["d_model"]),
+            ("n_heads", mlm["n_heads"]), ("n_layers", mlm["n_layers"]), ("d_ff", mlm["d_ff"]),
+            ("attention", mlm["attention"]), ("positional", mlm["positional"])) if getattr(clf, name) != value]
+        if differ:
+            raise ValueError("with pretrained=MaskedLanguageModel(...), the classifier's tokenizer and encoder must "
+                             f"be the masked-language model's: {', '.join(differ)}")
+        if clf.max_len > route["max_len"] and clf.positional == "learned":
+            raise ValueError(f"max_len={clf.max_len} is longer than the masked-language model's learned positions "
+                             f"({route['max_len']})")
+        if clf.mlm_epochs:
+            raise ValueError(f"mlm_epochs={clf.mlm_epochs} pre-trains the encoder again; with "
+                             "pretrained=MaskedLanguageModel(...) it is pretrained: set mlm_epochs=0")
+
+    def token_space(self):
+        return VocabularySpace(self.mlm._vocabulary())
+
+    def learnt_token_space(self, clf, tokens):
+        return None
+
+    def network_config(self, clf, token_space):
+        config = super().network_config(clf, token_space)
+        if clf.positional == "learned":  # the table's rows are the masked-language model's
+            config["n_positions"] = self.mlm._network_config["max_len"]
+        return config
+
+    def initial_weights(self):
+        """The embedding's and the encoder's arrays (the masked-token output's bias is left behind)."""
+        return {name: value for name, value in self.mlm._weights.items()
+                if name.startswith(("embedding.", "encoder."))}

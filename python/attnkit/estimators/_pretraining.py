@@ -11,7 +11,7 @@ from attnkit.estimators._training import train
 from attnkit.nn import CrossEntropyLoss, Module, TiedOutput, mask_tokens
 from attnkit.text import SPECIAL_TOKENS, Vocabulary, pad_sequences
 
-__all__ = ["pretrain_masked_lm"]
+__all__ = ["masked_lm_batch_loss", "pretrain_masked_lm"]
 
 MASK_PROBABILITY = 0.15
 
@@ -47,15 +47,24 @@ def pretrain_masked_lm(network, docs, options, *, rng):
     trained = Module()  # what the optimiser sees: the network's embedding and encoder, and the output bias
     trained.embedding, trained.encoder = network.embedding, network.encoder
     trained.output = output = TiedOutput(table)
-    loss_fn = CrossEntropyLoss()
-    mask_rng = np.random.default_rng(rng.integers(2**63))
     lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
+    batch_loss = masked_lm_batch_loss(network, output, docs, np.random.default_rng(rng.integers(2**63)))
+    return train(trained, batch_loss, lengths, options, rng=rng)
+
+
+def masked_lm_batch_loss(network, output, docs, mask_rng, probability=MASK_PROBABILITY):
+    """The training loop's ``batch_loss(indices)`` of BERT's objective on ``docs[indices]``: the corruption
+    (:func:`attnkit.nn.mask_tokens`, ``<unk>`` as the mask) and the hidden tokens' mean cross-entropy, gradients
+    accumulated into ``network`` (``encode`` / ``backward_encode``) and ``output`` (a :class:`TiedOutput`).
+    Shared by the classifier's pre-pass and :class:`attnkit.MaskedLanguageModel`."""
+    loss_fn = CrossEntropyLoss()
+    vocab_size = output.embedding.num_embeddings
 
     def batch_loss(indices):
         ids, batch_lengths = pad_sequences([docs[i] for i in indices])
-        corrupted, picked = mask_tokens(ids, batch_lengths, mask_rng, vocab_size=table.num_embeddings,
+        corrupted, picked = mask_tokens(ids, batch_lengths, mask_rng, vocab_size=vocab_size,
                                         mask_id=Vocabulary.unk_id, first_ordinary_id=len(SPECIAL_TOKENS),
-                                        probability=MASK_PROBABILITY)
+                                        probability=probability)
         if not picked.any():
             return 0.0, int(batch_lengths.sum())
         hidden, cache = network.encode(corrupted, training=True, lengths=batch_lengths)
@@ -66,4 +75,4 @@ def pretrain_masked_lm(network, docs, options, *, rng):
         network.backward_encode(grad_hidden, cache)
         return float(loss), int(batch_lengths.sum())
 
-    return train(trained, batch_loss, lengths, options, rng=rng)
+    return batch_loss

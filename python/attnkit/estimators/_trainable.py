@@ -94,6 +94,9 @@ class TrainableEstimator(NetworkEstimator):
     """
 
     _score_name = "score"  # what the verbose lines call the validation score
+    # Without early stopping, stop when the training loss stops improving (scikit-learn's MLP rule); False for a
+    # noisy objective (masked or sampled tokens) that runs its planned epochs.
+    _plateau_stops = True
     _warmup_fraction = 0.1  # share of the planned updates spent warming the learning rate up
     _max_grad_norm = 1.0
 
@@ -195,7 +198,8 @@ class TrainableEstimator(NetworkEstimator):
             learning_rate=self._learning_rate(), weight_decay=float(self.weight_decay),
             warmup_fraction=self._warmup_fraction, decay="constant" if incremental else self._decay(),
             max_grad_norm=self._max_grad_norm, early_stopping=bool(self.early_stopping and validate is not None),
-            n_iter_no_change=self.n_iter_no_change, tol=float(self.tol), monitor=self._monitor(),
+            n_iter_no_change=self.n_iter_no_change if self._plateau_stops or self.early_stopping else max_epochs + 1,
+            tol=float(self.tol), monitor=self._monitor(),
             score_name=self._score_name, verbose=int(self.verbose),
             on_epoch_end=epoch_checkpointer(self, lambda history: self._record(history, incremental)),
         )

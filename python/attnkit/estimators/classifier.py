@@ -23,6 +23,7 @@ from attnkit.estimators._pretraining import pretrain_masked_lm
 from attnkit.estimators._token_space import PretrainedSpace, VocabularySpace
 from attnkit.estimators._trainable import Samples, TrainableEstimator, validation_pair
 from attnkit.estimators._training import reseed_dropout
+from attnkit.estimators.masked_language_model import MaskedLanguageModel
 from attnkit.io import from_json, register_estimator, to_json
 from attnkit.nn import CrossEntropyLoss, SequenceClassifier
 from attnkit.nn.positional import MAX_POSITIONS
@@ -66,13 +67,17 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     Parameters
     ----------
-    pretrained : str, os.PathLike or None, default=None
+    pretrained : str, os.PathLike, MaskedLanguageModel or None, default=None
         A BERT-family checkpoint to fine-tune (:func:`attnkit.pretrained.load_checkpoint`): a directory in
         the Hugging Face layout, a zip of one, or an installed model package's name. Needs the
         ``pretrained`` extra. The parameters that describe a vocabulary or an architecture (``tokenizer``,
         ``lowercase``, ``max_features``, ``min_df``, ``d_model``, ``n_heads``, ``n_layers``, ``d_ff``,
         ``attention``, ``positional``) must keep their defaults: the checkpoint decides them. Token-id
         input is taken as the checkpoint's own ids (special tokens included, as the user wrote them).
+        Or a fitted :class:`attnkit.MaskedLanguageModel`: the classifier starts from its vocabulary, embedding and
+        encoder (pretrained on unlabelled text) and is otherwise as from scratch; its tokenizer and encoder
+        parameters must equal the model's. ``sklearn.base.clone`` (GridSearchCV) clones such a parameter unfitted,
+        and a saved classifier keeps ``pretrained=None`` (its weights are its own).
 
     tokenizer : {"word", "char", "bpe", "unigram"}, default="word"
         ``"word"``: words, numbers and punctuation marks, with contractions split
@@ -342,7 +347,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         "max_len": [Interval(numbers.Integral, 1, MAX_POSITIONS - 2, closed="both")],
         "long_texts": [Options(str, {"auto", *LONG_TEXT_KINDS})],
         "window_pooling": [Options(str, {"mean", "max", "attention"})],
-        "pretrained": [None, str, os.PathLike],
+        "pretrained": [None, str, os.PathLike, MaskedLanguageModel],
         "padding_id": [Interval(numbers.Integral, None, None, closed="neither")],
         "d_model": [Interval(numbers.Integral, 1, None, closed="left")],
         "n_heads": [Interval(numbers.Integral, 1, None, closed="left")],

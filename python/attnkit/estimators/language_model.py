@@ -168,6 +168,7 @@ class CausalLanguageModel(TrainableEstimator):
     _network_class = CausalLM
     _score_name = "next-token accuracy"
     _warmup_fraction = 0.05
+    _plateau_stops = False
     _parameter_constraints = {
         "tokenizer": [Options(str, set(KINDS)), _TokenizersTokenizer()],
         "lowercase": ["boolean"],

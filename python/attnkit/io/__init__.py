@@ -236,6 +236,9 @@ def _portable_params(params):
     out = {key: os.fspath(value) if isinstance(value, os.PathLike) else value for key, value in params.items()}
     out = {key: {_TOKENIZER_KEY: value.to_str()} if type(value).__module__.startswith("tokenizers") else value
            for key, value in out.items()}
+    # An estimator given as a parameter (a classifier's pretrained MaskedLanguageModel) started the fit; the fitted
+    # weights are the owner's own, so the file does not keep it.
+    out = {key: None if hasattr(value, "get_params") else value for key, value in out.items()}
     if "checkpoint_path" in out:  # a file must not choose where a later fit writes
         out["checkpoint_path"] = None
     if "random_state" in out and not (out["random_state"] is None or isinstance(out["random_state"], int)):

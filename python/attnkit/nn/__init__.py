@@ -9,7 +9,7 @@ from attnkit.nn.causal_lm import CausalLM
 from attnkit.nn.encoder_decoder import EncoderDecoder
 from attnkit.nn.layers import Dropout, Embedding, FeedForward, LayerNorm, Linear, RMSNorm
 from attnkit.nn.losses import CrossEntropyLoss
-from attnkit.nn.masked_lm import TiedOutput, mask_tokens
+from attnkit.nn.masked_lm import MaskedLM, TiedOutput, mask_tokens
 from attnkit.nn.module import Module
 from attnkit.nn.ngram_bag import NgramBag
 from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm, default_decay
@@ -41,6 +41,7 @@ __all__ = [
     "LayerNorm",
     "LearnedPositions",
     "Linear",
+    "MaskedLM",
     "Module",
     "NgramBag",
     "MultiHeadAttention",

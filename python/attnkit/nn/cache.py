@@ -194,9 +194,14 @@ class DecoderCache:
     batch_size : int
     length : int
         Positions decoded so far: the position (``offset``) of the next one, for positional encodings.
+    output_weight : ndarray or None
+        A tied language model's output weights, its token table transposed into rows (d_model, vocab_size):
+        :meth:`attnkit.nn.CausalLM.start` takes this snapshot, since a one-row product reads a row-major matrix
+        4x faster than the table's transpose; None otherwise. Kept by :meth:`reorder`.
     """
 
-    def __init__(self, layers):
+    def __init__(self, layers, output_weight=None):
+        self.output_weight = output_weight
         self.layers = list(layers)
         if not self.layers:
             raise ValueError("layers must hold one cache per decoder layer, got none")
@@ -218,5 +223,6 @@ class DecoderCache:
 
     def reorder(self, indices):
         """A new cache whose row i is row ``indices[i]`` of this one."""
-        return DecoderCache(entry.reorder(indices) if isinstance(entry, SelfAttentionCache)
-                            else tuple(cache.reorder(indices) for cache in entry) for entry in self.layers)
+        return DecoderCache((entry.reorder(indices) if isinstance(entry, SelfAttentionCache)
+                             else tuple(cache.reorder(indices) for cache in entry) for entry in self.layers),
+                            self.output_weight)

@@ -179,8 +179,12 @@ class CausalLM(Module):
     # -- incremental decoding (inference only) ------------------------------------------------------------
     def start(self, batch_size, *, capacity=16):
         """An empty :class:`DecoderCache` for decoding ``batch_size`` rows one token at a time
-        (:meth:`CausalDecoder.start`); ``capacity`` positions fit before the key/value buffers first grow."""
-        return self.decoder.start(batch_size, capacity=capacity)
+        (:meth:`CausalDecoder.start`); ``capacity`` positions fit before the key/value buffers first grow. With tied
+        weights it holds a snapshot of the token table (``output_weight``): train no further while decoding."""
+        cache = self.decoder.start(batch_size, capacity=capacity)
+        if self.output is None:  # the tied table, transposed once per generation rather than read across per token
+            cache.output_weight = np.ascontiguousarray(self.embedding.tokens.params["weight"].T)
+        return cache
 
     def step(self, ids, cache):
         """Next-token logits (B, vocab_size) after one new token per row, ``ids`` (B,), at position
@@ -191,7 +195,7 @@ class CausalLM(Module):
             raise ValueError(f"ids must have shape (batch_size={cache.batch_size},), got {ids.shape}")
         x = self.embedding.forward(ids[:, None], offset=cache.length)[0]
         h, _ = self.decoder.step(x, cache)
-        return self._project(h[:, 0])[0]
+        return self._project(h[:, 0], weight=cache.output_weight)[0]
 
     def prefill(self, ids, cache):
         """Next-token logits (B, vocab_size) after feeding a whole prompt, ``ids`` (B, T), at positions
@@ -202,19 +206,20 @@ class CausalLM(Module):
             raise ValueError(f"ids must have shape (batch_size={cache.batch_size}, T >= 1), got {ids.shape}")
         x = self.embedding.forward(ids, offset=cache.length)[0]
         h, _ = self.decoder.step(x, cache)
-        return self._project(h[:, -1])[0]
+        return self._project(h[:, -1], weight=cache.output_weight)[0]
 
     def reorder(self, cache, indices):
         """A new cache whose batch row i is row ``indices[i]`` of ``cache`` (beam search); ``cache`` stays valid."""
         return self.decoder.reorder(cache, indices)
 
     # -- the output layer ---------------------------------------------------------------------------------
-    def _project(self, h, training=False):
-        """Logits (..., vocab_size) of decoder outputs h (..., d_model), and the output's cache."""
+    def _project(self, h, training=False, weight=None):
+        """Logits (..., vocab_size) of decoder outputs h (..., d_model), and the output's cache; ``weight``: the
+        tied table's transpose in rows, when a decoding cache holds one (the same products, read faster)."""
         if self.output is not None:
             return self.output.forward(h, training)
         table = self.embedding.tokens.params["weight"]
-        logits = ops.matmul(h.reshape(-1, table.shape[1]), table.T)
+        logits = ops.matmul(h.reshape(-1, table.shape[1]), table.T if weight is None else weight)
         return logits.reshape(h.shape[:-1] + (self.vocab_size,)), h
 
     def _tied_backward(self, grad, h):

@@ -1,5 +1,5 @@
-"""Masked-language-model pre-training pieces: BERT's corruption of token ids and an output layer tied
-to the input embedding table."""
+"""Masked-language-model pieces: BERT's corruption of token ids, an output layer tied to the input embedding
+table, and :class:`MaskedLM`, an encoder with that output (the network of :class:`attnkit.MaskedLanguageModel`)."""
 
 import numpy as np
 
@@ -7,8 +7,9 @@ from attnkit import ops
 from attnkit._validation import check_real
 from attnkit.nn.layers import Embedding, add_product
 from attnkit.nn.module import Module
+from attnkit.nn.text_encoder import TextEncoder
 
-__all__ = ["TiedOutput", "mask_tokens"]
+__all__ = ["MaskedLM", "TiedOutput", "mask_tokens"]
 
 
 class TiedOutput(Module):
@@ -109,3 +110,49 @@ def mask_tokens(ids, lengths, rng, *, vocab_size, mask_id, first_ordinary_id, pr
     shuffled = picked & (action >= 0.8) & (action < 0.9)
     corrupted[shuffled] = rng.integers(first_ordinary_id, vocab_size, size=int(shuffled.sum()))
     return corrupted, picked
+
+
+class MaskedLM(TextEncoder):
+    """BERT's masked-language model: a :class:`TextEncoder` whose outputs at chosen positions are scored against
+    every token of the vocabulary through the (tied) token table, ``logits = h @ E.T / sqrt(d) + bias``.
+
+    Its ``embedding`` and ``encoder`` carry the names of a :class:`SequenceClassifier`'s, so a classifier can start
+    from them (:class:`attnkit.TransformerClassifier` with ``pretrained=`` a fitted
+    :class:`attnkit.MaskedLanguageModel`).
+
+    Parameters
+    ----------
+    vocab_size : int
+    rng : numpy.random.Generator or int
+    **options
+        :class:`TextEncoder`'s.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit.nn import MaskedLM
+    >>> net = MaskedLM(20, rng=0, d_model=16, n_heads=2, d_ff=32)
+    >>> ids, lengths = np.array([[2, 7, 1, 0], [2, 5, 6, 1]]), np.array([3, 4])
+    >>> picked = ids == 1  # where the mask token stands
+    >>> logits, cache = net.masked_logits(ids, picked, lengths=lengths)
+    >>> logits.shape  # one row per masked position
+    (2, 20)
+    """
+
+    def __init__(self, vocab_size, rng, **options):
+        super().__init__(vocab_size, rng, **options)
+        self.output = TiedOutput(self.embedding.tokens)
+
+    def masked_logits(self, ids, picked, training=False, *, lengths):
+        """Vocabulary logits (P, vocab_size) at the P positions where ``picked`` (B, N) is True, and the cache
+        for :meth:`backward_masked`. The texts must fit ``max_len`` (no windows)."""
+        hidden, c_encode = self.encode(ids, training, lengths=lengths)
+        logits, c_out = self.output.forward(hidden[picked], training)
+        return logits, (c_encode, c_out, picked, hidden.shape)
+
+    def backward_masked(self, grad, cache):
+        """Accumulates every parameter's gradient from d loss / d :meth:`masked_logits`'s logits."""
+        c_encode, c_out, picked, shape = cache
+        grad_hidden = np.zeros(shape, dtype=grad.dtype)
+        grad_hidden[picked] = self.output.backward(grad, c_out)
+        self.backward_encode(grad_hidden, c_encode)
