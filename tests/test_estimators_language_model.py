@@ -329,3 +329,19 @@ def test_attention_maps_need_softmax():
 @pytest.mark.parametrize("check", DATA_INDEPENDENT_CHECKS)
 def test_sklearn_data_independent_checks(check):
     getattr(estimator_checks, check)("CausalLanguageModel", CausalLanguageModel())
+
+
+def test_argmax_inference_attention_is_read_at_each_call(lm):
+    soft = lm.generate(["the cat", "a"], 15)
+    hard_model = pickle.loads(pickle.dumps(lm)).set_params(inference_attention="argmax")
+    hard = hard_model.generate(["the cat", "a"], 15)
+    with attnkit.nn.hard_attention(lm.model_):
+        assert hard[0] == _recomputed_greedy(lm, "the cat", 15)
+    assert hard_model.perplexity(CORPUS[:2]) != lm.perplexity(CORPUS[:2])
+    assert hard_model.set_params(inference_attention="softmax").generate(["the cat", "a"], 15) == soft
+    with pytest.raises(InvalidParameterError, match="'inference_attention'"):
+        hard_model.set_params(inference_attention="hard").generate(["a"], 2)
+    linear = CausalLanguageModel(**{**TINY, "attention": "linear", "max_iter": 20,
+                                    "inference_attention": "argmax"}).fit(CORPUS)
+    with pytest.raises(ValueError, match="needs softmax attention"):
+        linear.generate(["a"], 2)

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnkit import ops
-from attnkit.nn.attention import MultiHeadAttention
+from attnkit.nn.attention import MultiHeadAttention, hard_attention
 from attnkit.nn.module import Module
 from attnkit.nn.positional import RelativePositionBias
 from attnkit.testing.gradcheck import check_grad
@@ -165,3 +165,34 @@ def test_step_errors():
         causal.step(np.ones((2, 0, 8)), causal.start_self(2))
     with pytest.raises(TypeError, match="cache must come from start_self or start_cross"):
         causal.step(np.ones((2, 1, 8)), None)
+
+
+# ------------------------------------------------------------------------------------- hard (argmax) attention
+def test_hard_attention_reads_the_best_keys_value():
+    """With ``hard``, each query's head output is the value of its best visible key (attnkit.argmax_attention)."""
+    rng = np.random.default_rng(3)
+    mha = MultiHeadAttention(8, 2, rng, causal=True).astype(np.float64)
+    x = rng.standard_normal((2, 5, 8))
+    q, k, v = (mha._heads(x, f"w{c}", f"b{c}") for c in "qkv")
+    heads = ops.argmax_attention(q, k, v, causal=True)
+    expected = heads.swapaxes(1, 2).reshape(2, 5, 8) @ mha.params["wo"] + mha.params["bo"]
+    with hard_attention(mha):
+        out, _ = mha.forward(x)
+        cache = mha.start_self(2)
+        steps = np.concatenate([mha.step(x[:, :2], cache)[0]] + [mha.step(x[:, t : t + 1], cache)[0]
+                                                                  for t in range(2, 5)], axis=1)
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(steps, expected, rtol=1e-12, atol=1e-12)
+    assert not mha.hard  # restored on exit
+    soft, _ = mha.forward(x)
+    assert not np.allclose(soft, expected)
+
+
+def test_hard_attention_is_for_inference_with_softmax_only():
+    rng = np.random.default_rng(0)
+    mha = MultiHeadAttention(8, 2, rng, causal=True)
+    with hard_attention(mha), pytest.raises(ValueError, match="inference-time option"):
+        mha.forward(np.ones((1, 3, 8)), training=True)
+    with pytest.raises(ValueError, match="needs softmax attention"):
+        with hard_attention(MultiHeadAttention(8, 2, rng, attention="linear")):
+            pass

@@ -15,6 +15,7 @@ from attnkit.estimators._jobs import fit_context, threaded, threaded_iterator
 from attnkit.estimators._trainable import Samples, TrainableEstimator
 from attnkit.io import register_estimator
 from attnkit.nn import CrossEntropyLoss, decoding
+from attnkit.nn.attention import set_hard_attention
 from attnkit.nn.causal_lm import CausalLM
 from attnkit.nn.positional import MAX_POSITIONS
 from attnkit.text import TextCodec, Texts, check_texts
@@ -137,6 +138,11 @@ class CausalLanguageModel(TrainableEstimator):
         Threads of attnkit's kernels during this estimator's calls (see :class:`attnkit.Seq2SeqTransformer`).
     verbose : int, default=0
         1: a line per evaluation (training and validation loss, tokens/s, time) and progress within it.
+    inference_attention : {"softmax", "argmax"}, default="softmax"
+        How the trained model attends when it generates and scores (read at each call, no refit): as trained, or
+        each query reading only its best-scoring key (:func:`attnkit.argmax_attention`, hard attention: the
+        course's question of what a model keeps when every head looks at one position; with
+        ``attention_window=k``, n layers see at most (k + 1)^n positions). Softmax attention only.
 
     Attributes
     ----------
@@ -198,6 +204,7 @@ class CausalLanguageModel(TrainableEstimator):
         "checkpoint_every": [Interval(numbers.Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
         "verbose": [Interval(numbers.Integral, 0, None, closed="left"), "boolean"],
+        "inference_attention": [Options(str, {"softmax", "argmax"})],
     }
 
     def __init__(self, *, tokenizer="char", lowercase=False, max_features=None, context_length=256, d_model=256,
@@ -205,7 +212,7 @@ class CausalLanguageModel(TrainableEstimator):
                  positional="learned", norm="layer", batch_size=32, learning_rate=1e-3, weight_decay=0.1,
                  max_iter="auto", decay="cosine", eval_interval=250, early_stopping=True, validation_fraction=0.1,
                  n_iter_no_change=5, tol=1e-4, warm_start=False, checkpoint_path=None, checkpoint_every=1,
-                 random_state=None, n_jobs=None, verbose=0):
+                 random_state=None, n_jobs=None, verbose=0, inference_attention="softmax"):
         self.tokenizer = tokenizer
         self.lowercase = lowercase
         self.max_features = max_features
@@ -235,6 +242,7 @@ class CausalLanguageModel(TrainableEstimator):
         self.random_state = random_state
         self.n_jobs = n_jobs
         self.verbose = verbose
+        self.inference_attention = inference_attention
 
     # -- training ---------------------------------------------------------------------------------------------
     @fit_context
@@ -325,6 +333,7 @@ class CausalLanguageModel(TrainableEstimator):
         return int(np.clip(round(passes), AUTO_MIN_UPDATES, AUTO_MAX_UPDATES))
 
     def _batch_loss(self, network, samples, rng):
+        self._set_attention(network, hard=False)  # the model trains (and validates) as it is: by softmax
         ids, loss_fn = samples.targets.ids, CrossEntropyLoss()
         width = min(self._input["context_length"], ids.size - 1)
 
@@ -386,7 +395,7 @@ class CausalLanguageModel(TrainableEstimator):
     def _token_log_probs(self, X, name="X"):
         """Per text, log p of each of its tokens (float64), in order."""
         check_is_fitted(self)
-        codec, network, width = self.codec_, self._network(), self._input["context_length"]
+        codec, network, width = self.codec_, self._inference_network(), self._input["context_length"]
         sequences = [np.concatenate([[codec.eot_id], codec.encode(t)]) for t in check_texts(X, name=name)]
         out = [np.zeros(s.size - 1) for s in sequences]
         jobs = []  # (text, window start, predictions in the window, the first one not scored by an earlier window)
@@ -579,6 +588,18 @@ class CausalLanguageModel(TrainableEstimator):
         return out
 
     # -- fitted state -----------------------------------------------------------------------------------------
+    def _inference_network(self):
+        """The network, attending as ``inference_attention`` says."""
+        validate_params({"inference_attention": self.inference_attention},
+                        {"inference_attention": self._parameter_constraints["inference_attention"]},
+                        caller=type(self).__name__)
+        return self._set_attention(self._network(), hard=self.inference_attention == "argmax")
+
+    @staticmethod
+    def _set_attention(network, *, hard):
+        set_hard_attention(network, hard)
+        return network
+
     @property
     def codec_(self) -> TextCodec:
         check_is_fitted(self)
@@ -620,7 +641,7 @@ class _PromptedModel:
         tokens: np.ndarray  # (R, t) every row's tokens so far, to re-read
 
     def __init__(self, estimator, contexts):
-        self.network, self.contexts = estimator._network(), contexts
+        self.network, self.contexts = estimator._inference_network(), contexts
         self.width = estimator._input["context_length"]
         config = estimator._network_config
         self.rolls = config.get("window") is not None and config.get("positional") in ("relative", None)

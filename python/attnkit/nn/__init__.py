@@ -1,7 +1,7 @@
 """Transformer layers with hand-written backward passes, an optimiser and losses (no autograd)."""
 
 from attnkit.io import serialize  # its public name of 0.1.0; it lives with the file formats, in attnkit.io
-from attnkit.nn.attention import MultiHeadAttention
+from attnkit.nn.attention import MultiHeadAttention, hard_attention
 from attnkit.nn.block import BlockConfig, TransformerBlock
 from attnkit.nn.cache import CrossAttentionCache, DecoderCache, SelfAttentionCache
 from attnkit.nn.causal_decoder import CausalDecoder, CausalDecoderLayer
@@ -59,6 +59,7 @@ __all__ = [
     "WarmupSchedule",
     "clip_grad_norm",
     "default_decay",
+    "hard_attention",
     "mask_tokens",
     "serialize",
 ]

@@ -1,6 +1,7 @@
 """Multi-head attention with a hand-written backward: projections and heads here, the attention rule
 (exact softmax, linear, Performer) delegated to the ops, so a new rule never repeats projection code."""
 
+import contextlib
 import math
 
 import numpy as np
@@ -13,7 +14,7 @@ from attnkit.nn.module import Module
 from attnkit.ops.feature_maps import EluFeatureMap, FeatureMap, PositiveRandomFeatureMap
 from attnkit.ops.masking import check_key_lengths
 
-__all__ = ["MultiHeadAttention"]
+__all__ = ["MultiHeadAttention", "hard_attention", "set_hard_attention"]
 
 ATTENTION_KINDS = ("softmax", "linear", "performer")
 
@@ -53,6 +54,13 @@ class MultiHeadAttention(Module):
     window : int, optional
         A sliding window: query i sees at most ``window`` keys before its position (and, unless ``causal``,
         after it); :meth:`step` then keeps ``window + 1`` positions in a rolling cache. Softmax attention only.
+
+    Attributes
+    ----------
+    hard : bool
+        An inference-time switch (not a parameter), off by default: softmax attention then reads, for each
+        query, the value of its best-scoring visible key (:func:`attnkit.argmax_attention`), in :meth:`forward`
+        (inference mode) and :meth:`step`. :func:`hard_attention` sets it on every attention of a network.
     """
 
     def __init__(self, d_model, n_heads, rng, *, d_context=None, d_head=None, attention="softmax", causal=False,
@@ -77,6 +85,7 @@ class MultiHeadAttention(Module):
                 raise ValueError(f"window needs attention='softmax', got {attention!r}")
         self.d_model, self.n_heads, self.d_head, self.d_context = d_model, n_heads, d_head, d_context
         self.attention, self.causal, self.window = attention, bool(causal), window
+        self.hard = False
         inner = n_heads * d_head
         for name, fan_in, fan_out in (("wq", d_model, inner), ("wk", d_context, inner), ("wv", d_context, inner),
                                       ("wo", inner, d_model)):
@@ -131,7 +140,13 @@ class MultiHeadAttention(Module):
         if self.window is not None:
             kw["window"] = (self.window, 0 if self.causal else self.window)
         weights = None
-        if self.attention == "softmax":
+        if self.hard:
+            if training or return_weights or self.attention != "softmax":
+                raise ValueError("hard (argmax) attention is an inference-time option of softmax attention: it has "
+                                 "no gradient and forms no weights")
+            kw.pop("return_context")
+            heads, context = ops.argmax_attention(q, k, v, bias=bias, **kw), None
+        elif self.attention == "softmax":
             if return_weights:
                 heads, weights, context = ops.scaled_dot_product_attention(q, k, v, bias=bias, return_weights=True,
                                                                            **kw)
@@ -260,7 +275,8 @@ class MultiHeadAttention(Module):
                     kept = keys.shape[2]
                     bias = self.position_bias.forward(n, kept, offset=kept - n)[0][..., cache.slot_order()]
                 # The new queries come last (causal end-aligned); one query sees every cached key, window or not.
-                heads = ops.scaled_dot_product_attention(q, keys, values, bias=bias, causal=n > 1)
+                attend = ops.argmax_attention if self.hard else ops.scaled_dot_product_attention
+                heads = attend(q, keys, values, bias=bias, causal=n > 1)
         merged = heads.swapaxes(1, 2).reshape(x.shape[0], n, self.n_heads * self.d_head)
         out = ops.matmul(merged.reshape(-1, merged.shape[-1]), self.params["wo"], bias=self.params["bo"])
         return out.reshape(x.shape[0], n, -1), cache
@@ -270,6 +286,42 @@ class MultiHeadAttention(Module):
         add_product(self.grads[w], _flat(inp).T, _flat(dy))
         self.grads[b] += _flat(dy).sum(axis=0)
         return ops.matmul(_flat(dy), self.params[w].T).reshape(inp.shape)
+
+
+def set_hard_attention(network, on):
+    """Make every :class:`MultiHeadAttention` of ``network`` attend by argmax (``on``) or by softmax, until set
+    again; returns their previous settings. :func:`hard_attention` does it for a block of code."""
+    layers = [m for m in network.modules() if isinstance(m, MultiHeadAttention)]
+    if on and any(m.attention != "softmax" for m in layers):
+        kinds = sorted({m.attention for m in layers} - {"softmax"})
+        raise ValueError(f"argmax attention needs softmax attention layers; this network has {kinds}")
+    before = [m.hard for m in layers]
+    for m in layers:
+        m.hard = bool(on)
+    return before
+
+
+@contextlib.contextmanager
+def hard_attention(network, on=True):
+    """Within the block, every :class:`MultiHeadAttention` of ``network`` attends by argmax (``on``) or by
+    softmax: an inference-time switch, restored on exit.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from attnkit.nn import CausalLM
+    >>> model = CausalLM(10, 0, d_model=8, n_heads=2, n_layers=2, max_len=6)
+    >>> with hard_attention(model):
+    ...     logits, _ = model.forward(np.array([[1, 4, 2]]))
+    >>> logits.shape
+    (1, 3, 10)
+    """
+    before = set_hard_attention(network, on)
+    try:
+        yield network
+    finally:
+        for m, was in zip([m for m in network.modules() if isinstance(m, MultiHeadAttention)], before):
+            m.hard = was
 
 
 def _flat(a):
