@@ -32,6 +32,7 @@ import numpy as np
 
 import _harness as harness
 from attnkit import CausalLanguageModel, ops
+from attnkit.estimators.language_model import AUTO_EVALUATIONS
 from attnkit.nn import CausalLM, CrossEntropyLoss
 from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm
 
@@ -270,12 +271,15 @@ def defaults_section(report, args, train, validation):
              re.finditer(r"val loss ([0-9.]+) .*? elapsed ([0-9.]+) s", log.getvalue())]
     best = {limit: min((loss for t, loss in curve if t <= 60 * limit), default=float("nan")) for limit in (15, 30)}
     val_loss = estimator_validation_loss(model, validation)
+    interval = model.eval_interval
+    if interval == "auto":  # the estimator's own rule: a tenth of the planned updates
+        interval = max(1, round(model._max_updates(model._stream([train], "X")) / AUTO_EVALUATIONS))
     params = {k: v for k, v in model.get_params().items() if k in ("tokenizer", "context_length", "d_model",
                                                                     "n_layers", "n_heads", "batch_size",
                                                                     "learning_rate", "dropout", "max_iter")}
     table = report.table("attnkit's defaults: CausalLanguageModel(random_state=0)",
                          ["evaluation", "elapsed", "validation loss"],
-                         note=f"Defaults: {params}; {model.n_iter_ * model.eval_interval:,} updates; the validation "
+                         note=f"Defaults: {params}; {model.n_iter_ * interval:,} updates; the validation "
                               "loss (estimator's evaluation, at most 65,536 validation characters) after each "
                               f"evaluation; fit {seconds / 60:.1f} min. The whole validation text, windows of the "
                               f"context: {val_loss:.4f}.")
