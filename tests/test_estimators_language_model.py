@@ -74,8 +74,10 @@ def test_cached_generation_equals_recomputing_every_step(attention, extra):
 
 def test_generation_past_the_context_drops_the_far_past():
     lm = CausalLanguageModel(**{**TINY, "max_iter": 40}).fit(CORPUS)
-    text = lm.generate(["the"], max_new_tokens=100, strategy="sample", random_state=0)[0]
-    assert len(text) > lm.context_length  # the 24 positions did not stop it
+    prompt = CORPUS[0][:30]  # longer than the 24 positions: read through its last 24, the cache full at once
+    text = lm.generate([prompt], max_new_tokens=30)[0]
+    assert len(text) >= 10  # the full context did not stop it: generation re-read its last half window and went on
+    assert "".join(lm.stream(prompt, 30)) == text
 
 
 def test_partial_fit_streams_in_text_and_keeps_the_first_vocabulary():

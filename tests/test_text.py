@@ -13,5 +13,5 @@ def test_docstring_examples_run():
 def test_the_public_names_stay_where_they_were():
     assert text.pad_sequences is batching.pad_sequences
     assert text.length_sorted_batches is batching.length_sorted_batches
-    assert {"SPECIAL_TOKENS", "SubwordTokenizer", "Texts", "Tokenizer", "Vocabulary", "check_texts",
+    assert {"SPECIAL_TOKENS", "SubwordTokenizer", "TextCodec", "Texts", "Tokenizer", "Vocabulary", "check_texts",
             "length_sorted_batches", "pad_sequences"} == set(text.__all__)

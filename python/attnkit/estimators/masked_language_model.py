@@ -330,7 +330,8 @@ class MaskedLanguageModel(TrainableEstimator):
         return [self._vocabulary().encode(t, prefix=prefix, max_len=self._input["max_len"]) for t in tokens]
 
     def _vocabulary(self):
-        return self._cached("vocabulary", lambda: Vocabulary(sorted(self.vocabulary_, key=self.vocabulary_.get)[
+        mapping = self.vocabulary_
+        return self._cached("vocabulary", lambda: Vocabulary(sorted(mapping, key=mapping.__getitem__)[
             len(SPECIAL_TOKENS):]))
 
     def _fitted_extras(self):

@@ -261,7 +261,8 @@ class MultiHeadAttention(Module):
             if cache.state is not None:
                 heads = np.stack([cache.state.attend(q[:, :, t]) for t in range(n)], axis=2)
             else:
-                heads = ops.scaled_dot_product_attention(q, cache.keys, cache.values, key_lengths=cache.key_lengths)
+                heads = np.asarray(ops.scaled_dot_product_attention(q, cache.keys, cache.values,
+                                                                    key_lengths=cache.key_lengths))
         else:
             k, v = self._heads(x, "wk", "bk"), self._heads(x, "wv", "bv")
             if cache.state is not None:
@@ -276,7 +277,7 @@ class MultiHeadAttention(Module):
                     bias = self.position_bias.forward(n, kept, offset=kept - n)[0][..., cache.slot_order()]
                 # The new queries come last (causal end-aligned); one query sees every cached key, window or not.
                 attend = ops.argmax_attention if self.hard else ops.scaled_dot_product_attention
-                heads = attend(q, keys, values, bias=bias, causal=n > 1)
+                heads = np.asarray(attend(q, keys, values, bias=bias, causal=n > 1))
         merged = heads.swapaxes(1, 2).reshape(x.shape[0], n, self.n_heads * self.d_head)
         out = ops.matmul(merged.reshape(-1, merged.shape[-1]), self.params["wo"], bias=self.params["bo"])
         return out.reshape(x.shape[0], n, -1), cache
