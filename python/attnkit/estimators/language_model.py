@@ -347,7 +347,7 @@ class CausalLanguageModel(TrainableEstimator):
         return int(np.clip(round(passes), AUTO_MIN_UPDATES, AUTO_MAX_UPDATES))
 
     def _batch_loss(self, network, samples, rng):
-        self._set_attention(network, hard=False)  # the model trains (and validates) as it is: by softmax
+        set_hard_attention(network, False)  # the model trains (and validates) as it is: by softmax
         ids, loss_fn = samples.targets.ids, CrossEntropyLoss()
         width = min(self._input["context_length"], ids.size - 1)
 
@@ -607,11 +607,8 @@ class CausalLanguageModel(TrainableEstimator):
         validate_params({"inference_attention": self.inference_attention},
                         {"inference_attention": self._parameter_constraints["inference_attention"]},
                         caller=type(self).__name__)
-        return self._set_attention(self._network(), hard=self.inference_attention == "argmax")
-
-    @staticmethod
-    def _set_attention(network, *, hard):
-        set_hard_attention(network, hard)
+        network = self._network()
+        set_hard_attention(network, self.inference_attention == "argmax")
         return network
 
     @property
