@@ -59,6 +59,7 @@ def test_fit_is_reproducible_and_the_seed_matters():
 
 @pytest.mark.parametrize("attention, extra", [("softmax", {}), ("linear", {}), ("performer", {}),
                                               ("softmax", {"attention_window": 4, "positional": "relative"}),
+                                              ("softmax", {"attention_window": 4, "positional": "rotary"}),
                                               ("softmax", {"positional": "sinusoidal", "norm": "rms"})])
 def test_cached_generation_equals_recomputing_every_step(attention, extra):
     """The key/value cache (the running sums for linear attention, the rolling window) writes exactly what a full
@@ -68,7 +69,7 @@ def test_cached_generation_equals_recomputing_every_step(attention, extra):
     for prompt in ["the cat", "a"]:
         room = lm.context_length - 1 - len(prompt)  # within the context, where nothing is re-read
         assert lm.generate([prompt], max_new_tokens=room)[0] == _recomputed_greedy(lm, prompt, room)
-    if "attention_window" in extra:  # relative positions in a window: the rolling cache is exact at any length
+    if "attention_window" in extra:  # distances only, in a window: the rolling cache is exact at any length
         assert lm.generate(["the"], max_new_tokens=60)[0] == _recomputed_greedy(lm, "the", 60)
 
 

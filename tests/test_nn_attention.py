@@ -196,3 +196,83 @@ def test_hard_attention_is_for_inference_with_softmax_only():
     with pytest.raises(ValueError, match="needs softmax attention"):
         with hard_attention(MultiHeadAttention(8, 2, rng, attention="linear")):
             pass
+
+
+# -- grouped-query attention, rotary positions, no biases (the Llama options) -----------------------------------
+def _grouped_by_copies(layer, x):
+    """The same layer's output computed the plain way: each key/value head copied for every query head of its
+    group, rotary positions applied by the reference (the statement of what the options mean)."""
+    from attnkit import reference
+
+    group = layer.n_heads // layer.n_kv_heads
+    p = layer.params
+
+    def heads(w, n_heads):
+        return (x @ p[w]).reshape(x.shape[0], x.shape[1], n_heads, layer.d_head).swapaxes(1, 2)
+
+    q, k, v = heads("wq", layer.n_heads), heads("wk", layer.n_kv_heads), heads("wv", layer.n_kv_heads)
+    if layer.rotary_base is not None:
+        q = reference.rotary_positions(q, base=layer.rotary_base)
+        k = reference.rotary_positions(k, base=layer.rotary_base)
+    k, v = np.repeat(k, group, axis=1), np.repeat(v, group, axis=1)
+    out = reference.scaled_dot_product_attention(q, k, v, causal=layer.causal)
+    return out.swapaxes(1, 2).reshape(x.shape[0], x.shape[1], -1) @ p["wo"]
+
+
+@settings(max_examples=15)
+@given(seed=st.integers(0, 2**32 - 1), kv_heads=st.sampled_from([1, 2, 4]), rotary=st.booleans(),
+       causal=st.booleans(), n=st.integers(1, 9))
+def test_grouped_rotary_attention_matches_its_statement_and_gradients(seed, kv_heads, rotary, causal, n):
+    rng = np.random.default_rng(seed)
+    layer = MultiHeadAttention(16, 4, rng, n_kv_heads=kv_heads, rotary_base=100.0 if rotary else None, bias=False,
+                               causal=causal).astype(np.float64)
+    assert set(layer.params) == {"wq", "wk", "wv", "wo"}
+    assert layer.params["wk"].shape == (16, kv_heads * 4)
+    x = rng.standard_normal((2, n, 16))
+    np.testing.assert_allclose(layer.forward(x)[0], _grouped_by_copies(layer, x), rtol=1e-10, atol=1e-12)
+    out, cache = layer.forward(x, training=True)
+    w = rng.standard_normal(out.shape)
+    layer.zero_grad()
+    dx = layer.backward(w, cache)
+
+    def loss(x):
+        return float(np.sum(layer.forward(x)[0] * w))
+
+    check_grad(loss, {"x": x}, {"x": dx}, rtol=1e-5, atol=1e-8, max_entries=12, rng=seed)
+    grads = {name: layer.grads[name].copy() for name in layer.params}
+    check_grad(lambda **_: loss(x), dict(layer.params), grads, rtol=1e-5, atol=1e-8, max_entries=8, rng=seed)
+
+
+@pytest.mark.parametrize("window", [None, 3])
+def test_grouped_rotary_steps_equal_the_forward(window):
+    rng = np.random.default_rng(3)
+    layer = MultiHeadAttention(12, 6, rng, n_kv_heads=2, rotary_base=10000.0, causal=True, window=window,
+                               bias=False).astype(np.float64)
+    x = rng.standard_normal((2, 10, 12))
+    full, weights = layer.forward(x, return_weights=True)[::2]
+    assert weights.shape == (2, 6, 10, 10)
+    cache = layer.start_self(2, capacity=2)
+    prefill = layer.step(x[:, :4], cache)[0]
+    steps = [layer.step(x[:, t : t + 1], cache)[0] for t in range(4, 10)]
+    np.testing.assert_allclose(np.concatenate([prefill, *steps], axis=1), full, rtol=1e-12, atol=1e-13)
+    assert cache.keys_values()[0].shape[1] == 2  # the cache holds the key/value heads only
+    with hard_attention(layer):
+        hard = layer.forward(x)[0]
+        cache = layer.start_self(2)
+        hard_steps = np.concatenate([layer.step(x[:, t : t + 1], cache)[0] for t in range(10)], axis=1)
+    np.testing.assert_allclose(hard_steps, hard, rtol=1e-12, atol=1e-13)
+
+
+def test_grouped_and_rotary_refusals():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="multiple of n_kv_heads"):
+        MultiHeadAttention(12, 6, rng, n_kv_heads=4)
+    with pytest.raises(ValueError, match="needs attention='softmax'"):
+        MultiHeadAttention(12, 6, rng, n_kv_heads=2, attention="linear")
+    with pytest.raises(ValueError, match="d_head must be even"):
+        MultiHeadAttention(9, 3, rng, rotary_base=10000.0)
+    with pytest.raises(ValueError, match="rotary_base"):
+        MultiHeadAttention(8, 2, rng, rotary_base=-1.0)
+    layer = MultiHeadAttention(8, 2, rng, rotary_base=10000.0)
+    with pytest.raises(ValueError, match="rotary positions are for self-attention"):
+        layer.forward(np.ones((1, 3, 8)), context=np.ones((1, 2, 8)))

@@ -14,10 +14,13 @@ from attnkit.nn import causal_lm
 from attnkit.testing import check_grad
 
 ATTENTIONS = [("softmax", None), ("softmax", 2), ("linear", None), ("performer", None)]  # (attention, window)
-POSITIONALS = ["learned", "sinusoidal", "relative", None]
-# Every (attention, window, positional) a model takes: relative positions are logit biases (softmax only).
+POSITIONALS = ["learned", "sinusoidal", "relative", "rotary", None]
+# Every (attention, window, positional) a model takes: relative and rotary positions act on logits (softmax only).
 CASES = [(attention, window, positional) for attention, window in ATTENTIONS for positional in POSITIONALS
-         if positional != "relative" or attention == "softmax"]
+         if positional not in ("relative", "rotary") or attention == "softmax"]
+# A Llama-family model's options: rotary positions, grouped-query attention, SwiGLU, RMS norms, no biases.
+LLAMA = dict(positional="rotary", n_heads=4, n_kv_heads=2, activation="swiglu", norm="rms", bias=False, d_ff=12,
+             rotary_base=100.0)
 VOCAB = 13
 
 
@@ -227,7 +230,9 @@ def test_errors():
     with pytest.raises(ValueError, match="positional='relative' needs attention='softmax'"):
         nn.CausalLM(10, rng, d_model=8, attention="performer", positional="relative")
     with pytest.raises(ValueError, match="positional must be one of"):
-        nn.CausalLM(10, rng, positional="rotary")
+        nn.CausalLM(10, rng, positional="alibi")
+    with pytest.raises(ValueError, match="positional='rotary' needs attention='softmax'"):
+        nn.CausalLM(10, rng, d_model=8, attention="linear", positional="rotary")
     with pytest.raises(ValueError, match=r"dropout: the drop probability p must be in \[0, 1\), got 1.5"):
         nn.CausalLM(10, rng, dropout=1.5)
     with pytest.raises(TypeError, match="dropout must be a real number"):
@@ -321,3 +326,23 @@ def test_prefill_errors():
         model.prefill(np.zeros((3, 2), int), cache)
     with pytest.raises(ValueError, match=r"ids must have shape \(B, N\)"):
         model.prefill(np.zeros(2, int), cache)
+
+
+@settings(max_examples=10)
+@given(seed=st.integers(0, 2**32 - 1), tie_weights=st.booleans(), n=st.integers(1, 6))
+def test_llama_options_gradients_and_decoding(seed, tie_weights, n):
+    rng = np.random.default_rng(seed)
+    model = _model(rng, tie_weights=tie_weights, **LLAMA)
+    assert not any(name.endswith(("bq", "bk", "bv", "bo", "bias")) for name, _, _ in model.named_parameters())
+    ids = rng.integers(0, VOCAB, size=(2, n))
+    logits, cache = model.forward(ids, True)
+    w = rng.standard_normal(logits.shape)
+    model.zero_grad()
+    model.backward(w, cache)
+    params = {name: p for name, p, _ in model.named_parameters()}
+    analytic = {name: g.copy() for name, _, g in model.named_parameters()}
+    check_grad(lambda **_: float(np.sum(model.forward(ids, True)[0] * w)), params, analytic, rtol=1e-5, atol=1e-8,
+               max_entries=3, rng=seed)
+    state = model.start(2, capacity=1)
+    steps = [model.prefill(ids[:, :1], state)] + [model.step(ids[:, t], state) for t in range(1, n)]
+    np.testing.assert_allclose(np.stack(steps, axis=1), logits, rtol=1e-11, atol=1e-12)

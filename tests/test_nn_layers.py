@@ -252,5 +252,24 @@ def test_feed_forward_is_deterministic_given_the_generator():
 
 @pytest.mark.parametrize("activation", ["tanh", "GELU", None, ["relu"]])
 def test_feed_forward_rejects_an_unknown_activation(activation):
-    with pytest.raises(ValueError, match=r"activation must be one of \('gelu', 'gelu_tanh', 'relu'\), got"):
+    with pytest.raises(ValueError, match=r"activation must be one of \('gelu', 'gelu_tanh', 'relu', 'swiglu'\), got"):
         FeedForward(4, 8, 0, activation=activation)
+
+
+@given(seed=st.integers(0, 2**32 - 1), bias=st.booleans())
+def test_swiglu_feed_forward_gradients_and_statement(seed, bias):
+    rng = np.random.default_rng(seed)
+    layer = FeedForward(6, 5, rng, activation="swiglu", bias=bias).astype(np.float64)
+    assert layer.linear1.params["weight"].shape == (6, 10) and ("bias" in layer.linear1.params) == bias
+    x = rng.standard_normal((2, 3, 6)) * 3
+    h = x @ layer.linear1.params["weight"] + layer.linear1.params.get("bias", 0.0)
+    gate, up = h[..., :5], h[..., 5:]
+    expected = (gate / (1 + np.exp(-gate)) * up) @ layer.linear2.params["weight"] + layer.linear2.params.get("bias", 0)
+    np.testing.assert_allclose(layer.forward(x)[0], expected, rtol=1e-12, atol=1e-12)
+    check_module_grad(layer, x, rng=seed)
+
+
+def test_swiglu_has_no_overflow_on_large_gates():
+    layer = FeedForward(2, 2, 0, activation="swiglu")
+    out = layer.forward(np.array([[1e4, -1e4]], np.float32))[0]
+    assert np.isfinite(out).all()

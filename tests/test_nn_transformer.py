@@ -216,7 +216,7 @@ def test_cross_attention_weights_follow_the_block_arrangement(norm_first):
         ({"norm_eps": np.nan}, ValueError, "norm_eps must be a finite number"),
         ({"norm_eps": "1e-5"}, TypeError, "norm_eps must be a real number"),
         ({"activation": "swish"}, ValueError,
-         r"activation must be one of \('gelu', 'gelu_tanh', 'relu'\), got 'swish'"),
+         r"activation must be one of \('gelu', 'gelu_tanh', 'relu', 'swiglu'\), got 'swish'"),
     ],
 )
 @pytest.mark.parametrize("build", [

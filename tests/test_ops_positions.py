@@ -1,4 +1,4 @@
-"""ops.sinusoidal_positions against the NumPy reference and its rotation structure, on every ISA."""
+"""ops.sinusoidal_positions and ops.rotary_positions against the NumPy reference and their rotation structure."""
 
 import numpy as np
 import pytest
@@ -75,3 +75,49 @@ def test_first_rows_by_hand(isa):
 def test_rejects_bad_arguments(kwargs, error, argument):
     with pytest.raises(error, match=rf"\b{argument}\b"):
         ops.sinusoidal_positions(**kwargs)
+
+
+# -- rotary positions ---------------------------------------------------------------------------------------
+@given(n=sequence_lengths(min_value=0), d=even_dims, base=bases, start=starts, dtype=dtypes, heads=st.integers(1, 3))
+def test_rotary_matches_reference(n, d, base, start, dtype, heads):
+    x = np.random.default_rng(n + d).standard_normal((heads, n, d)).astype(dtype)
+    got = ops.rotary_positions(x, start=start, base=base)
+    assert got.dtype == dtype and got.shape == x.shape
+    assert_allclose(got, reference.rotary_positions(x, start=start, base=base), magnitude=max(1.0, (start + n) / 100))
+
+
+@given(n=sequence_lengths(), d=even_dims, base=bases, start=st.integers(0, 300))
+def test_rotary_inverse_undoes_and_keeps_norms(n, d, base, start):
+    x = np.random.default_rng(d).standard_normal((n, d))
+    y = ops.rotary_positions(x, start=start, base=base)
+    np.testing.assert_allclose(np.hypot(y[:, 0::2], y[:, 1::2]), np.hypot(x[:, 0::2], x[:, 1::2]), rtol=1e-12)
+    np.testing.assert_allclose(ops.rotary_positions(y, start=start, base=base, inverse=True), x, atol=1e-12)
+
+
+@given(d=even_dims, base=bases, t=st.integers(0, 200), s=st.integers(0, 200), shift=st.integers(0, 500))
+def test_rotary_scores_depend_on_distance_only(d, base, t, s, shift):
+    rng = np.random.default_rng(d + t)
+    q, k = rng.standard_normal((1, d)), rng.standard_normal((1, d))
+    score = (ops.rotary_positions(q, start=t, base=base) @ ops.rotary_positions(k, start=s, base=base).T).item()
+    shifted = (ops.rotary_positions(q, start=t + shift, base=base)
+               @ ops.rotary_positions(k, start=s + shift, base=base).T).item()
+    np.testing.assert_allclose(shifted, score, atol=1e-9 * (1 + t + s + shift))
+
+
+def test_rotary_rows_count_positions_from_start():
+    x = np.random.default_rng(0).standard_normal((2, 5, 8))
+    whole = ops.rotary_positions(x, start=3, base=100.0)
+    for t in range(5):
+        assert_array_equal(ops.rotary_positions(x[:, t : t + 1], start=3 + t, base=100.0), whole[:, t : t + 1])
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    (dict(x=np.zeros((4, 3))), "even d"),
+    (dict(x=np.zeros(4)), "shape"),
+    (dict(x=np.zeros((4, 2), np.int64)), "float32 or float64"),
+    (dict(x=np.zeros((4, 2)), start=-1), "start"),
+    (dict(x=np.zeros((4, 2)), base=0.0), "base"),
+])
+def test_rotary_refuses(kwargs, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        ops.rotary_positions(**kwargs)

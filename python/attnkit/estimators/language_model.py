@@ -110,9 +110,11 @@ class CausalLanguageModel(TrainableEstimator):
     attention_window : int, optional
         Sliding-window attention: each position sees itself and the ``attention_window`` positions before it,
         in training and in generation (a rolling key/value cache of ``attention_window + 1`` positions per
-        layer; softmax attention only). With ``positional="relative"`` or None, generation then never needs to
+        layer; softmax attention only). With ``positional="relative"``, "rotary" or None, generation never needs to
         re-read its window, however long it runs.
-    positional : {"learned", "sinusoidal", "relative", None}, default="learned"
+    positional : {"learned", "sinusoidal", "relative", "rotary", None}, default="learned"
+        Positions added to the token vectors (a learned table of ``context_length`` rows, or sinusoidal),
+        relative-position biases, rotary positions turning queries and keys (Llama's), or none.
     norm : {"layer", "rms"}, default="layer"
     batch_size : int, default=16
         Windows per update.
@@ -196,7 +198,7 @@ class CausalLanguageModel(TrainableEstimator):
         "dropout": [Interval(numbers.Real, 0, 1, closed="left")],
         "attention": [Options(str, {"softmax", "linear", "performer"})],
         "attention_window": [None, Interval(numbers.Integral, 0, None, closed="left")],
-        "positional": [None, Options(str, {"learned", "sinusoidal", "relative"})],
+        "positional": [None, Options(str, {"learned", "sinusoidal", "relative", "rotary"})],
         "norm": [Options(str, {"layer", "rms"})],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
         "learning_rate": [Interval(numbers.Real, 0, None, closed="neither")],
@@ -296,8 +298,9 @@ class CausalLanguageModel(TrainableEstimator):
         if self.attention_window is not None and self.attention != "softmax":
             raise ValueError(f"attention_window needs attention='softmax' ({self.attention!r} attention keeps running "
                              "sums of every position, not a window)")
-        if self.positional == "relative" and self.attention != "softmax":
-            raise ValueError(f"positional='relative' needs attention='softmax'; got attention={self.attention!r}")
+        if self.positional in ("relative", "rotary") and self.attention != "softmax":
+            raise ValueError(f"positional={self.positional!r} needs attention='softmax'; got "
+                             f"attention={self.attention!r}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads})")
 
@@ -655,7 +658,8 @@ class _PromptedModel:
         self.network, self.contexts = estimator._inference_network(), contexts
         self.width = estimator._input["context_length"]
         config = estimator._network_config
-        self.rolls = config.get("window") is not None and config.get("positional") in ("relative", None)
+        # Positions that only count distances let a window's cache roll on past the context length.
+        self.rolls = config.get("window") is not None and config.get("positional") in ("relative", "rotary", None)
 
     def _read(self, tokens):
         cache = self.network.start(tokens.shape[0], capacity=self.width)

@@ -7,9 +7,9 @@ import math
 import numpy as np
 
 from attnkit import ops
-from attnkit._validation import check_int
+from attnkit._validation import check_bool, check_int, check_real
 from attnkit.nn.cache import CrossAttentionCache, SelfAttentionCache
-from attnkit.nn.layers import add_product
+from attnkit.nn.layers import add_product, dense
 from attnkit.nn.module import Module
 from attnkit.ops.feature_maps import EluFeatureMap, FeatureMap, PositiveRandomFeatureMap
 from attnkit.ops.masking import check_key_lengths
@@ -54,6 +54,17 @@ class MultiHeadAttention(Module):
     window : int, optional
         A sliding window: query i sees at most ``window`` keys before its position (and, unless ``causal``,
         after it); :meth:`step` then keeps ``window + 1`` positions in a rolling cache. Softmax attention only.
+    n_kv_heads : int, optional
+        Grouped-query attention (Ainslie et al. 2023; Llama 2 70B, SmolLM2): ``n_kv_heads`` key/value heads,
+        each shared by ``n_heads / n_kv_heads`` query heads. The attention kernels read each shared head in
+        place (a broadcast, never a copy per query head), and the decoding cache holds ``n_kv_heads`` heads.
+        Default: ``n_heads`` (multi-head attention). Softmax attention only.
+    rotary_base : float, optional
+        Rotary positions (:func:`attnkit.ops.rotary_positions`, interleaved pairs, this wavelength base)
+        turn the queries and keys of self-attention by their positions, counted from 0 in :meth:`forward`
+        and from the cache's length in :meth:`step`. None: no rotation.
+    bias : bool, default=True
+        Biases on the four projections (Llama has none).
 
     Attributes
     ----------
@@ -64,7 +75,7 @@ class MultiHeadAttention(Module):
     """
 
     def __init__(self, d_model, n_heads, rng, *, d_context=None, d_head=None, attention="softmax", causal=False,
-                 position_bias=None, n_features=128, window=None):
+                 position_bias=None, n_features=128, window=None, n_kv_heads=None, rotary_base=None, bias=True):
         super().__init__()
         d_model = check_int(d_model, "d_model", minimum=1)
         n_heads = check_int(n_heads, "n_heads", minimum=1)
@@ -83,16 +94,28 @@ class MultiHeadAttention(Module):
             window = check_int(window, "window", minimum=0)
             if attention != "softmax":
                 raise ValueError(f"window needs attention='softmax', got {attention!r}")
+        n_kv_heads = n_heads if n_kv_heads is None else check_int(n_kv_heads, "n_kv_heads", minimum=1)
+        if n_heads % n_kv_heads:
+            raise ValueError(f"n_heads ({n_heads}) must be a multiple of n_kv_heads ({n_kv_heads}): each key/value "
+                             "head serves an equal group of query heads")
+        if n_kv_heads != n_heads and attention != "softmax":
+            raise ValueError(f"n_kv_heads (grouped-query attention) needs attention='softmax', got {attention!r}")
+        if rotary_base is not None:
+            rotary_base = check_real(rotary_base, "rotary_base", positive=True)
+            if d_head % 2:
+                raise ValueError(f"rotary positions turn pairs of features: d_head must be even, got {d_head}")
         self.d_model, self.n_heads, self.d_head, self.d_context = d_model, n_heads, d_head, d_context
+        self.n_kv_heads, self.rotary_base = n_kv_heads, rotary_base
         self.attention, self.causal, self.window = attention, bool(causal), window
         self.hard = False
-        inner = n_heads * d_head
-        for name, fan_in, fan_out in (("wq", d_model, inner), ("wk", d_context, inner), ("wv", d_context, inner),
-                                      ("wo", inner, d_model)):
+        inner, kv_inner = n_heads * d_head, n_kv_heads * d_head
+        for name, fan_in, fan_out in (("wq", d_model, inner), ("wk", d_context, kv_inner),
+                                      ("wv", d_context, kv_inner), ("wo", inner, d_model)):
             limit = math.sqrt(6.0 / (fan_in + fan_out))
             self.add_param(name, lambda shape, limit=limit: rng.uniform(-limit, limit, size=shape),
                            shape=(fan_in, fan_out))
-            self.add_param("b" + name[1], np.zeros, shape=(fan_out,))
+            if check_bool(bias, "bias"):
+                self.add_param("b" + name[1], np.zeros, shape=(fan_out,))
         self.feature_map: FeatureMap | None
         if attention == "linear":
             self.feature_map = EluFeatureMap()
@@ -109,10 +132,32 @@ class MultiHeadAttention(Module):
             self.feature_map.redraw(rng.integers(2**63))
 
     # -- forward / backward -----------------------------------------------------------------------------------
-    def _heads(self, x, w, b):
-        """(B, N, d_in) @ (d_in, H dh) -> (B, H, N, dh)."""
-        y = ops.matmul(_flat(x), self.params[w], bias=self.params[b])  # one 2-D GEMM: a 3-D @ loops over small ones
-        return y.reshape(x.shape[:-1] + (self.n_heads, self.d_head)).swapaxes(-2, -3)
+    def _heads(self, x, w, b, *, start=None):
+        """(B, N, d_in) @ (d_in, H dh) -> (B, H, N, dh) (H: the query or the key/value heads); queries and keys
+        of self-attention are turned by rotary positions from ``start``."""
+        y = dense(_flat(x), self.params[w], self.params.get(b))  # one 2-D GEMM: a 3-D @ loops over small ones
+        y = y.reshape(x.shape[:-1] + (-1, self.d_head)).swapaxes(-2, -3)
+        if start is not None and self.rotary_base is not None and w != "wv":
+            y = ops.rotary_positions(y, start=start, base=self.rotary_base)
+        return y
+
+    def _grouped(self, q, k, v):
+        """Grouped-query layout: q (B, H, N, dh) -> (B, Hkv, G, N, dh) and k, v (B, Hkv, N, dh) -> (B, Hkv, 1, N, dh),
+        so that the kernels broadcast each key/value head over its group (views, no copies)."""
+        if self.n_kv_heads == self.n_heads:
+            return q, k, v
+        b, n = q.shape[0], q.shape[2]
+        return q.reshape(b, self.n_kv_heads, -1, n, self.d_head), k[:, :, None], v[:, :, None]
+
+    def _grouped_bias(self, bias):
+        """A per-head (H, nq, nk) logit bias in the grouped layout (Hkv, G, nq, nk)."""
+        if bias is None or self.n_kv_heads == self.n_heads:
+            return bias
+        return bias.reshape((self.n_kv_heads, -1) + bias.shape[-2:])
+
+    def _per_head(self, a):
+        """(B, Hkv, G, ...) -> (B, H, ...): the grouped layout's results, by query head."""
+        return a if self.n_kv_heads == self.n_heads else a.reshape((a.shape[0], self.n_heads) + a.shape[3:])
 
     def forward(self, x, training=False, *, context=None, key_lengths=None, return_weights=False):
         """Attend from ``x`` (B, Nq, d_model) over ``context`` (B, Nk, d_context; default x).
@@ -131,11 +176,18 @@ class MultiHeadAttention(Module):
         weights : ndarray, only with ``return_weights=True``
         """
         cross = context is not None
+        if cross and self.rotary_base is not None:
+            raise ValueError("rotary positions are for self-attention: a query and a key of different sequences "
+                             "have no distance between them (give no context, or no rotary_base)")
         c = context if cross else x
-        q, k, v = self._heads(x, "wq", "bq"), self._heads(c, "wk", "bk"), self._heads(c, "wv", "bv")
+        start = None if cross else 0
+        q, k, v = self._heads(x, "wq", "bq", start=start), self._heads(c, "wk", "bk", start=start), \
+            self._heads(c, "wv", "bv")
+        q, k, v = self._grouped(q, k, v)
         bias, bias_cache = (None, None)
         if self.position_bias is not None:
             bias, bias_cache = self.position_bias.forward(q.shape[-2], k.shape[-2])
+            bias = self._grouped_bias(bias)
         kw = dict(key_lengths=key_lengths, causal=self.causal, return_context=True)
         if self.window is not None:
             kw["window"] = (self.window, 0 if self.causal else self.window)
@@ -158,9 +210,11 @@ class MultiHeadAttention(Module):
                                  "never forms the weights)")
             assert self.feature_map is not None  # set for every attention but softmax
             heads, context = ops.linear_attention(q, k, v, feature_map=self.feature_map, **kw)
+        heads = self._per_head(heads)
+        if weights is not None:
+            weights = self._per_head(weights)
         merged = heads.swapaxes(-2, -3).reshape(x.shape[:-1] + (self.n_heads * self.d_head,))
-        out = ops.matmul(_flat(merged), self.params["wo"], bias=self.params["bo"])
-        out = out.reshape(x.shape[:-1] + (self.d_model,))
+        out = dense(_flat(merged), self.params["wo"], self.params.get("bo")).reshape(x.shape[:-1] + (self.d_model,))
         # The ops' context keeps the checked q, k, v (and what the backward reuses): no second validation.
         cache = (x, c, cross, merged, context, bias_cache)
         return (out, cache, weights) if return_weights else (out, cache)
@@ -169,14 +223,22 @@ class MultiHeadAttention(Module):
         """Accumulate parameter gradients; return dx, or (dx, dcontext) for cross-attention."""
         x, c, cross, merged, context, bias_cache = cache
         add_product(self.grads["wo"], _flat(merged).T, _flat(grad))
-        self.grads["bo"] += _flat(grad).sum(axis=0)
+        if "bo" in self.grads:
+            self.grads["bo"] += _flat(grad).sum(axis=0)
         dheads = ops.matmul(_flat(grad), self.params["wo"].T).reshape(x.shape[:-1] + (self.n_heads, self.d_head))
         dheads = dheads.swapaxes(-2, -3)
+        if self.n_kv_heads != self.n_heads:
+            dheads = dheads.reshape(dheads.shape[0], self.n_kv_heads, -1, *dheads.shape[2:])
         if self.position_bias is not None:  # softmax attention only
             dq, dk, dv, dbias = context.backward(dheads, bias_grad=True)
-            self.position_bias.backward(dbias, bias_cache)
+            self.position_bias.backward(dbias.reshape((self.n_heads,) + dbias.shape[-2:]), bias_cache)
         else:
             dq, dk, dv = context.backward(dheads)
+        if self.n_kv_heads != self.n_heads:  # the shared heads' gradients, summed over their groups by the op
+            dq, dk, dv = self._per_head(dq), dk[:, :, 0], dv[:, :, 0]
+        if self.rotary_base is not None and not cross:  # a rotation's transpose is its inverse
+            dq = ops.rotary_positions(dq, base=self.rotary_base, inverse=True)
+            dk = ops.rotary_positions(dk, base=self.rotary_base, inverse=True)
         dx = self._project_back(x, dq, "wq", "bq")
         dc = self._project_back(c, dk, "wk", "bk") + self._project_back(c, dv, "wv", "bv")
         return (dx, dc) if cross else dx + dc
@@ -256,15 +318,18 @@ class MultiHeadAttention(Module):
         n = x.shape[1]
         if n > 1 and isinstance(cache, SelfAttentionCache) and (cache.state is not None or cache.window is not None):
             return np.concatenate([self.step(x[:, t : t + 1], cache)[0] for t in range(n)], axis=1), cache
-        q = self._heads(x, "wq", "bq")
-        if isinstance(cache, CrossAttentionCache):
+        cross = isinstance(cache, CrossAttentionCache)
+        start = None if cross else cache.length
+        q = self._heads(x, "wq", "bq", start=start)
+        if cross:
             if cache.state is not None:
                 heads = np.stack([cache.state.attend(q[:, :, t]) for t in range(n)], axis=2)
             else:
-                heads = np.asarray(ops.scaled_dot_product_attention(q, cache.keys, cache.values,
-                                                                    key_lengths=cache.key_lengths))
+                q, keys, values = self._grouped(q, cache.keys, cache.values)
+                heads = self._per_head(np.asarray(ops.scaled_dot_product_attention(q, keys, values,
+                                                                                   key_lengths=cache.key_lengths)))
         else:
-            k, v = self._heads(x, "wk", "bk"), self._heads(x, "wv", "bv")
+            k, v = self._heads(x, "wk", "bk", start=start), self._heads(x, "wv", "bv")
             if cache.state is not None:
                 heads = cache.state.step(q[:, :, 0], k[:, :, 0], v[:, :, 0])[:, :, None]
                 cache.advance()
@@ -277,15 +342,18 @@ class MultiHeadAttention(Module):
                     bias = self.position_bias.forward(n, kept, offset=kept - n)[0][..., cache.slot_order()]
                 # The new queries come last (causal end-aligned); one query sees every cached key, window or not.
                 attend = ops.argmax_attention if self.hard else ops.scaled_dot_product_attention
-                heads = np.asarray(attend(q, keys, values, bias=bias, causal=n > 1))
+                q, keys, values = self._grouped(q, keys, values)
+                heads = self._per_head(np.asarray(attend(q, keys, values, bias=self._grouped_bias(bias),
+                                                         causal=n > 1)))
         merged = heads.swapaxes(1, 2).reshape(x.shape[0], n, self.n_heads * self.d_head)
-        out = ops.matmul(merged.reshape(-1, merged.shape[-1]), self.params["wo"], bias=self.params["bo"])
+        out = dense(merged.reshape(-1, merged.shape[-1]), self.params["wo"], self.params.get("bo"))
         return out.reshape(x.shape[0], n, -1), cache
 
     def _project_back(self, inp, dheads, w, b):
-        dy = dheads.swapaxes(-2, -3).reshape(inp.shape[:-1] + (self.n_heads * self.d_head,))
+        dy = dheads.swapaxes(-2, -3).reshape(inp.shape[:-1] + (-1,))
         add_product(self.grads[w], _flat(inp).T, _flat(dy))
-        self.grads[b] += _flat(dy).sum(axis=0)
+        if b in self.grads:
+            self.grads[b] += _flat(dy).sum(axis=0)
         return ops.matmul(_flat(dy), self.params[w].T).reshape(inp.shape)
 
 

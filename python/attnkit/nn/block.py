@@ -46,7 +46,7 @@ class BlockConfig:
     attention: str = "softmax"
     """The attention rule, one of ``ATTENTION_KINDS``: exact softmax, linear (elu+1) or Performer (FAVOR+)."""
     activation: str = "gelu_tanh"
-    """The feed-forward activation: "gelu_tanh" (GPT-2), "gelu" (exact, erf: BERT) or "relu"."""
+    """The feed-forward activation: "gelu_tanh" (GPT-2), "gelu" (exact, erf: BERT), "relu" or "swiglu" (Llama)."""
     relative_positions: int | None = None
     """Learned relative-position biases of the self-attention, clipped at +-k (Shaw et al.); softmax only."""
     n_features: int = 128
@@ -61,6 +61,13 @@ class BlockConfig:
     """Self-attention sees at most ``window`` positions before each query (and, unless causal, after it): the
     sliding window that drops the far past of long generation (softmax attention only; decoding then keeps
     ``window + 1`` positions per layer)."""
+    n_kv_heads: int | None = None
+    """Key/value heads of grouped-query attention, each shared by ``n_heads / n_kv_heads`` query heads (None:
+    ``n_heads``, plain multi-head attention)."""
+    rotary_base: float | None = None
+    """Rotary positions in the self-attention (:func:`attnkit.ops.rotary_positions`) with this wavelength base."""
+    bias: bool = True
+    """Biases on the attention projections and the feed-forward maps (Llama has none)."""
 
     def __post_init__(self):
         d_model, n_heads = check_int(self.d_model, "d_model", minimum=1), check_int(self.n_heads, "n_heads", minimum=1)
@@ -83,6 +90,11 @@ class BlockConfig:
             raise ValueError(f"norm must be one of {NORM_KINDS}, got {self.norm!r}")
         if self.norm_eps is not None and check_real(self.norm_eps, "norm_eps") < 0:
             raise ValueError(f"norm_eps must be >= 0, got {self.norm_eps}")
+        if self.n_kv_heads is not None and n_heads % check_int(self.n_kv_heads, "n_kv_heads", minimum=1):
+            raise ValueError(f"n_heads ({n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})")
+        if self.rotary_base is not None:
+            check_real(self.rotary_base, "rotary_base", positive=True)
+        check_bool(self.bias, "bias")
         if self.window is not None:
             check_int(self.window, "window", minimum=0)
             if self.attention != "softmax":
@@ -132,13 +144,14 @@ class TransformerBlock(Module):
         self.config, self.causal = config, check_bool(causal, "causal")
         self.self_attention = self._residual(_attention(config, rng, causal=self.causal,
                                                         relative_positions=config.relative_positions,
-                                                        window=config.window), rng)
+                                                        window=config.window, rotary_base=config.rotary_base), rng)
         self.cross_attention = None
         if check_bool(cross_attention, "cross_attention"):
             self.cross_attention = self._residual(_attention(config, rng, causal=False, relative_positions=None,
                                                              d_context=d_memory), rng)
         ff_dropout = config.dropout if config.ff_dropout is None else config.ff_dropout
-        ff = FeedForward(config.d_model, config.d_ff, rng, activation=config.activation, dropout=ff_dropout)
+        ff = FeedForward(config.d_model, config.d_ff, rng, activation=config.activation, dropout=ff_dropout,
+                         bias=config.bias)
         self.feed_forward = self._residual(ff, rng)
 
     def _residual(self, sublayer, rng):
@@ -213,9 +226,10 @@ class TransformerBlock(Module):
             raise ValueError("memory needs a block with cross-attention (cross_attention=True)")
 
 
-def _attention(config, rng, *, causal, relative_positions, d_context=None, window=None):
+def _attention(config, rng, *, causal, relative_positions, d_context=None, window=None, rotary_base=None):
     """A :class:`MultiHeadAttention` by ``config``, with a :class:`RelativePositionBias` of its own when
     ``relative_positions`` (the clipping distance) is given."""
     bias = None if relative_positions is None else RelativePositionBias(config.n_heads, relative_positions, rng)
     return MultiHeadAttention(config.d_model, config.n_heads, rng, d_context=d_context, attention=config.attention,
-                              causal=causal, position_bias=bias, n_features=config.n_features, window=window)
+                              causal=causal, position_bias=bias, n_features=config.n_features, window=window,
+                              n_kv_heads=config.n_kv_heads, rotary_base=rotary_base, bias=config.bias)

@@ -24,7 +24,8 @@ class CausalDecoderLayer(TransformerBlock):
         Width, heads and feed-forward hidden width.
     rng : numpy.random.Generator
         Initial weights and dropout masks.
-    dropout, ff_dropout, attention, activation, relative_positions, n_features, norm_first, norm, norm_eps, window :
+    dropout, ff_dropout, attention, activation, relative_positions, n_features, norm_first, norm, norm_eps, window, \
+n_kv_heads, rotary_base, bias :
         The block's options: the fields of :class:`~attnkit.nn.block.BlockConfig`, with its defaults. Linear and
         Performer attention run causally in their prefix-sum form; post-LN is the original Transformer's
         decoder, pre-LN GPT-2's.
@@ -32,11 +33,11 @@ class CausalDecoderLayer(TransformerBlock):
 
     def __init__(self, d_model, n_heads, d_ff, rng, *, dropout=0.1, ff_dropout=None, attention="softmax",
                  activation="gelu_tanh", relative_positions=None, n_features=128, norm_first=True, norm="layer",
-                 norm_eps=None, window=None):
+                 norm_eps=None, window=None, n_kv_heads=None, rotary_base=None, bias=True):
         config = BlockConfig(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, ff_dropout=ff_dropout,
                              attention=attention, activation=activation, relative_positions=relative_positions,
                              n_features=n_features, norm_first=norm_first, norm=norm, norm_eps=norm_eps,
-                             window=window)
+                             window=window, n_kv_heads=n_kv_heads, rotary_base=rotary_base, bias=bias)
         super().__init__(config, rng, causal=True)
 
 
@@ -61,11 +62,11 @@ class CausalDecoder(DecodingStack):
 
     def __init__(self, n_layers, d_model, n_heads, d_ff, rng, *, dropout=0.1, ff_dropout=None, attention="softmax",
                  activation="gelu_tanh", relative_positions=None, n_features=128, norm_first=True, norm="layer",
-                 norm_eps=None, window=None):
+                 norm_eps=None, window=None, n_kv_heads=None, rotary_base=None, bias=True):
         config = BlockConfig(d_model=d_model, n_heads=n_heads, d_ff=d_ff, dropout=dropout, ff_dropout=ff_dropout,
                              attention=attention, activation=activation, relative_positions=relative_positions,
                              n_features=n_features, norm_first=norm_first, norm=norm, norm_eps=norm_eps,
-                             window=window)
+                             window=window, n_kv_heads=n_kv_heads, rotary_base=rotary_base, bias=bias)
         super().__init__(n_layers, config, rng, causal=True)
 
     def start(self, batch_size, *, capacity=16):

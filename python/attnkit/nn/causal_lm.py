@@ -20,7 +20,7 @@ from attnkit.nn.token_embedding import TokenEmbedding
 
 __all__ = ["CausalLM"]
 
-POSITIONAL_KINDS = ("learned", "sinusoidal", "relative", None)
+POSITIONAL_KINDS = ("learned", "sinusoidal", "relative", "rotary", None)
 
 
 class CausalLMCache(NamedTuple):
@@ -55,24 +55,34 @@ class CausalLM(Module):
         Dropout of the embeddings, of every sublayer's output and after the feed-forward activation.
     attention : {"softmax", "linear", "performer"}, default="softmax"
         The causal self-attention (linear and Performer in their prefix-sum form).
-    positional : {"learned", "sinusoidal", "relative", None}, default="learned"
+    positional : {"learned", "sinusoidal", "relative", "rotary", None}, default="learned"
         A learned position table of ``max_len`` rows (GPT-2) or sinusoidal encodings added to the token
         vectors, learned relative-position biases in every self-attention (clipped at ``relative_distance``;
-        softmax attention only), or no positions (causal attention alone tells a position how many tokens precede it).
+        softmax attention only), rotary positions turning every self-attention's queries and keys (Llama;
+        ``rotary_base``; softmax attention only), or no positions (causal attention alone tells a position how
+        many tokens precede it).
     max_len : int, default=256
         Context length: the rows of the learned position table, which refuses longer inputs.
     relative_distance : int, default=16
         Clipping distance of relative positions.
     norm : {"layer", "rms"}, default="layer"
         The blocks' and the final norm.
-    activation : {"gelu_tanh", "gelu", "relu"}, default="gelu_tanh"
-        The feed-forward activation.
+    activation : {"gelu_tanh", "gelu", "relu", "swiglu"}, default="gelu_tanh"
+        The feed-forward activation ("swiglu": Llama's gated unit, ``d_ff`` wide).
     window : int, optional
         Each position attends to itself and the ``window`` positions before it (softmax attention only);
         decoding then keeps ``window + 1`` positions per layer.
     tie_weights : bool, default=True
         Logits ``h @ E.T`` with the token table E (one parameter, whose gradient sums both uses), or a
         separate ``Linear(d_model, vocab_size)`` head.
+    n_kv_heads : int, optional
+        Grouped-query attention: key/value heads shared by groups of ``n_heads / n_kv_heads`` query heads.
+    rotary_base : float, default=10000.0
+        Wavelength base of rotary positions (``positional="rotary"``).
+    bias : bool, default=True
+        Biases in the attention projections, the feed-forward maps and an untied output layer.
+    norm_eps : float, optional
+        The norms' eps (default 1e-5 for LayerNorm, 1e-6 for RMSNorm).
 
     Attributes
     ----------
@@ -104,7 +114,8 @@ class CausalLM(Module):
 
     def __init__(self, vocab_size, rng, *, d_model=128, n_heads=4, n_layers=4, d_ff=None, dropout=0.0,
                  attention="softmax", positional="learned", max_len=256, relative_distance=16, norm="layer",
-                 activation="gelu_tanh", window=None, tie_weights=True):
+                 activation="gelu_tanh", window=None, tie_weights=True, n_kv_heads=None, rotary_base=10000.0, bias=True,
+                 norm_eps=None):
         super().__init__()
         if not (positional is None or isinstance(positional, str)) or positional not in POSITIONAL_KINDS:
             raise ValueError(f"positional must be one of {POSITIONAL_KINDS}, got {positional!r}")
@@ -123,11 +134,15 @@ class CausalLM(Module):
         absolute = positional if positional in ("learned", "sinusoidal") else None
         self.embedding = TokenEmbedding(self.vocab_size, d_model, rng, positional=absolute, max_len=self.max_len,
                                         dropout=dropout, padding_idx=None, init_std=d_model**-0.5)
+        if positional == "rotary" and attention != "softmax":
+            raise ValueError(f"positional='rotary' needs attention='softmax', got {attention!r}")
         self.decoder = CausalDecoder(n_layers, d_model, n_heads, d_ff, rng, dropout=dropout, attention=attention,
                                      activation=activation,
                                      relative_positions=relative_distance if positional == "relative" else None,
-                                     norm=norm, window=window)
-        self.output = None if self.tie_weights else Linear(d_model, self.vocab_size, rng)
+                                     norm=norm, window=window, n_kv_heads=n_kv_heads,
+                                     rotary_base=rotary_base if positional == "rotary" else None, bias=bias,
+                                     norm_eps=norm_eps)
+        self.output = None if self.tie_weights else Linear(d_model, self.vocab_size, rng, bias=bias)
 
     def forward(self, ids, training=False, *, lengths=None):
         """Next-token logits and the cache for :meth:`backward`.

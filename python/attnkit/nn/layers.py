@@ -15,7 +15,12 @@ from attnkit import ops
 from attnkit._validation import check_int, check_real
 from attnkit.nn.module import Module
 
-__all__ = ["Dropout", "Embedding", "FeedForward", "LayerNorm", "Linear", "RMSNorm", "add_product"]
+__all__ = ["Dropout", "Embedding", "FeedForward", "LayerNorm", "Linear", "RMSNorm", "add_product", "dense"]
+
+
+def dense(x, weight, bias=None):
+    """``x @ weight + bias`` for a 2-D x (m, in): the product of every linear map of the layers, one GEMM."""
+    return ops.matmul(x, weight, bias=bias)
 
 
 class Embedding(Module):
@@ -136,7 +141,7 @@ class Linear(Module):
         if x.ndim < 1 or x.shape[-1] != self.in_features:
             raise ValueError(f"x must have in_features={self.in_features} as its last dimension, got shape {x.shape}")
         # One GEMM over all leading dims (matmul of a 3-D x would loop over the first one).
-        out = ops.matmul(x.reshape(-1, self.in_features), self.params["weight"], bias=self.params.get("bias"))
+        out = dense(x.reshape(-1, self.in_features), self.params["weight"], self.params.get("bias"))
         return out.reshape(x.shape[:-1] + (self.out_features,)), x
 
     def backward(self, grad, cache):
@@ -279,15 +284,35 @@ def _gelu_backward(h, grad):
     return ops.gelu_backward(h, grad, approximate="none")
 
 
-# "gelu" is exact (erf), as in BERT and torch's default; "gelu_tanh" the tanh form (GPT-2).
+def _sigmoid(g):
+    return 0.5 * (1.0 + np.tanh(0.5 * g))  # the logistic function without exp's overflow
+
+
+def _swiglu(h, out=None):
+    """SwiGLU of the hidden pre-activations h = [gate | up] (..., 2 f): ``silu(gate) * up`` (..., f)."""
+    gate, up = np.split(h, 2, axis=-1)
+    return np.multiply(gate * _sigmoid(gate), up, out=None if out is None or out.shape != gate.shape else out)
+
+
+def _swiglu_backward(h, grad):
+    gate, up = np.split(h, 2, axis=-1)
+    s = _sigmoid(gate)
+    silu = gate * s
+    return np.concatenate([grad * up * (s + silu * (1.0 - s)), grad * silu], axis=-1)
+
+
+# "gelu" is exact (erf), as in BERT and torch's default; "gelu_tanh" the tanh form (GPT-2); "swiglu" the gated
+# unit of PaLM and Llama (Shazeer 2020), whose first linear map is twice as wide (gate and up, side by side).
 _Activation = Callable[..., np.ndarray]
 _ACTIVATIONS: dict[str, tuple[_Activation, _Activation]] = {
-    "gelu": (_gelu, _gelu_backward), "gelu_tanh": (ops.gelu, ops.gelu_backward), "relu": (_relu, _relu_backward)}
+    "gelu": (_gelu, _gelu_backward), "gelu_tanh": (ops.gelu, ops.gelu_backward), "relu": (_relu, _relu_backward),
+    "swiglu": (_swiglu, _swiglu_backward)}
 ACTIVATIONS = tuple(_ACTIVATIONS)
 
 
 class FeedForward(Module):
-    """Position-wise feed-forward block: ``Linear(d_model, d_ff) -> activation -> Dropout -> Linear(d_ff, d_model)``.
+    """Position-wise feed-forward block: ``Linear(d_model, d_ff) -> activation -> Dropout -> Linear(d_ff, d_model)``;
+    with SwiGLU, ``Linear(d_model, 2 d_ff) -> silu(gate) * up -> Dropout -> Linear(d_ff, d_model)``.
 
     Parameters
     ----------
@@ -297,11 +322,14 @@ class FeedForward(Module):
         Hidden width (typically 4 d_model).
     rng : numpy.random.Generator or int
         Source of the initial weights and of the dropout generator.
-    activation : {"gelu_tanh", "gelu", "relu"}, default="gelu_tanh"
+    activation : {"gelu_tanh", "gelu", "relu", "swiglu"}, default="gelu_tanh"
         ``"gelu"`` is the exact GELU ``x Phi(x)`` (BERT; torch's ``approximate="none"``), ``"gelu_tanh"``
-        its tanh approximation (GPT-2; :func:`attnkit.ops.gelu`).
+        its tanh approximation (GPT-2; :func:`attnkit.ops.gelu`), ``"swiglu"`` the gated unit
+        ``silu(x W_gate) * (x W_up)`` of Llama: ``linear1``'s weight is then ``[W_gate | W_up]`` (d_model, 2 d_ff).
     dropout : float, default=0.0
         Drop probability after the activation.
+    bias : bool, default=True
+        Biases on both linear maps (Llama has none).
 
     Attributes
     ----------
@@ -309,15 +337,15 @@ class FeedForward(Module):
         The children.
     """
 
-    def __init__(self, d_model, d_ff, rng, *, activation="gelu_tanh", dropout=0.0):
+    def __init__(self, d_model, d_ff, rng, *, activation="gelu_tanh", dropout=0.0, bias=True):
         super().__init__()
         if not isinstance(activation, str) or activation not in _ACTIVATIONS:
             raise ValueError(f"activation must be one of {ACTIVATIONS}, got {activation!r}")
         self.activation = activation
         rng = np.random.default_rng(rng)
-        self.linear1 = Linear(d_model, d_ff, rng)
+        self.linear1 = Linear(d_model, 2 * d_ff if activation == "swiglu" else d_ff, rng, bias=bias)
         self.dropout = Dropout(dropout, rng)
-        self.linear2 = Linear(d_ff, d_model, rng)
+        self.linear2 = Linear(d_ff, d_model, rng, bias=bias)
 
     def activate(self, h, out=None):
         """The block's activation of the hidden pre-activations ``h`` (into ``out``, which may be ``h``)."""

@@ -23,7 +23,7 @@ from attnkit.ops.matmul import matmul
 from attnkit.ops.normalization import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from attnkit.ops.optim import adamw_update, sum_of_squares
 from attnkit.ops.packed_attention import packed_attention
-from attnkit.ops.positions import sinusoidal_positions
+from attnkit.ops.positions import rotary_positions, sinusoidal_positions
 from attnkit.ops.random_features import random_fourier_features
 from attnkit.ops.softmax import log_softmax, log_softmax_backward, softmax, softmax_backward
 
@@ -50,6 +50,7 @@ __all__ = [
     "random_fourier_features",
     "rms_norm",
     "rms_norm_backward",
+    "rotary_positions",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",
     "sinusoidal_positions",

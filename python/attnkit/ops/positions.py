@@ -1,13 +1,13 @@
-"""Sinusoidal positional encodings."""
+"""Positions: sinusoidal encodings (added to token vectors) and rotary positions (turning queries and keys)."""
 
 import numpy as np
-from numpy.typing import DTypeLike
+from numpy.typing import ArrayLike, DTypeLike
 
 from attnkit import _core
 from attnkit._memory import checked_empty
-from attnkit._validation import check_dtype_choice, check_int, check_real
+from attnkit._validation import check_bool, check_dtype_choice, check_int, check_real, float_array
 
-__all__ = ["sinusoidal_positions"]
+__all__ = ["rotary_positions", "sinusoidal_positions"]
 
 
 def sinusoidal_positions(n: int, d: int, *, base: float = 10000.0, start: float = 0,
@@ -43,4 +43,48 @@ def sinusoidal_positions(n: int, d: int, *, base: float = 10000.0, start: float 
     start = check_int(start, "start", minimum=0)
     out = checked_empty((n, d), check_dtype_choice(dtype, "dtype"), "the positions (n, d)")
     _core.positions(out, base, float(start))
+    return out
+
+
+def rotary_positions(x: ArrayLike, *, start: int = 0, base: float = 10000.0, inverse: bool = False) -> np.ndarray:
+    """Rotary positions (RoPE, Su et al. 2021) on interleaved pairs: each pair ``(x[2i], x[2i + 1])`` of row t
+    turned by the angle ``(start + t) w_i``, ``w_i = base ** (-2i / d)``.
+
+    Applied to queries and keys before attention, a query at position t and a key at position s then score
+    ``q R((s - t) w) k``: their product depends on the distance alone. The pairs are neighbours, as in Meta's
+    Llama and llama.cpp's GGUF files (Hugging Face's Llama pairs ``x[i]`` with ``x[i + d / 2]``: the same map
+    after a permutation of the features, :mod:`attnkit.pretrained.rotary_rows`).
+
+    Parameters
+    ----------
+    x : array-like of shape (..., n, d)
+        Rows at positions ``start, ..., start + n - 1`` (the second-to-last axis); d even. float32 or float64.
+    start : int, default=0
+        Position of the first row (the number of positions already decoded).
+    base : float, default=10000.0
+        Wavelength base, > 0 (Llama 2: 10000; SmolLM2: 100000).
+    inverse : bool, default=False
+        Turn by the opposite angles: the inverse map, which is also the transpose, so the gradient of a
+        rotation is the inverse rotation of the output's gradient.
+
+    Returns
+    -------
+    ndarray of the shape and dtype of x
+        A new array (angles are computed in float64, then rounded to x's dtype).
+    """
+    x = float_array(x, "x")
+    if x.ndim < 2 or x.shape[-1] < 2 or x.shape[-1] % 2:
+        raise ValueError(f"x must have shape (..., n, d) with an even d >= 2 (pairs of features), got {x.shape}")
+    start = check_int(start, "start", minimum=0)
+    base = check_real(base, "base", positive=True)
+    n, d = x.shape[-2:]
+    table = np.empty((n, d), np.float64)  # (sin, cos) of each pair's angle, interleaved
+    _core.positions(table, base, float(start))
+    sin, cos = table[:, 0::2].astype(x.dtype), table[:, 1::2].astype(x.dtype)
+    if check_bool(inverse, "inverse"):
+        sin = -sin
+    even, odd = x[..., 0::2], x[..., 1::2]
+    out = np.empty_like(x)
+    out[..., 0::2] = even * cos - odd * sin
+    out[..., 1::2] = even * sin + odd * cos
     return out

@@ -22,7 +22,7 @@ from attnkit.reference.linear_attention import feature_map_features, linear_atte
 from attnkit.reference.matmul import matmul
 from attnkit.reference.normalization import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from attnkit.reference.optim import adamw_update, sum_of_squares
-from attnkit.reference.positions import sinusoidal_positions
+from attnkit.reference.positions import rotary_positions, sinusoidal_positions
 from attnkit.reference.random_features import random_fourier_features
 from attnkit.reference.softmax import log_softmax, log_softmax_backward, softmax, softmax_backward
 
@@ -48,6 +48,7 @@ __all__ = [
     "random_fourier_features",
     "rms_norm",
     "rms_norm_backward",
+    "rotary_positions",
     "scaled_dot_product_attention",
     "scaled_dot_product_attention_backward",
     "sinusoidal_positions",
