@@ -212,7 +212,7 @@ def _scan(view, path):
                              f"hold a multiple of {block} values")
         layout.append((name, kind, shape, offset, int(np.prod(shape, dtype=object)) // block * block_bytes))
     data_start = -(-header.offset // alignment) * alignment
-    for name, _kind_, shape, offset, size in layout:
+    for name, _, _, offset, size in layout:
         if offset % alignment or data_start + offset + size > len(view):
             raise ValueError(f"{path}: GGUF tensor {name} ({size:,} bytes at offset {offset:,} of the data, which "
                              f"starts at byte {data_start:,}) does not lie inside the file ({len(view):,} bytes, "
@@ -226,7 +226,8 @@ def _skip_value(header, key, value_type, *, in_array=False):
     elif value_type == _STRING:
         header.string(f"the value of {key!r}", MAX_LONG_STRING_BYTES.get(key, MAX_STRING_BYTES))
     elif value_type == _ARRAY and not in_array:
-        item_type, length = header.scalar("I", f"the item type of {key!r}"), header.scalar("Q", f"the length of {key!r}")
+        item_type = header.scalar("I", f"the item type of {key!r}")
+        length = header.scalar("Q", f"the length of {key!r}")
         if length > MAX_ARRAY_LENGTH:
             raise ValueError(f"{header.path}: metadata array {key!r} has {length:,} items, more than the "
                              f"{MAX_ARRAY_LENGTH:,} attnkit reads")
