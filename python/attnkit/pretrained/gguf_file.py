@@ -118,8 +118,9 @@ def read_gguf(path):
     if not os.path.isfile(path):
         raise FileNotFoundError(f"path={path!r}: no such file")
     gguf = require_extra("gguf")
-    buffer = np.memmap(path, dtype=np.uint8, mode="r") if os.path.getsize(path) else np.zeros(0, np.uint8)
-    layout = _scan(memoryview(buffer), path)
+    # numpy cannot map an empty file
+    view = np.memmap(path, dtype=np.uint8, mode="r").data if os.path.getsize(path) else memoryview(b"")
+    layout = _scan(view, path)
     try:
         reader = gguf.GGUFReader(path, mode="r")
     except Exception as error:  # the reader raises ValueError, KeyError, IndexError... on a damaged file
