@@ -184,3 +184,12 @@ def test_smollm2_135m_instruct():
     assert (embeddings.kind, embeddings.shape, embeddings.data.shape) == ("q8_0", (576, 49152), (49152, 18 * 34))
     assert (query.kind, query.shape, query.data.shape) == ("q4_1", (576, 576), (576, 18 * 20))
     assert tensors["output_norm.weight"].data.dtype == np.float32
+
+
+def test_without_gguf_the_error_names_the_extra(tiny, monkeypatch):
+    import sys
+
+    path, _ = tiny
+    monkeypatch.setitem(sys.modules, "gguf", None)
+    with pytest.raises(ImportError, match=r"gguf is missing\): pip install 'attnkit\[pretrained\]'"):
+        read_gguf(path)
