@@ -193,3 +193,9 @@ def test_without_gguf_the_error_names_the_extra(tiny, monkeypatch):
     monkeypatch.setitem(sys.modules, "gguf", None)
     with pytest.raises(ImportError, match=r"gguf is missing\): pip install 'attnkit\[pretrained\]'"):
         read_gguf(path)
+
+
+def test_the_docstring_examples_run():
+    import doctest
+
+    assert doctest.testmod(gguf_file).failed == 0

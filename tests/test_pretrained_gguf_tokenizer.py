@@ -165,3 +165,13 @@ def test_smollm2_ids_equal_llama_cpps(smollm2, data_dir):
     differ = [text for text in texts if tokenizer.encode(text).ids !=
               reference.tokenize(text.encode("utf-8"), add_bos=False, special=True)]
     assert not differ, f"{len(differ)} of {len(texts)} texts tokenize differently, e.g. {differ[0][:200]!r}"
+
+
+def test_the_docstring_examples_run():
+    import doctest
+
+    pytest.importorskip("jinja2")
+    from attnkit.pretrained import gguf_tokenizer
+
+    result = doctest.testmod(gguf_tokenizer)
+    assert result.attempted > 0 and result.failed == 0
