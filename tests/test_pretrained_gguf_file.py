@@ -199,3 +199,21 @@ def test_the_docstring_examples_run():
     import doctest
 
     assert doctest.testmod(gguf_file).failed == 0
+
+
+def test_damaged_headers_give_a_value_error_or_a_checked_file(tmp_path):
+    """Random bytes of a tiny file's header changed: read_gguf returns or raises ValueError, nothing else."""
+    write_tiny_llama_gguf(tmp_path / "tiny.gguf", n_layers=1)
+    good = (tmp_path / "tiny.gguf").read_bytes()
+    header_end = gguf.GGUFReader(tmp_path / "tiny.gguf").data_offset  # metadata and tensor entries
+    random = np.random.default_rng(0)
+    for _ in range(300):
+        damaged = bytearray(good)
+        for at in random.integers(0, header_end, size=random.integers(1, 4)):
+            damaged[at] = random.integers(0, 256)
+        (tmp_path / "damaged.gguf").write_bytes(bytes(damaged))
+        try:
+            result = read_gguf(tmp_path / "damaged.gguf")
+        except ValueError:
+            continue
+        assert all(tensor.data.size for tensor in result.tensors.values())
