@@ -74,7 +74,8 @@ class BlockQuantizedMatrix:
         row_bytes = int(n_in) // BLOCK_VALUES * BLOCK_BYTES[kind]
         if blocks.shape[1] != row_bytes:
             raise ValueError(f"blocks must have {row_bytes} bytes per row for {kind} with n_in = {n_in} "
-                             f"({int(n_in) // BLOCK_VALUES} blocks of {BLOCK_BYTES[kind]} bytes), got {blocks.shape[1]}")
+                             f"({int(n_in) // BLOCK_VALUES} blocks of {BLOCK_BYTES[kind]} bytes), "
+                             f"got {blocks.shape[1]}")
         if not blocks.flags.c_contiguous:
             raise ValueError("blocks must be C-contiguous (they are used in place, never copied)")
         view = blocks.view()
@@ -92,7 +93,7 @@ class BlockQuantizedMatrix:
         The embedding lookup of a table stored as (vocab, d) rows (a tied token embedding).
         """
         idx = as_array(ids, "ids")
-        if idx.dtype.kind not in "iu":
+        if idx.dtype.kind not in "iu" and idx.size:
             raise TypeError(f"ids must be integers, got dtype {idx.dtype}")
         n_in, n_out = self.shape
         flat = np.ascontiguousarray(idx, dtype=np.int64).reshape(-1)
@@ -163,7 +164,7 @@ def quantize_blocks(weight: ArrayLike, kind: str) -> BlockQuantizedMatrix:
             q = np.minimum(np.floor((x - lo) * inv + np.float32(0.5)), 15).astype(np.uint8)
             head = np.concatenate([d.astype(np.float16).view(np.uint8), lo.astype(np.float16).view(np.uint8)], axis=-1)
             body = q[..., :16] | (q[..., 16:] << 4)
-    blocks = np.concatenate([head, body], axis=-1).reshape(n_out, -1)
+    blocks = np.concatenate([head, body], axis=-1).reshape(n_out, n_in // BLOCK_VALUES * BLOCK_BYTES[kind])
     return BlockQuantizedMatrix.from_blocks(kind, np.ascontiguousarray(blocks), n_in)
 
 
@@ -197,9 +198,9 @@ def block_quantized_matmul(x: ArrayLike, w: BlockQuantizedMatrix, *, bias: Array
     --------
     >>> import numpy as np
     >>> from attnkit import ops
-    >>> w = ops.quantize_blocks(np.eye(32)[:, :3], "q4_1")
+    >>> w = ops.quantize_blocks(15 * np.eye(32)[:, :3], "q4_1")  # d = 1, m = 0: exact
     >>> ops.block_quantized_matmul(np.arange(32, dtype=np.float32), w, bias=[0.5, 0, 0]).tolist()
-    [0.5, 1.0, 2.0]
+    [0.5, 15.0, 30.0]
     """
     if not isinstance(w, BlockQuantizedMatrix):
         raise TypeError(f"w must be a BlockQuantizedMatrix (from_blocks or quantize_blocks), got {type(w).__name__}")
