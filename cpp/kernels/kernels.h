@@ -2,6 +2,7 @@
 // namespace). Each kernel assumes valid input: checks live in python/attnkit/ops/.
 #pragma once
 #include "attnkit/attention.h"
+#include "attnkit/block_quantized.h"
 #include "attnkit/cross_entropy.h"
 #include "attnkit/gelu.h"
 #include "attnkit/int8_linear.h"
@@ -58,6 +59,8 @@ void adamw_update(const AdamWArgs<T>& a);
 template <class T>
 void sum_of_squares(const SumOfSquaresArgs<T>& a);
 void int8_linear(const Int8LinearArgs& a);
+void block_quantized_matmul(const BlockQuantizedMatmulArgs& a);
+void block_quantized_rows(const BlockQuantizedRowsArgs& a);
 
 // Threads for an elementwise or row-wise pass over n elements: the caller's alone below 2^18 (1 MB of
 // float32, 50-100 us on one core), about what waking a passively waiting thread costs on a virtual

@@ -8,7 +8,7 @@ import typing
 import numpy
 import numpy.typing
 
-__all__: list[str] = ['adamw_update', 'argmax_attention', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_call_threads', 'get_int8_variant', 'get_isa', 'get_num_threads', 'int8_linear', 'int8_vnni_available', 'layer_norm', 'layer_norm_backward', 'linear_attention', 'linear_attention_backward', 'matmul', 'packed_attention', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_call_threads', 'set_int8_vnni', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares']
+__all__: list[str] = ['adamw_update', 'argmax_attention', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'block_quantized_matmul', 'block_quantized_rows', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'gelu', 'gelu_backward', 'get_call_threads', 'get_int8_variant', 'get_isa', 'get_num_threads', 'int8_linear', 'int8_vnni_available', 'layer_norm', 'layer_norm_backward', 'linear_attention', 'linear_attention_backward', 'matmul', 'packed_attention', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_call_threads', 'set_int8_vnni', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares']
 @typing.overload
 def adamw_update(param: numpy.typing.NDArray[numpy.float32], grad: numpy.typing.NDArray[numpy.float32], exp_avg: numpy.typing.NDArray[numpy.float32], exp_avg_sq: numpy.typing.NDArray[numpy.float32], step_size: typing.SupportsFloat | typing.SupportsIndex, beta1: typing.SupportsFloat | typing.SupportsIndex, beta2: typing.SupportsFloat | typing.SupportsIndex, denom_scale: typing.SupportsFloat | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, shrink: typing.SupportsFloat | typing.SupportsIndex, decay: bool) -> None:
     ...
@@ -42,6 +42,14 @@ def attention_weights(q: tuple, k: tuple, mask: typing.Any, bias: typing.Any, ke
 def available_isas() -> list[str]:
     """
     ISA variants compiled in and supported by this CPU.
+    """
+def block_quantized_matmul(blocks: numpy.typing.NDArray[numpy.uint8], kind: str, n_in: typing.SupportsInt | typing.SupportsIndex, x: numpy.typing.NDArray[numpy.float32], bias: typing.Any, out: numpy.typing.NDArray[numpy.float32]) -> None:
+    """
+    out = x @ W (+ bias), W (n_in, n_out) stored as n_out rows of GGML blocks.
+    """
+def block_quantized_rows(blocks: numpy.typing.NDArray[numpy.uint8], kind: str, n_in: typing.SupportsInt | typing.SupportsIndex, ids: numpy.typing.NDArray[numpy.int64], out: numpy.typing.NDArray[numpy.float32]) -> None:
+    """
+    out[r] = the stored row ids[r] of the blocks, dequantised.
     """
 def build_info() -> dict[str, str]:
     ...

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "attnkit/attention.h"
+#include "attnkit/block_quantized.h"
 #include "attnkit/cross_entropy.h"
 #include "attnkit/gelu.h"
 #include "attnkit/int8_linear.h"
@@ -47,6 +48,8 @@ struct KernelTable {
   TypedKernels<float> f32;
   TypedKernels<double> f64;
   void (*int8_linear)(const Int8LinearArgs&);
+  void (*block_quantized_matmul)(const BlockQuantizedMatmulArgs&);
+  void (*block_quantized_rows)(const BlockQuantizedRowsArgs&);
 
   template <class T>
   const TypedKernels<T>& get() const;

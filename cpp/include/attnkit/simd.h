@@ -634,5 +634,72 @@ inline T min_scalar(T a, T b) {
   return a < b ? a : b;
 }
 
+// GGML block decoding (kernels/block_quantized.cpp): W consecutive bytes as W float lanes.
+// load_s8: signed bytes; load_u4: the low nibbles into lo and the high nibbles into hi.
+#if defined(__AVX512F__)
+inline Vec<float> load_s8(const std::int8_t* p) {
+  return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};
+}
+inline void load_u4(const std::uint8_t* p, Vec<float>& lo, Vec<float>& hi) {
+  const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  lo = {_mm512_cvtepi32_ps(_mm512_and_si512(b, _mm512_set1_epi32(15)))};
+  hi = {_mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4))};
+}
+#elif defined(__AVX2__) && defined(__FMA__)
+inline Vec<float> load_s8(const std::int8_t* p) {
+  return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))))};
+}
+inline void load_u4(const std::uint8_t* p, Vec<float>& lo, Vec<float>& hi) {
+  const __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  lo = {_mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(15)))};
+  hi = {_mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4))};
+}
+#elif defined(__SSE2__)
+inline __m128i load_4_bytes(const void* p) {
+  int v;
+  std::memcpy(&v, p, sizeof v);
+  return _mm_cvtsi32_si128(v);
+}
+inline Vec<float> load_s8(const std::int8_t* p) {  // SSE2 has no sign extension: byte to the top, shift back
+  __m128i b = load_4_bytes(p);
+  b = _mm_unpacklo_epi8(b, b);
+  b = _mm_unpacklo_epi16(b, b);
+  return {_mm_cvtepi32_ps(_mm_srai_epi32(b, 24))};
+}
+inline void load_u4(const std::uint8_t* p, Vec<float>& lo, Vec<float>& hi) {
+  const __m128i z = _mm_setzero_si128();
+  const __m128i b = _mm_unpacklo_epi16(_mm_unpacklo_epi8(load_4_bytes(p), z), z);
+  lo = {_mm_cvtepi32_ps(_mm_and_si128(b, _mm_set1_epi32(15)))};
+  hi = {_mm_cvtepi32_ps(_mm_srli_epi32(b, 4))};
+}
+#else
+inline Vec<float> load_s8(const std::int8_t* p) { return ScalarVec<float>{float(*p)}; }
+inline void load_u4(const std::uint8_t* p, Vec<float>& lo, Vec<float>& hi) {
+  lo = ScalarVec<float>{float(*p & 15)};
+  hi = ScalarVec<float>{float(*p >> 4)};
+}
+#endif
+
+// An IEEE half (little-endian bytes at p) as float, exactly: F16C where the ISA has it (every AVX2 and
+// AVX-512 CPU), the bit pattern rebuilt elsewhere.
+inline float half_to_float(const std::uint8_t* p) {
+  std::uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  const std::uint32_t sign = std::uint32_t(h & 0x8000u) << 16, exponent = (h >> 10) & 0x1fu, mantissa = h & 0x3ffu;
+  if (exponent == 0) {  // zero or subnormal: mantissa 2^-24, exact in float
+    const float v = float(mantissa) * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  const std::uint32_t bits = sign | (exponent == 31 ? 0x7f800000u | (mantissa << 13)
+                                                    : ((exponent + 112) << 23) | (mantissa << 13));
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+#endif
+}
+
 }  // namespace ATTNKIT_KERNEL_NS
 }  // namespace attnkit

@@ -11,6 +11,7 @@ from attnkit.ops.attention import (
     scaled_dot_product_attention,
     scaled_dot_product_attention_backward,
 )
+from attnkit.ops.block_quantized import BlockQuantizedMatrix, block_quantized_matmul, quantize_blocks
 from attnkit.ops.cross_entropy import cross_entropy
 from attnkit.ops.int8_linear import QuantizedLinearWeight, int8_linear, quantize_linear_weight
 from attnkit.ops.linear_attention import (
@@ -29,11 +30,13 @@ from attnkit.ops.softmax import log_softmax, log_softmax_backward, softmax, soft
 
 __all__ = [
     "AttentionContext",
+    "BlockQuantizedMatrix",
     "LinearAttentionContext",
     "LinearAttentionState",
     "QuantizedLinearWeight",
     "adamw_update",
     "argmax_attention",
+    "block_quantized_matmul",
     "cross_entropy",
     "gelu",
     "gelu_backward",
@@ -46,6 +49,7 @@ __all__ = [
     "log_softmax_backward",
     "matmul",
     "packed_attention",
+    "quantize_blocks",
     "quantize_linear_weight",
     "random_fourier_features",
     "rms_norm",

@@ -16,6 +16,7 @@ from attnkit.reference.attention import (
     scaled_dot_product_attention,
     scaled_dot_product_attention_backward,
 )
+from attnkit.reference.block_quantized import block_quantized_matmul, dequantize_blocks
 from attnkit.reference.cross_entropy import cross_entropy
 from attnkit.reference.int8_linear import int8_linear, quantize_activations, quantize_linear_weight
 from attnkit.reference.linear_attention import feature_map_features, linear_attention
@@ -30,7 +31,9 @@ __all__ = [
     "adamw_update",
     "argmax_attention",
     "attention_mask",
+    "block_quantized_matmul",
     "cross_entropy",
+    "dequantize_blocks",
     "feature_map_features",
     "gelu",
     "gelu_backward",

@@ -1,0 +1,34 @@
+// GGML block-quantised weights, read in place (blocks of 32 values, little-endian):
+//   q8_0: half d, 32 x int8 q                 value t = d q[t]                                   34 bytes
+//   q4_1: half d, half m, 16 x uint8 qs       value t = d (qs[t] & 15) + m, t + 16: d (qs[t] >> 4) + m   20 bytes
+// W (n_in, n_out) is stored as n_out rows of n_in / 32 consecutive blocks: row j holds column j of W.
+//   block_quantized_matmul:  C = X W (+ bias)      X (m, n_in), C (m, n_out), bias (n_out,)
+//   block_quantized_rows:    R[r, :] = W[:, ids[r]]   R (count, n_in)  (the stored rows, dequantised)
+#pragma once
+#include <cstdint>
+
+namespace attnkit {
+
+enum class BlockKind : int { q8_0, q4_1 };
+constexpr int kBlockValues = 32;
+constexpr std::int64_t block_bytes(BlockKind kind) { return kind == BlockKind::q8_0 ? 34 : 20; }
+
+struct BlockQuantizedMatmulArgs {
+  const std::uint8_t* blocks = nullptr;  // (n_out, n_in / 32 * block_bytes) contiguous
+  BlockKind kind = BlockKind::q8_0;
+  const float* x = nullptr;              // (m, n_in), element (i, p) at x[i * x_row_stride + p]
+  const float* bias = nullptr;           // (n_out,) optional
+  float* c = nullptr;                    // (m, n_out), element (i, j) at c[i * c_row_stride + j]
+  std::int64_t m = 0, n_in = 0, n_out = 0;
+  std::int64_t x_row_stride = 0, c_row_stride = 0;
+};
+
+struct BlockQuantizedRowsArgs {
+  const std::uint8_t* blocks = nullptr;  // as above
+  BlockKind kind = BlockKind::q8_0;
+  const std::int64_t* ids = nullptr;     // (count,), each in [0, n_out)
+  float* out = nullptr;                  // (count, n_in), row r at out[r * out_row_stride]
+  std::int64_t count = 0, n_in = 0, out_row_stride = 0;
+};
+
+}  // namespace attnkit
