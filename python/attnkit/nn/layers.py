@@ -19,8 +19,13 @@ __all__ = ["Dropout", "Embedding", "FeedForward", "LayerNorm", "Linear", "RMSNor
 
 
 def dense(x, weight, bias=None):
-    """``x @ weight + bias`` for a 2-D x (m, in): the product of every linear map of the layers, one GEMM."""
-    return ops.matmul(x, weight, bias=bias)
+    """``x @ weight + bias`` for a 2-D x (m, in): the product of every linear map of the layers, one GEMM.
+
+    ``weight`` is a float array, or for inference a :class:`attnkit.ops.BlockQuantizedMatrix` (a GGUF model's
+    weights, multiplied where they lie)."""
+    if isinstance(weight, np.ndarray):
+        return ops.matmul(x, weight, bias=bias)
+    return ops.block_quantized_matmul(x, weight, bias=bias)
 
 
 class Embedding(Module):
@@ -43,8 +48,11 @@ class Embedding(Module):
     Attributes
     ----------
     params : dict
-        ``weight`` of shape (num_embeddings, embedding_dim).
+        ``weight`` of shape (num_embeddings, embedding_dim), or for inference a block-quantised table stored
+        row by row (:class:`attnkit.ops.BlockQuantizedMatrix` of shape (embedding_dim, num_embeddings)).
     """
+
+    _quantized_as_rows = ("weight",)
 
     def __init__(self, num_embeddings, embedding_dim, rng, *, padding_idx=None, init_std=1.0):
         super().__init__()
@@ -73,7 +81,10 @@ class Embedding(Module):
         if ids.size and (ids.min() < 0 or ids.max() >= self.num_embeddings):
             bad = ids[(ids < 0) | (ids >= self.num_embeddings)][0]
             raise ValueError(f"ids must be in [0, {self.num_embeddings}) (num_embeddings), got {bad}")
-        return self.params["weight"][ids], ids
+        weight = self.params["weight"]
+        if not isinstance(weight, np.ndarray):  # a block-quantised table holds its transpose's columns as rows
+            return weight.rows(ids.reshape(-1)).reshape(ids.shape + (self.embedding_dim,)), ids
+        return weight[ids], ids
 
     def backward(self, grad, cache):
         """Adds ``grad`` into the rows of ``weight`` it came from (not the padding row); returns None:

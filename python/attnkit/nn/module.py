@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from attnkit.ops import BlockQuantizedMatrix
+
 __all__ = ["Module", "to_be_loaded"]
 
 _BUILDING = threading.local()
@@ -51,6 +53,8 @@ class Module:
     # True for a module whose construction draws random state that is not a parameter (Performer's features):
     # a model of such modules built for loading is redrawn in full, so that it holds what the original drew.
     draws_beyond_weights = False
+    # Parameters read by rows (a token table): block-quantised, they are stored row by row (see load_state_dict).
+    _quantized_as_rows: tuple[str, ...] = ()
 
     def __init__(self):
         self.children: dict[str, Module] = {}
@@ -169,7 +173,12 @@ class Module:
         """Copy arrays into the parameters; names and shapes must match exactly, and are all checked
         before any parameter changes. A placeholder (see :func:`to_be_loaded`) takes the given array
         itself when it already has the parameter's dtype and is C-contiguous, writeable and its own
-        memory (no copy), else a copy."""
+        memory (no copy), else a copy.
+
+        A value may also be an :class:`attnkit.ops.BlockQuantizedMatrix` (a GGUF model's weights), taken as is
+        by a placeholder: an inference-only parameter, with no gradient (its grad is None). A layer whose
+        parameter is used as ``x @ W`` takes a matrix of its shape; a table read by rows (an embedding, in
+        ``_quantized_as_rows``) takes the matrix whose stored rows are its rows: of the transposed shape."""
         slots = list(self._slots())
         own = {dotted for _, _, dotted in slots}
         missing, extra = sorted(own - set(state)), sorted(set(state) - own)
@@ -178,12 +187,22 @@ class Module:
                              f"{' ...' if len(missing) > 8 else ''}, unexpected {extra[:8]}"
                              f"{' ...' if len(extra) > 8 else ''}")
         for module, name, dotted in slots:
-            new, value = np.asarray(state[dotted]), module.params[name]
+            value = module.params[name]
+            if isinstance(state[dotted], BlockQuantizedMatrix):
+                shape = value.shape[::-1] if name in module._quantized_as_rows else value.shape
+                if state[dotted].shape != shape or name not in module._placeholders:
+                    raise ValueError(f"parameter {dotted!r}: a block-quantised matrix of shape {shape} replaces a "
+                                     f"parameter of a network built for loading, got shape {state[dotted].shape}")
+                continue
+            new = np.asarray(state[dotted])
             if new.shape != value.shape or new.dtype.kind != "f":
                 raise ValueError(f"parameter {dotted!r}: expected a float array of shape {value.shape}, "
                                  f"got {new.dtype} {new.shape}")
         for module, name, dotted in slots:
-            if name in module._placeholders:
+            if isinstance(state[dotted], BlockQuantizedMatrix):
+                module.params[name], module.grads[name] = state[dotted], None
+                module._placeholders.discard(name)
+            elif name in module._placeholders:
                 adopted = np.require(state[dotted], module.params[name].dtype, ("C", "W", "O"))
                 module.params[name], module.grads[name] = adopted, np.zeros_like(adopted)
                 module._placeholders.discard(name)

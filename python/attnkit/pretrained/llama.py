@@ -177,22 +177,23 @@ def llama_tensor_table(config):
     d, ff, kv, vocab = config.d_model, config.d_ff, config.n_kv_heads * config.head_dim, config.vocab_size
     table = {
         "token_embd.weight": TensorSpec("embedding.tokens.weight", (d, vocab), WEIGHT_KINDS),
-        "output_norm.weight": TensorSpec("decoder.norm.weight", (d,), NORM_KINDS),
+        "output_norm.weight": TensorSpec("decoder.norm.gamma", (d,), NORM_KINDS),
     }
     if not config.tie_embeddings:
-        table["output.weight"] = TensorSpec("head.weight", (d, vocab), WEIGHT_KINDS)
+        table["output.weight"] = TensorSpec("output.weight", (d, vocab), WEIGHT_KINDS)
     for i in range(config.n_layers):
-        block, layer = f"blk.{i}.", f"decoder.layers.{i}."
+        block, attention, mlp = f"blk.{i}.", f"decoder.layer{i}.self_attention.", f"decoder.layer{i}.feed_forward."
         table.update({
-            block + "attn_norm.weight": TensorSpec(layer + "self_attention.norm.weight", (d,), NORM_KINDS),
-            block + "attn_q.weight": TensorSpec(layer + "self_attention.query.weight", (d, d), WEIGHT_KINDS),
-            block + "attn_k.weight": TensorSpec(layer + "self_attention.key.weight", (d, kv), WEIGHT_KINDS),
-            block + "attn_v.weight": TensorSpec(layer + "self_attention.value.weight", (d, kv), WEIGHT_KINDS),
-            block + "attn_output.weight": TensorSpec(layer + "self_attention.output.weight", (d, d), WEIGHT_KINDS),
-            block + "ffn_norm.weight": TensorSpec(layer + "mlp.norm.weight", (d,), NORM_KINDS),
-            block + "ffn_gate.weight": TensorSpec(layer + "mlp.gate.weight", (d, ff), WEIGHT_KINDS),
-            block + "ffn_up.weight": TensorSpec(layer + "mlp.up.weight", (d, ff), WEIGHT_KINDS),
-            block + "ffn_down.weight": TensorSpec(layer + "mlp.down.weight", (ff, d), WEIGHT_KINDS),
+            block + "attn_norm.weight": TensorSpec(attention + "norm.gamma", (d,), NORM_KINDS),
+            block + "attn_q.weight": TensorSpec(attention + "sublayer.wq", (d, d), WEIGHT_KINDS),
+            block + "attn_k.weight": TensorSpec(attention + "sublayer.wk", (d, kv), WEIGHT_KINDS),
+            block + "attn_v.weight": TensorSpec(attention + "sublayer.wv", (d, kv), WEIGHT_KINDS),
+            block + "attn_output.weight": TensorSpec(attention + "sublayer.wo", (d, d), WEIGHT_KINDS),
+            block + "ffn_norm.weight": TensorSpec(mlp + "norm.gamma", (d,), NORM_KINDS),
+            # SwiGLU's gate and up maps are one parameter, [gate | up]: two tensors, one target, in this order.
+            block + "ffn_gate.weight": TensorSpec(mlp + "sublayer.linear1.weight", (d, ff), WEIGHT_KINDS),
+            block + "ffn_up.weight": TensorSpec(mlp + "sublayer.linear1.weight", (d, ff), WEIGHT_KINDS),
+            block + "ffn_down.weight": TensorSpec(mlp + "sublayer.linear2.weight", (ff, d), WEIGHT_KINDS),
         })
     return table
 

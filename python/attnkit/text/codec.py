@@ -40,6 +40,8 @@ class TextCodec:
         attnkit's kinds: the tokens and their ids (None for a ``tokenizers`` tokenizer).
     size : int
         Number of ids.
+    end_ids : tuple of int
+        Ids that end a text: ``(eot_id,)``, or a pretrained model's end tokens (:meth:`pretrained`).
 
     Examples
     --------
@@ -56,19 +58,41 @@ class TextCodec:
         self.vocabulary: Vocabulary | None = None
         self._splitter = None
         self._hf = kind if _is_tokenizers_object(kind) else None
+        self._offset, self._eot = len(SPECIAL_TOKENS), Vocabulary.eos_id  # where the tokenizer's ids start; end of text
+        self.end_ids: tuple[int, ...] = (self._eot,)
+
+    @classmethod
+    def pretrained(cls, tokenizer, eot_id, end_ids=()):
+        """A pretrained model's codec: its ``tokenizers`` tokenizer's own ids (no attnkit special ids before them),
+        ``eot_id`` read between documents and written to end one, and ``end_ids`` that also end a text (an
+        instruct model's end of turn)."""
+        if not _is_tokenizers_object(tokenizer):
+            raise TypeError(f"tokenizer must be a tokenizers.Tokenizer, got {type(tokenizer).__name__}")
+        codec = cls(tokenizer)
+        size = tokenizer.get_vocab_size()
+        codec._offset, codec._eot = 0, int(eot_id)
+        codec.end_ids = tuple(dict.fromkeys([codec._eot, *(int(i) for i in end_ids)]))
+        if not all(0 <= i < size for i in codec.end_ids):
+            raise ValueError(f"eot_id and end_ids must be token ids in [0, {size}), got {codec.end_ids}")
+        return codec
 
     @property
     def eot_id(self):
-        return Vocabulary.eos_id
+        return self._eot
 
     @property
     def unk_id(self):
         return Vocabulary.unk_id
 
     @property
+    def specials(self):
+        """How many ids before the tokenizer's own: attnkit's special ids, or none for a pretrained codec."""
+        return self._offset
+
+    @property
     def size(self):
         if self._hf is not None:
-            return len(SPECIAL_TOKENS) + self._hf.get_vocab_size()
+            return self._offset + self._hf.get_vocab_size()
         if self.vocabulary is None:
             raise ValueError("this TextCodec is not fitted: call fit(texts) first")
         return len(self.vocabulary)
@@ -93,13 +117,15 @@ class TextCodec:
     def encode(self, text):
         """The ids of one text (no end-of-text id), an int64 array; a token never learnt is ``<unk>``."""
         if self._hf is not None:
-            return np.asarray(self._hf.encode(text, add_special_tokens=False).ids, dtype=np.int64) + len(SPECIAL_TOKENS)
+            return np.asarray(self._hf.encode(text, add_special_tokens=False).ids, dtype=np.int64) + self._offset
         if self.vocabulary is None or self._splitter is None:
             raise ValueError("this TextCodec is not fitted: call fit(texts) first")
         return np.asarray(self.vocabulary.encode(self._splitter(text)), dtype=np.int64)
 
     def decode(self, ids):
-        """The text of ``ids``; special ids are dropped."""
+        """The text of ``ids``; special ids are dropped (a pretrained codec's end ids too)."""
+        if self._hf is not None and not self._offset:
+            return self._hf.decode([int(i) for i in ids if int(i) not in self.end_ids], skip_special_tokens=False)
         ids = [int(i) for i in ids if int(i) >= len(SPECIAL_TOKENS)]
         if self._hf is not None:
             return self._hf.decode([i - len(SPECIAL_TOKENS) for i in ids], skip_special_tokens=False)
@@ -112,10 +138,10 @@ class TextCodec:
         """A readable string per id (its token; ``<eos>`` for the end of text), for plots and attention maps."""
         out = []
         for i in (int(i) for i in ids):
-            if i < len(SPECIAL_TOKENS):
+            if i < self._offset:
                 out.append(SPECIAL_TOKENS[i])
             elif self._hf is not None:
-                out.append(self._hf.id_to_token(i - len(SPECIAL_TOKENS)) or "")
+                out.append(self._hf.id_to_token(i - self._offset) or "")
             else:
                 assert self.vocabulary is not None
                 out.append(str(self.vocabulary.tokens[i]))
@@ -124,6 +150,9 @@ class TextCodec:
     # -- saving ---------------------------------------------------------------------------------------------
     def get_config(self):
         """JSON-able state: :meth:`from_config` rebuilds an equal codec."""
+        if self._hf is not None and not self._offset:
+            return {"kind": "pretrained", "model": self._hf.to_str(), "eot_id": self._eot,
+                    "end_ids": list(self.end_ids)}
         if self._hf is not None:
             return {"kind": "tokenizers", "model": self._hf.to_str()}
         config = {"kind": self.kind, "lowercase": self.lowercase, "max_features": self.max_features,
@@ -136,6 +165,9 @@ class TextCodec:
     def from_config(cls, config):
         if config["kind"] == "tokenizers":
             return cls(_import_tokenizers().Tokenizer.from_str(config["model"]))
+        if config["kind"] == "pretrained":
+            return cls.pretrained(_import_tokenizers().Tokenizer.from_str(config["model"]), config["eot_id"],
+                                  config["end_ids"])
         codec = cls(config["kind"], lowercase=config["lowercase"], max_features=config["max_features"])
         if config["vocabulary"] is not None:
             codec.vocabulary = Vocabulary.from_config(config["vocabulary"])
