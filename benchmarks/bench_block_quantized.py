@@ -41,10 +41,11 @@ def _calls(x, weight, qweight):
 def bench(report, args, threads, m, shapes):
     table = report.table(
         f"{threads} thread{'s' if threads > 1 else ''}: x ({m}, n_in) @ W (n_in, n_out)",
-        ["n_in, n_out", "kind", "blocks", "attnkit quantized", "GB/s", "attnkit f32 matmul", "GB/s f32",
-         "f32 / quantized", "rel. error"],
+        ["n_in, n_out", "kind", "blocks", "attnkit quantized", "GB/s", "GFLOP/s", "attnkit f32 matmul", "GB/s f32",
+         "GFLOP/s f32", "f32 / quantized", "rel. error"],
         "Median time of one call ± interquartile range. *GB/s*: bytes of weights read per call / time (blocks "
-        "for the quantized kernel, 4 n_in n_out for float32). *f32 / quantized* > 1: the quantized product is "
+        "for the quantized kernel, 4 n_in n_out for float32; the figure for m = 1). *GFLOP/s*: 2 m n_in n_out / time "
+        "(the figure for m = 512). *f32 / quantized* > 1: the quantized product is "
         "faster. *rel. error*: max |y - x @ dequantize(W)| / max |x| @ |W| against the float64 product.",
     )
     rng = np.random.default_rng(0)
@@ -58,8 +59,10 @@ def bench(report, args, threads, m, shapes):
         error = float(np.abs(np.asarray(t["quantized"].result) - exact).max()) / scale
         gbs = qweight.nbytes / t["quantized"].median / 1e9
         gbs_f32 = weight.nbytes / t["f32"].median / 1e9
+        flops = 2 * m * n_in * n_out / 1e9
         table.add_row(f"{n_in}, {n_out}", kind, harness.fmt_bytes(qweight.nbytes), harness.fmt_time(t["quantized"]),
-                      f"{gbs:.1f}", harness.fmt_time(t["f32"]), f"{gbs_f32:.1f}",
+                      f"{gbs:.1f}", f"{flops / t['quantized'].median:.1f}", harness.fmt_time(t["f32"]),
+                      f"{gbs_f32:.1f}", f"{flops / t['f32'].median:.1f}",
                       harness.fmt_ratio(harness.ratio(t["f32"], t["quantized"])), harness.fmt_number(error))
         report.data[f"{threads}T m={m} {n_in}x{n_out} {kind}"] = {
             "timings": {name: timing.as_dict() for name, timing in t.items()}, "blocks_bytes": qweight.nbytes,

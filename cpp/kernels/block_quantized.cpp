@@ -170,15 +170,18 @@ void thin_dispatch(const BlockQuantizedMatmulArgs& g) {
   }
 }
 
-// Panels of kPanelRows stored rows, dequantised (in parallel) into scratch as B transposed, then the GEMM.
+// Panels of up to kPanelRows stored rows, dequantised (in parallel) into scratch as B transposed, then the GEMM.
 template <BlockKind K>
 void panels(const BlockQuantizedMatmulArgs& g) {
   const std::int64_t blocks = g.n_in / kBlockValues, row_bytes = blocks * block_bytes(K);
-  const std::int64_t panel_rows = min_scalar(kPanelRows, g.n_out);
+  // Panels of equal width (multiples of 32 columns): 576 = 288 + 288, not 512 + a thin 64 that two
+  // threads split badly (1536 x 576 at m = 512: 0.82x ops.matmul).
+  const std::int64_t count = (g.n_out + kPanelRows - 1) / kPanelRows;
+  const std::int64_t panel_rows = min_scalar(g.n_out, ((g.n_out + count - 1) / count + 31) / 32 * 32);
   auto panel = aligned_buffer<float>(panel_rows * g.n_in);
   const int threads = elementwise_threads(panel_rows * g.n_in);
-  for (std::int64_t j0 = 0; j0 < g.n_out; j0 += kPanelRows) {
-    const std::int64_t rows = min_scalar(kPanelRows, g.n_out - j0);
+  for (std::int64_t j0 = 0; j0 < g.n_out; j0 += panel_rows) {
+    const std::int64_t rows = min_scalar(panel_rows, g.n_out - j0);
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
     for (std::int64_t r = 0; r < rows; ++r) dequantize_row<K>(g.blocks + (j0 + r) * row_bytes, blocks, panel.get() + r * g.n_in);
     MatmulArgs<float> mg;
