@@ -144,6 +144,17 @@ def test_bit_identical_for_1_and_2_threads(isa, threads, kind, m):
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n_out", [513, 576, 1100])
+def test_many_rows_over_several_panels(isa, kind, n_out):
+    # More than 512 stored rows: the GEMM path cuts them into equal panels (576 = 288 + 288).
+    w = ops.quantize_blocks(_weight(9, 96, n_out), kind)
+    x = np.random.default_rng(10).standard_normal((9, 96)).astype(np.float32)
+    bias = np.linspace(-1, 1, n_out, dtype=np.float32)
+    y = ops.block_quantized_matmul(x, w, bias=bias)
+    assert np.all(np.abs(y - reference.block_quantized_matmul(x, w, bias=bias)) <= _tolerance(x, w, bias))
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_rows_are_the_same_bits_on_every_isa(kind):
     w = ops.quantize_blocks(_weight(5, 320, 30), kind)
     previous = _core.get_isa()
