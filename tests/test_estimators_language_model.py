@@ -348,3 +348,114 @@ def test_argmax_inference_attention_is_read_at_each_call(lm):
                                     "inference_attention": "argmax"}).fit(CORPUS)
     with pytest.raises(ValueError, match="needs softmax attention"):
         linear.generate(["a"], 2)
+
+
+# ------------------------------------------------------------------------------ a pretrained decoder (GGUF)
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory):
+    pytest.importorskip("gguf")
+    pytest.importorskip("jinja2")
+    from attnkit.testing.gguf import write_tiny_llama_gguf
+
+    path = tmp_path_factory.mktemp("gguf") / "tiny.gguf"
+    write_tiny_llama_gguf(path, n_layers=2, d_model=64, n_heads=4, n_kv_heads=2, d_ff=96, seed=3)
+    return path
+
+
+def _greedy_by_forward(lm, prompt, n):
+    """Greedy continuation of a pretrained model by a full forward at every step, any end id ending it."""
+    codec, network = lm.codec_, lm._inference_network()
+    ids, out = [codec.eot_id, *codec.encode(prompt)], []
+    for _ in range(n):
+        token = int(np.argmax(network.forward(np.array([ids]))[0][0, -1]))
+        if token in codec.end_ids:
+            break
+        ids.append(token)
+        out.append(token)
+    return codec.decode(out)
+
+
+def test_a_pretrained_decoder_is_ready_without_fit(tiny_gguf):
+    lm = CausalLanguageModel(pretrained=tiny_gguf)
+    assert lm.generate(["Hello world"], 12)[0] == _greedy_by_forward(lm, "Hello world", 12)
+    assert lm.n_iter_ == 0 and lm.context_length == "auto" and lm._input["context_length"] == 256
+    tokenizer = lm.codec_._hf
+    assert list(lm.codec_.encode("the cat sat 12")) == tokenizer.encode("the cat sat 12").ids  # its own ids
+    assert lm.codec_.eot_id == 0 and lm.codec_.end_ids == (0, 2)  # <|endoftext|>, then <|im_end|>
+    weights = lm.model_.decoder.layer0.self_attention.sublayer.params
+    assert isinstance(weights["wq"], ops.BlockQuantizedMatrix)  # as stored
+    assert np.isfinite(lm.perplexity(["the cat sat on the mat"]))
+    maps = lm.attention_maps(["Hello world"])[0]
+    assert maps["tokens"][0] == "<|endoftext|>" and maps["layers"][0].shape[0] == 4
+
+
+def test_chat_writes_after_the_template(tiny_gguf):
+    from attnkit.pretrained.gguf_tokenizer import chat_prompt
+    from attnkit.testing.gguf import CHAT_TEMPLATE
+
+    lm = CausalLanguageModel(pretrained=tiny_gguf)
+    messages = [{"role": "user", "content": "Hello"}]
+    prompt = chat_prompt({"tokenizer.chat_template": CHAT_TEMPLATE}, messages)
+    assert prompt.endswith("<|im_start|>assistant\n")
+    assert lm.chat(messages, max_new_tokens=8) == lm.generate([prompt], 8)[0]
+    assert len(lm.chat(messages, max_new_tokens=8, strategy="sample", n_returns=2, random_state=0)) == 2
+    with pytest.raises(ValueError, match="messages"):
+        lm.chat("Hello")
+    scratch = CausalLanguageModel(**TINY).fit(CORPUS)
+    with pytest.raises(ValueError, match="no chat template"):
+        scratch.chat(messages)
+
+
+def test_pretrained_save_load_keeps_the_quantised_weights(tiny_gguf, tmp_path):
+    lm = CausalLanguageModel(pretrained=tiny_gguf)
+    out = lm.generate(["the cat"], 10)
+    lm.save(tmp_path / "smol.npz")
+    loaded = attnkit.load(tmp_path / "smol.npz")
+    assert isinstance(loaded._weights["decoder.layer1.feed_forward.sublayer.linear1.weight"], ops.BlockQuantizedMatrix)
+    assert loaded.generate(["the cat"], 10) == out and loaded.chat([{"role": "user", "content": "Hi"}], 5) == \
+        lm.chat([{"role": "user", "content": "Hi"}], 5)
+    assert pickle.loads(pickle.dumps(lm)).generate(["the cat"], 10) == out
+
+
+def test_fine_tuning_trains_a_float_copy_and_quantises_it_again(tiny_gguf):
+    text = ["the cat sat on the mat. " * 8] * 6
+    lm = CausalLanguageModel(pretrained=tiny_gguf, context_length=32, batch_size=4, max_iter=30, eval_interval=10,
+                             learning_rate=3e-3, random_state=0)
+    before = CausalLanguageModel(pretrained=tiny_gguf).score(text)
+    lm.fit(text)
+    assert lm.n_iter_ == 3 and lm.score(text) > before + 0.5  # it learnt the repeated sentence
+    assert all(isinstance(w, np.ndarray) for w in lm._weights.values())  # the trained master copy is float32
+    network = lm._inference_network()
+    assert isinstance(network.decoder.layer0.self_attention.sublayer.params["wk"], ops.BlockQuantizedMatrix)
+    float_lm = clone(lm).set_params(quantized=False)
+    float_lm.__dict__.update({k: v for k, v in lm.__dict__.items() if k.startswith("_")})
+    assert isinstance(float_lm._inference_network().decoder.layer0.self_attention.sublayer.params["wk"], np.ndarray)
+    assert abs(float_lm.score(text) - lm.score(text)) < 0.05  # quantising again costs little
+    assert lm.generate(["the cat"], 6)[0].startswith(" sat on the")
+
+    loaded = CausalLanguageModel(pretrained=tiny_gguf, batch_size=2, context_length=16, random_state=0)
+    loaded.generate(["the"], 2)  # loaded as stored, then continued: partial_fit trains a float32 copy
+    loaded.partial_fit(text[:2])
+    assert loaded.n_iter_ == 1 and isinstance(loaded._weights["decoder.layer0.self_attention.sublayer.wq"], np.ndarray)
+
+
+def test_quantized_true_reads_a_scratch_model_in_q8_0():
+    lm = CausalLanguageModel(**{**TINY, "quantized": True}).fit(CORPUS)
+    network = lm._inference_network()
+    params = network.decoder.layer0.self_attention.sublayer.params
+    assert isinstance(params["wq"], ops.BlockQuantizedMatrix) and params["wq"].kind == "q8_0"  # 32 inputs
+    assert isinstance(network.embedding.tokens.params["weight"], ops.BlockQuantizedMatrix)
+    assert all(isinstance(w, np.ndarray) for w in lm._weights.values())  # training keeps float32
+    assert isinstance(network.embedding.positions.params["weight"], np.ndarray)  # a table added, not multiplied
+    float_score = clone(lm).set_params(quantized=False)
+    float_score.__dict__.update({k: v for k, v in lm.__dict__.items() if k.startswith("_")})
+    assert abs(lm.score(CORPUS[:2]) - float_score.score(CORPUS[:2])) < 0.02
+
+
+def test_pretrained_errors(tiny_gguf, tmp_path):
+    with pytest.raises(FileNotFoundError, match="no installed package of that name ships a GGUF file"):
+        CausalLanguageModel(pretrained="no-such-model-package").generate(["a"], 2)
+    with pytest.raises(ValueError, match="more than the 256 positions"):
+        CausalLanguageModel(pretrained=tiny_gguf, context_length=512).generate(["a"], 2)
+    with pytest.raises(InvalidParameterError, match="quantized"):
+        CausalLanguageModel(pretrained=tiny_gguf, quantized="q4").generate(["a"], 2)

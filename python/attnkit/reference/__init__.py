@@ -20,6 +20,7 @@ from attnkit.reference.block_quantized import block_quantized_matmul, dequantize
 from attnkit.reference.cross_entropy import cross_entropy
 from attnkit.reference.int8_linear import int8_linear, quantize_activations, quantize_linear_weight
 from attnkit.reference.linear_attention import feature_map_features, linear_attention
+from attnkit.reference.llama import llama_forward, llama_weights
 from attnkit.reference.matmul import matmul
 from attnkit.reference.normalization import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
 from attnkit.reference.optim import adamw_update, sum_of_squares
@@ -42,6 +43,8 @@ __all__ = [
     "layer_norm",
     "layer_norm_backward",
     "linear_attention",
+    "llama_forward",
+    "llama_weights",
     "log_softmax",
     "log_softmax_backward",
     "matmul",

