@@ -210,3 +210,18 @@ def test_damaged_headers_give_a_value_error_or_a_checked_file(tmp_path):
         except ValueError:
             continue
         assert all(tensor.data.size for tensor in result.tensors.values())
+
+
+@pytest.mark.parametrize("real", [False, True])
+def test_the_reference_reader_reads_the_same(tiny, real):
+    """gguf.GGUFReader, the format's reference reader, finds the same metadata and tensor bytes."""
+    import gguf
+
+    path = smollm2_path() if real else tiny[0]
+    ours, theirs = read_gguf(path), gguf.GGUFReader(path)
+    fields = {name: field.contents() for name, field in theirs.fields.items() if not name.startswith("GGUF.")}
+    assert dict(ours.metadata) == fields
+    for tensor in theirs.tensors[:: 25 if real else 1]:
+        mine = ours.tensors[tensor.name]
+        assert mine.shape == tuple(int(n) for n in tensor.shape)
+        np.testing.assert_array_equal(mine.data, tensor.data)

@@ -1,11 +1,12 @@
 """A GGUF file (llama.cpp's checkpoint format): its metadata as plain Python values and its tensors as
 read-only views into the memory-mapped file.
 
-A GGUF file is untrusted input. ``gguf.GGUFReader`` walks the header wherever its lengths point (an array
-that claims 2**60 elements is looped over), so the header is first walked here with every length bounded
-and every item inside the file; only then does the reader build its fields, and every tensor is checked
-(its type, shape, byte size and place in the file) before anything is returned. Nothing is copied: the
-98 MB of SmolLM2-135M's quantised weights stay in the page cache.
+A GGUF file is untrusted input. ``gguf.GGUFReader`` (the format's reference reader) walks the header wherever
+its lengths point (an array that claims 2**60 elements is looped over) and builds an array per item of every
+metadata array, so the header is read here instead, with every length bounded and every item inside the file,
+and every tensor is checked (its type, shape, byte size and place in the file) before anything is returned. The
+``gguf`` package names the tensor types, writes the tests' files and checks this reader (its fields equal ours).
+Nothing is copied: the 98 MB of SmolLM2-135M's quantised weights stay in the page cache.
 """
 
 import dataclasses
@@ -38,8 +39,6 @@ KINDS = {"F32": ("f32", 1, 4), "F16": ("f16", 1, 2), "Q8_0": ("q8_0", 32, 34), "
 # GGUF value types (gguf.GGUFValueType) -> struct format of a scalar; 8 is a string, 9 an array.
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _STRING, _ARRAY = 8, 9
-# Fields GGUFReader adds that are not the file's metadata.
-_READER_FIELDS = ("GGUF.version", "GGUF.tensor_count", "GGUF.kv_count")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,20 +116,17 @@ def read_gguf(path):
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"path={path!r}: no such file")
-    gguf = require_extra("gguf")
+    require_extra("gguf")
     # numpy cannot map an empty file
-    view = np.memmap(path, dtype=np.uint8, mode="r").data if os.path.getsize(path) else memoryview(b"")
-    layout = _scan(view, path)
-    try:
-        reader = gguf.GGUFReader(path, mode="r")
-    except Exception as error:  # the reader raises ValueError, KeyError, IndexError... on a damaged file
-        raise ValueError(f"{path} is a damaged GGUF file: {type(error).__name__}: {error}") from None
-    metadata = {name: field.contents() for name, field in reader.fields.items() if name not in _READER_FIELDS}
+    mapped = np.memmap(path, dtype=np.uint8, mode="r") if os.path.getsize(path) else np.zeros(0, np.uint8)
+    metadata, layout, data_start = _scan(mapped.data, path)
     tensors = {}
-    for tensor, (name, kind, shape) in zip(reader.tensors, layout, strict=True):
-        data = tensor.data
-        if tensor.name != name or tuple(int(n) for n in tensor.shape) != shape or data.flags.writeable:
-            raise ValueError(f"{path}: the gguf reader disagrees with the header about tensor {name!r}")
+    for name, kind, shape, offset, size in layout:
+        start = data_start + offset
+        if kind in ("f32", "f16"):
+            data = mapped[start : start + size].view(np.float32 if kind == "f32" else np.float16).reshape(shape[::-1])
+        else:  # the blocks of each row, as ggml lays them out
+            data = mapped[start : start + size].reshape(*shape[:0:-1], -1)
         tensors[name] = GGUFTensor(name, kind, shape, data)
     return GGUFFile(path, MappingProxyType(metadata), MappingProxyType(tensors))
 
@@ -162,7 +158,12 @@ class _Header:
 
 
 def _scan(view, path):
-    """Walk the header with every length checked; return ``[(name, kind, shape)]`` of its tensors."""
+    """Walk the header with every length checked; return its metadata, ``[(name, kind, shape, offset, size)]`` of
+    its tensors and where their data starts.
+
+    This walk is the reader: ``gguf.GGUFReader`` builds one array per item of every metadata array (SmolLM2's
+    49,152 tokens and 48,900 merges: 4 s and 170 MB at its peak), where these bounded reads take a tenth of a
+    second and hold only the values (the tests check both readers agree)."""
     header = _Header(view, path)
     if len(view) < 4 or bytes(view[:4]) != MAGIC:
         raise ValueError(f"{path} is not a GGUF file (it does not start with the bytes b'GGUF', got "
@@ -177,12 +178,11 @@ def _scan(view, path):
         raise ValueError(f"{path}: the header claims {n_tensors:,} tensors and {n_values:,} keys, more than the "
                          f"{MAX_TENSORS:,} and {MAX_ARRAY_LENGTH:,} attnkit reads")
     alignment = 32
-    keys = set()
+    metadata: dict[str, Any] = {}
     for _ in range(n_values):
         key = header.string("a metadata key", MAX_KEY_BYTES)
-        if key in keys:
+        if key in metadata:
             raise ValueError(f"{path}: metadata key {key!r} appears twice")
-        keys.add(key)
         value_type = header.scalar("I", f"the type of {key!r}")
         if key == "general.alignment":
             if value_type != 4:
@@ -190,8 +190,9 @@ def _scan(view, path):
             alignment = header.scalar("I", key)
             if alignment == 0 or alignment & (alignment - 1):
                 raise ValueError(f"{path}: general.alignment must be a power of two, got {alignment}")
+            metadata[key] = alignment
             continue
-        _skip_value(header, key, value_type)
+        metadata[key] = _read_value(header, key, value_type)
     layout, names = [], set()
     for index in range(n_tensors):
         name = header.string(f"the name of tensor {index}", MAX_KEY_BYTES)
@@ -218,28 +219,28 @@ def _scan(view, path):
             raise ValueError(f"{path}: GGUF tensor {name} ({size:,} bytes at offset {offset:,} of the data, which "
                              f"starts at byte {data_start:,}) does not lie inside the file ({len(view):,} bytes, "
                              f"alignment {alignment})")
-    return [(name, kind, shape) for name, kind, shape, _offset, _size in layout]
+    return metadata, layout, data_start
 
 
-def _skip_value(header, key, value_type, *, in_array=False):
+def _read_value(header, key, value_type, *, in_array=False):
+    """One metadata value as plain Python (str, int, float, bool, or a list of them)."""
     if value_type in _SCALARS:
-        header.take(struct.calcsize(_SCALARS[value_type]), key)
-    elif value_type == _STRING:
-        header.string(f"the value of {key!r}", MAX_LONG_STRING_BYTES.get(key, MAX_STRING_BYTES))
-    elif value_type == _ARRAY and not in_array:
+        return header.scalar(_SCALARS[value_type], key)
+    if value_type == _STRING:
+        return header.string(f"the value of {key!r}", MAX_LONG_STRING_BYTES.get(key, MAX_STRING_BYTES))
+    if value_type == _ARRAY and not in_array:
         item_type = header.scalar("I", f"the item type of {key!r}")
         length = header.scalar("Q", f"the length of {key!r}")
         if length > MAX_ARRAY_LENGTH:
             raise ValueError(f"{header.path}: metadata array {key!r} has {length:,} items, more than the "
                              f"{MAX_ARRAY_LENGTH:,} attnkit reads")
         if item_type in _SCALARS:
-            header.take(length * struct.calcsize(_SCALARS[item_type]), f"the items of {key!r}")
-        else:
-            for _ in range(length):
-                _skip_value(header, key, item_type, in_array=True)
-    else:
-        what = "an array of arrays" if value_type == _ARRAY else f"of unknown GGUF value type {value_type}"
-        raise ValueError(f"{header.path}: metadata key {key!r} is {what}, which attnkit does not read")
+            fmt = _SCALARS[item_type]
+            items = header.take(length * struct.calcsize(fmt), f"the items of {key!r}")
+            return np.frombuffer(items, dtype=np.dtype("<" + fmt if fmt != "?" else "?")).tolist()
+        return [_read_value(header, key, item_type, in_array=True) for _ in range(length)]
+    what = "an array of arrays" if value_type == _ARRAY else f"of unknown GGUF value type {value_type}"
+    raise ValueError(f"{header.path}: metadata key {key!r} is {what}, which attnkit does not read")
 
 
 def _kind(name, type_id, path):
