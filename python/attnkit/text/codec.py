@@ -140,6 +140,9 @@ class TextCodec:
         for i in (int(i) for i in ids):
             if i < self._offset:
                 out.append(SPECIAL_TOKENS[i])
+            elif self._hf is not None and not self._offset:  # a pretrained byte-level token: its text (" animal")
+                text = self._hf.decode([i], skip_special_tokens=False)
+                out.append(text if text and "\ufffd" not in text else self._hf.id_to_token(i) or "")
             elif self._hf is not None:
                 out.append(self._hf.id_to_token(i - self._offset) or "")
             else:
