@@ -318,10 +318,9 @@ class MultiHeadAttention(Module):
         n = x.shape[1]
         if n > 1 and isinstance(cache, SelfAttentionCache) and (cache.state is not None or cache.window is not None):
             return np.concatenate([self.step(x[:, t : t + 1], cache)[0] for t in range(n)], axis=1), cache
-        cross = isinstance(cache, CrossAttentionCache)
-        start = None if cross else cache.length
+        start = None if isinstance(cache, CrossAttentionCache) else cache.length
         q = self._heads(x, "wq", "bq", start=start)
-        if cross:
+        if isinstance(cache, CrossAttentionCache):
             if cache.state is not None:
                 heads = np.stack([cache.state.attend(q[:, :, t]) for t in range(n)], axis=2)
             else:

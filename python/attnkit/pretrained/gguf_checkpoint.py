@@ -199,7 +199,7 @@ def _read_rows(tensors, path):
     with open(path, "rb") as f:
         for t in tensors:
             n = t.data.shape[0]
-            view = memoryview(out[row : row + n]).cast("B")
+            view = out[row : row + n].data.cast("B")
             if os.preadv(f.fileno(), [view], _file_offset(t.data)) != view.nbytes:
                 raise ValueError(f"{path}: tensor {t.name} ends past the end of the file")
             row += n
