@@ -111,11 +111,11 @@ class CausalDecoder(DecodingStack):
             attention, ff = layer.self_attention.sublayer, layer.feed_forward.sublayer
             if layer.cross_attention is not None or attention.hard or attention.position_bias is not None:
                 return None
-            norms = (layer.self_attention.norm, layer.feed_forward.norm)
-            eps.update(norm.eps for norm in norms)
+            norm1, norm2 = layer.self_attention.norm, layer.feed_forward.norm
+            eps.update((norm1.eps, norm2.eps))
             p = attention.params
             layers.append(ops.DecodingPlanLayer(
-                *(_norm_params(norm) for norm in norms), p["wq"], p.get("bq"), p["wk"], p.get("bk"), p["wv"],
+                _norm_params(norm1), _norm_params(norm2), p["wq"], p.get("bq"), p["wk"], p.get("bk"), p["wv"],
                 p.get("bv"), p["wo"], p.get("bo"), ff.linear1.params["weight"], ff.linear1.params.get("bias"),
                 ff.linear2.params["weight"], ff.linear2.params.get("bias")))
         arrays = [a for layer in layers for a in (*layer.norm1, *layer.norm2, *layer[2:])] + [*_norm_params(self.norm)]

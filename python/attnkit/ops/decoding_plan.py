@@ -18,6 +18,7 @@ from attnkit.ops.block_quantized import BlockQuantizedMatrix
 __all__ = ["DecodingPlan", "DecodingPlanLayer"]
 
 PLAN_ACTIVATIONS = ("gelu_tanh", "gelu", "relu", "swiglu")
+Weight = np.ndarray | BlockQuantizedMatrix
 
 
 class DecodingPlanLayer(NamedTuple):
@@ -27,20 +28,20 @@ class DecodingPlanLayer(NamedTuple):
     :class:`BlockQuantizedMatrix`; biases (n_out,) or None. With SwiGLU, ``w1`` is ``[W_gate | W_up]``.
     """
 
-    norm1: tuple
-    norm2: tuple
-    wq: object
-    bq: object
-    wk: object
-    bk: object
-    wv: object
-    bv: object
-    wo: object
-    bo: object
-    w1: object
-    b1: object
-    w2: object
-    b2: object
+    norm1: tuple[np.ndarray, np.ndarray | None]
+    norm2: tuple[np.ndarray, np.ndarray | None]
+    wq: Weight
+    bq: np.ndarray | None
+    wk: Weight
+    bk: np.ndarray | None
+    wv: Weight
+    bv: np.ndarray | None
+    wo: Weight
+    bo: np.ndarray | None
+    w1: Weight
+    b1: np.ndarray | None
+    w2: Weight
+    b2: np.ndarray | None
 
 
 def _weight(w, name):
@@ -103,14 +104,11 @@ class DecodingPlan:
         entries = []
         for i, layer in enumerate(layers):
             entry = []
-            for field, value in zip(DecodingPlanLayer._fields, layer):
-                name = f"layers[{i}].{field}"
-                if field.startswith("norm"):
-                    entry += [_float32(value[0], name + " gamma"), _float32(value[1], name + " beta")]
-                elif field.startswith("w"):
-                    entry.append(_weight(value, name))
-                else:
-                    entry.append(_float32(value, name))
+            for field, (gamma, beta) in (("norm1", layer.norm1), ("norm2", layer.norm2)):
+                entry += [_float32(gamma, f"layers[{i}].{field} gamma"), _float32(beta, f"layers[{i}].{field} beta")]
+            for field in DecodingPlanLayer._fields[2:]:
+                value, name = getattr(layer, field), f"layers[{i}].{field}"
+                entry.append(_weight(value, name) if field.startswith("w") else _float32(value, name))
             entries.append(tuple(entry))
         self._plan = _core.DecodingPlan(self.d_model, self.n_heads, self.n_kv_heads, self.d_head, self.d_ff, norm,
                                         float(eps), activation, 0.0 if rotary_base is None else float(rotary_base),
@@ -124,4 +122,7 @@ class DecodingPlan:
         ``keys``, ``values``: one buffer per layer, each (B, n_kv_heads, capacity, d_head) float32, C-contiguous,
         holding positions ``0 .. position - 1``; the new key and value are written at ``position`` (< capacity).
         """
+        x = np.asarray(x)
+        if x.dtype != np.float32:
+            raise ValueError(f"x must be float32 (B, d_model={self.d_model}), got {x.dtype} {x.shape}")
         return self._plan.step(np.ascontiguousarray(x), int(position), keys, values)
