@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from attnkit import nn, ops
 from attnkit.nn import causal_lm
-from attnkit.nn.attention import set_hard_attention
+from attnkit.nn.attention import hard_attention, set_hard_attention
 from attnkit.testing import check_grad
 
 ATTENTIONS = [("softmax", None), ("softmax", 2), ("linear", None), ("performer", None)]  # (attention, window)
@@ -432,6 +432,20 @@ def test_plan_falls_back_to_the_op_by_op_steps(options):
     steps = [model.step(ids[:, t], cache) for t in range(6)]
     if options != "hard":
         np.testing.assert_allclose(np.stack(steps, axis=1), model.forward(ids)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_hard_attention_switched_on_after_start_steps_op_by_op():
+    model = _plan_model("gpt")
+    ids = np.random.default_rng(7).integers(0, VOCAB, size=(2, 8))
+    planned, python = _counted(model.start(2)), model.start(2)
+    python.plan = None
+    for t in range(3):
+        np.testing.assert_allclose(model.step(ids[:, t], planned), model.step(ids[:, t], python), rtol=1e-5, atol=1e-5)
+    with hard_attention(model):
+        for t in range(3, 8):
+            np.testing.assert_allclose(model.step(ids[:, t], planned), model.step(ids[:, t], python), rtol=1e-5,
+                                       atol=1e-5)
+    assert planned.plan.calls == 3
 
 
 def test_a_post_ln_decoder_has_no_plan():

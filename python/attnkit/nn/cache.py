@@ -196,7 +196,7 @@ class DecoderCache:
     layers : iterable
         One entry per layer: a ``(SelfAttentionCache, CrossAttentionCache)`` pair (encoder-decoder) or a
         :class:`SelfAttentionCache` alone (decoder-only), at least one.
-    output_weight, plan : optional
+    output_weight, plan, plan_attentions : optional
         The attributes of those names.
 
     Attributes
@@ -212,10 +212,13 @@ class DecoderCache:
     plan : DecodingPlan or None
         The decoder's one-position steps in C++ (:meth:`attnkit.nn.CausalDecoder.start` builds it when every
         block is one it runs); the layers' buffers stay the state, so :meth:`reorder` keeps it.
+    plan_attentions : tuple of MultiHeadAttention
+        The plan's attention layers: while any of them is switched to hard attention
+        (:func:`attnkit.nn.attention.set_hard_attention`, which the plan does not run), steps go op by op.
     """
 
-    def __init__(self, layers, output_weight=None, plan=None):
-        self.output_weight, self.plan = output_weight, plan
+    def __init__(self, layers, output_weight=None, plan=None, plan_attentions=()):
+        self.output_weight, self.plan, self.plan_attentions = output_weight, plan, tuple(plan_attentions)
         self.layers = list(layers)
         if not self.layers:
             raise ValueError("layers must hold one cache per decoder layer, got none")
@@ -239,4 +242,4 @@ class DecoderCache:
         """A new cache whose row i is row ``indices[i]`` of this one."""
         return DecoderCache((entry.reorder(indices) if isinstance(entry, SelfAttentionCache)
                              else tuple(cache.reorder(indices) for cache in entry) for entry in self.layers),
-                            self.output_weight, self.plan)
+                            self.output_weight, self.plan, self.plan_attentions)

@@ -92,8 +92,10 @@ class CausalDecoder(DecodingStack):
             ``cache.length`` is the position of the next input (the ``offset`` of positional encodings).
         """
         batch_size = check_int(batch_size, "batch_size", minimum=1)
-        return DecoderCache((layer.start(batch_size, capacity=capacity) for layer in self.layers),
-                            plan=self.decoding_plan())
+        plan = self.decoding_plan()
+        return DecoderCache((layer.start(batch_size, capacity=capacity) for layer in self.layers), plan=plan,
+                            plan_attentions=[] if plan is None else [layer.self_attention.sublayer
+                                                                     for layer in self.layers])
 
     def decoding_plan(self):
         """The stack as an :class:`attnkit.ops.DecodingPlan` (one-position steps in C++, no per-op Python), or

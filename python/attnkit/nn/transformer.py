@@ -160,7 +160,7 @@ class DecodingStack(Stack):
         """
         plan = cache.plan
         if (plan is not None and isinstance(x, np.ndarray) and x.dtype == np.float32
-                and x.shape == (cache.batch_size, 1, plan.d_model)):
+                and x.shape == (cache.batch_size, 1, plan.d_model) and not any(a.hard for a in cache.plan_attentions)):
             return self._plan_step(plan, x, cache), cache
         for layer, layer_cache in zip(self.layers, cache.layers):
             x, _ = layer.step(x, layer_cache)
