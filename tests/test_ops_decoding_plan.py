@@ -136,3 +136,28 @@ def test_errors():
         plan.step(x, 0, keys * 2, values)
     with pytest.raises(ValueError, match="x must be float32"):
         plan.step(x.astype(np.float64), 0, keys, values)
+
+
+def test_threads_stepping_one_plan_get_their_own_results():
+    """One plan shared by several caches (beam search's reorder keeps it), stepped from several threads at once:
+    each call reads its own buffers, and the plan's workspace serves one step at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(2)
+    layers = [_layer(rng, norm="rms", activation="swiglu", bias=False, kind=None) for _ in range(2)]
+    final = (np.ones(D, np.float32), None)
+    plan = ops.DecodingPlan(layers, final, n_heads=HEADS, n_kv_heads=KV_HEADS, norm="rms", eps=1e-6,
+                            activation="swiglu", rotary_base=1e4)
+    inputs = [rng.standard_normal((6, 1 + i % 3, D)).astype(np.float32) for i in range(8)]
+
+    def run(x):
+        keys = [np.zeros((x.shape[1], KV_HEADS, 8, DH), np.float32) for _ in layers]
+        values = [np.zeros_like(k) for k in keys]
+        return [plan.step(x[t], t, keys, values) for t in range(x.shape[0])]
+
+    alone = [run(x) for x in inputs]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(run, inputs))
+    for a, b in zip(alone, together):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)

@@ -72,7 +72,7 @@ class PyDecodingPlan {
     require(std::int64_t(keys.size()) == n_layers && std::int64_t(values.size()) == n_layers,
             "keys and values must hold one buffer per layer");
     require(position >= 0, "position must be >= 0");
-    caches_.resize(std::size_t(n_layers));
+    std::vector<PlanCache> caches(static_cast<std::size_t>(n_layers));  // per call: two threads may step one plan
     for (std::int64_t l = 0; l < n_layers; ++l) {
       auto k = exactly<CArray<float>>(keys[py::size_t(l)], "keys");
       auto v = exactly<CArray<float>>(values[py::size_t(l)], "values");
@@ -82,14 +82,14 @@ class PyDecodingPlan {
         require(a->writeable(), "keys and values must be writeable");
       }
       require(k.shape(2) == v.shape(2) && position < k.shape(2), "keys and values must have room at position");
-      caches_[std::size_t(l)] = {k.mutable_data(), v.mutable_data(), k.shape(2)};
+      caches[std::size_t(l)] = {k.mutable_data(), v.mutable_data(), k.shape(2)};
     }
     py::array_t<float> out({batch, s.d_model});
     float* o = out.mutable_data();
     const float* xs = x.data();
     {
       py::gil_scoped_release release;
-      plan_->step(xs, o, batch, position, caches_.data());
+      plan_->step(xs, o, batch, position, caches.data());
     }
     return out;
   }
@@ -143,7 +143,6 @@ class PyDecodingPlan {
   PlanShape shape_;
   std::unique_ptr<DecodingPlan> plan_;
   py::list keep_;  // every array the plan points into
-  std::vector<PlanCache> caches_;
 };
 
 }  // namespace
