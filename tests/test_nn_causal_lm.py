@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnkit import nn
+from attnkit import nn, ops
 from attnkit.nn import causal_lm
+from attnkit.nn.attention import hard_attention, set_hard_attention
 from attnkit.testing import check_grad
 
 ATTENTIONS = [("softmax", None), ("softmax", 2), ("linear", None), ("performer", None)]  # (attention, window)
@@ -346,3 +347,107 @@ def test_llama_options_gradients_and_decoding(seed, tie_weights, n):
     state = model.start(2, capacity=1)
     steps = [model.prefill(ids[:, :1], state)] + [model.step(ids[:, t], state) for t in range(1, n)]
     np.testing.assert_allclose(np.stack(steps, axis=1), logits, rtol=1e-11, atol=1e-12)
+
+
+# -- one-token steps through the C++ decoding plan ---------------------------------------------------------------
+# float32 models whose blocks the plan runs: GPT-2-style (learned, sinusoidal or no positions, LayerNorm or RMSNorm,
+# every activation, biases) and Llama-style (rotary, grouped-query, SwiGLU, no biases), float32 or block-quantised.
+LLAMA_32 = dict(positional="rotary", n_kv_heads=2, activation="swiglu", norm="rms", bias=False, d_ff=64,
+                rotary_base=1e4)
+PLAN_MODELS = {"gpt": ({}, None), "gpt-sinusoidal-rms-relu": (dict(positional="sinusoidal", norm="rms",
+                                                                   activation="relu"), None),
+               "gpt-no-positions-gelu-untied": (dict(positional=None, activation="gelu", tie_weights=False), None),
+               "llama": (LLAMA_32, None), "llama-q4_1": (LLAMA_32, "q4_1"), "llama-q8_0": (LLAMA_32, "q8_0")}
+
+
+def _plan_model(name):
+    options, kind = PLAN_MODELS[name]
+    model = nn.CausalLM(VOCAB, np.random.default_rng(3), **{"d_model": 64, "n_heads": 4, "n_layers": 2,
+                                                            "max_len": 40} | options)
+    if kind is not None:  # every block's products on GGML blocks (dims are multiples of 32)
+        for layer in model.decoder.layers:
+            for module in (layer.self_attention.sublayer, layer.feed_forward.sublayer.linear1,
+                           layer.feed_forward.sublayer.linear2):
+                for name, value in module.params.items():
+                    if value.ndim == 2:
+                        module.params[name] = ops.quantize_blocks(value, kind)
+    return model
+
+
+def _counted(cache):
+    """The cache, with its plan's steps counted in ``cache.plan.calls``."""
+    plan, step = cache.plan, cache.plan.step
+    plan.calls = 0
+
+    def counting(*args):
+        plan.calls += 1
+        return step(*args)
+
+    plan.step = counting
+    return cache
+
+
+@pytest.mark.parametrize("name", list(PLAN_MODELS))
+@pytest.mark.parametrize("batch", [1, 3])
+def test_plan_steps_equal_the_op_by_op_steps_and_the_forward(name, batch):
+    model = _plan_model(name)
+    rng = np.random.default_rng(4)
+    ids = rng.integers(0, VOCAB, size=(batch, 24))
+    full = model.forward(ids)[0]
+    planned = _counted(model.start(batch, capacity=2))  # a prompt of 5, then regrowth to 10 and 20 while stepping
+    python = model.start(batch, capacity=2)
+    python.plan = None
+    for cache in (planned, python):
+        np.testing.assert_allclose(model.prefill(ids[:, :5], cache), full[:, 4], rtol=1e-5, atol=1e-5)
+    for t in range(5, 14):
+        got, want = model.step(ids[:, t], planned), model.step(ids[:, t], python)
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(got, full[:, t], rtol=1e-5, atol=1e-5)
+    assert planned.plan.calls == 9 and planned.length == python.length == 14
+    # beam search: rows repeated, dropped, reordered (the batch grows from 1 to 2), then the steps continue
+    indices = np.array([0, 0]) if batch == 1 else np.array([2, 0, 0, 1])
+    planned, python = model.reorder(planned, indices), model.reorder(python, indices)
+    assert python.plan is None
+    rows = ids[indices]
+    for t in range(14, 24):
+        got, want = model.step(rows[:, t], planned), model.step(rows[:, t], python)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got, model.forward(rows)[0][:, -1], rtol=1e-5, atol=1e-5)
+    assert planned.plan.calls == 19
+
+
+@pytest.mark.parametrize("options", [dict(window=2), dict(positional="relative"), dict(attention="linear"),
+                                     dict(attention="performer"), "float64", "hard"], ids=str)
+def test_plan_falls_back_to_the_op_by_op_steps(options):
+    model = nn.CausalLM(VOCAB, np.random.default_rng(5), d_model=8, n_heads=2, n_layers=2, max_len=12,
+                        **(options if isinstance(options, dict) else {}))
+    if options == "float64":
+        model.astype(np.float64)
+    if options == "hard":
+        set_hard_attention(model, True)
+    ids = np.random.default_rng(6).integers(0, VOCAB, size=(2, 6))
+    cache = model.start(2, capacity=2)
+    assert cache.plan is None
+    steps = [model.step(ids[:, t], cache) for t in range(6)]
+    if options != "hard":
+        np.testing.assert_allclose(np.stack(steps, axis=1), model.forward(ids)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_hard_attention_switched_on_after_start_steps_op_by_op():
+    model = _plan_model("gpt")
+    ids = np.random.default_rng(7).integers(0, VOCAB, size=(2, 8))
+    planned, python = _counted(model.start(2)), model.start(2)
+    python.plan = None
+    for t in range(3):
+        np.testing.assert_allclose(model.step(ids[:, t], planned), model.step(ids[:, t], python), rtol=1e-5, atol=1e-5)
+    with hard_attention(model):
+        for t in range(3, 8):
+            np.testing.assert_allclose(model.step(ids[:, t], planned), model.step(ids[:, t], python), rtol=1e-5,
+                                       atol=1e-5)
+    assert planned.plan.calls == 3
+
+
+def test_a_post_ln_decoder_has_no_plan():
+    decoder = nn.CausalDecoder(2, 8, 2, 16, np.random.default_rng(0), norm_first=False)
+    assert decoder.decoding_plan() is None and decoder.start(1).plan is None

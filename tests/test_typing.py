@@ -22,9 +22,9 @@ def test_the_package_is_marked_typed_and_ships_the_stub():
     assert package.joinpath("_core.pyi").is_file()
 
 
-def test_the_stub_declares_exactly_the_compiled_functions():
+def test_the_stub_declares_exactly_the_compiled_functions_and_classes():
     stub = ast.parse(importlib.resources.files("attnkit").joinpath("_core.pyi").read_text())
-    declared = {node.name for node in stub.body if isinstance(node, ast.FunctionDef)}
+    declared = {node.name for node in stub.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
     compiled = {name for name in dir(_core) if not name.startswith("_") and callable(getattr(_core, name))}
     assert declared == compiled, "regenerate python/attnkit/_core.pyi with pybind11-stubgen attnkit._core"
 

@@ -78,11 +78,23 @@ class SelfAttentionCache:
             for t in range(k.shape[2]):  # ring slots wrap: one position at a time
                 self.append(k[:, :, t : t + 1], v[:, :, t : t + 1])
             return
-        keys, values, n = self._keys, self._values, k.shape[2]
+        n = k.shape[2]
+        keys, values = self.reserve(n, k.shape[:2] + k.shape[3:], v.shape[3:], k.dtype)
+        slot = self.length if self.window is None else self.length % (self.window + 1)
+        keys[:, :, slot : slot + n] = k
+        values[:, :, slot : slot + n] = v
+        self.length += n
+
+    def reserve(self, n, key_shape, value_width, dtype):
+        """The key and value buffers, (B, H, capacity, d_head) each, with room for ``n`` more positions: made
+        (``key_shape`` (B, H, d_head), ``value_width`` (d_head,), ``dtype``) or grown by doubling when needed.
+        :meth:`append` writes through it; a decoding plan (:class:`attnkit.ops.DecodingPlan`) writes the
+        buffers itself, then counts the position with :meth:`advance`."""
+        keys, values = self._keys, self._values
         limit = None if self.window is None else self.window + 1
         if keys is None or values is None:
-            shape = k.shape[:2] + (max(self.capacity, n),)
-            keys, values = np.empty(shape + k.shape[3:], k.dtype), np.empty(shape + v.shape[3:], v.dtype)
+            shape = tuple(key_shape[:2]) + (max(self.capacity, n),)
+            keys, values = np.empty(shape + tuple(key_shape[2:]), dtype), np.empty(shape + tuple(value_width), dtype)
         elif self.length + n > keys.shape[2] and keys.shape[2] != limit:
             size = keys.shape[2]
             while size < self.length + n:
@@ -90,11 +102,8 @@ class SelfAttentionCache:
             size = size if limit is None else min(size, limit)
             keys, values = (np.concatenate([a, np.empty(a.shape[:2] + (size - a.shape[2],) + a.shape[3:], a.dtype)],
                                            axis=2) for a in (keys, values))
-        slot = self.length if limit is None else self.length % limit
-        keys[:, :, slot : slot + n] = k
-        values[:, :, slot : slot + n] = v
         self._keys, self._values = keys, values
-        self.length += n
+        return keys, values
 
     def keys_values(self):
         """Views (no copies) of the keys and values kept, each (B, H, kept, d_head): every position so far, in
@@ -117,7 +126,7 @@ class SelfAttentionCache:
         return order
 
     def advance(self):
-        """Count one more position (linear attention, whose state the layer updates itself)."""
+        """Count one more position (linear attention, or a decoding plan, which update the state themselves)."""
         self.length += 1
 
     def reorder(self, indices):
@@ -187,6 +196,8 @@ class DecoderCache:
     layers : iterable
         One entry per layer: a ``(SelfAttentionCache, CrossAttentionCache)`` pair (encoder-decoder) or a
         :class:`SelfAttentionCache` alone (decoder-only), at least one.
+    output_weight, plan, plan_attentions : optional
+        The attributes of those names.
 
     Attributes
     ----------
@@ -198,10 +209,16 @@ class DecoderCache:
         A tied language model's output weights, its token table transposed into rows (d_model, vocab_size):
         :meth:`attnkit.nn.CausalLM.start` takes this snapshot, since a one-row product reads a row-major matrix
         4x faster than the table's transpose; None otherwise. Kept by :meth:`reorder`.
+    plan : DecodingPlan or None
+        The decoder's one-position steps in C++ (:meth:`attnkit.nn.CausalDecoder.start` builds it when every
+        block is one it runs); the layers' buffers stay the state, so :meth:`reorder` keeps it.
+    plan_attentions : tuple of MultiHeadAttention
+        The plan's attention layers: while any of them is switched to hard attention
+        (:func:`attnkit.nn.attention.set_hard_attention`, which the plan does not run), steps go op by op.
     """
 
-    def __init__(self, layers, output_weight=None):
-        self.output_weight = output_weight
+    def __init__(self, layers, output_weight=None, plan=None, plan_attentions=()):
+        self.output_weight, self.plan, self.plan_attentions = output_weight, plan, tuple(plan_attentions)
         self.layers = list(layers)
         if not self.layers:
             raise ValueError("layers must hold one cache per decoder layer, got none")
@@ -225,4 +242,4 @@ class DecoderCache:
         """A new cache whose row i is row ``indices[i]`` of this one."""
         return DecoderCache((entry.reorder(indices) if isinstance(entry, SelfAttentionCache)
                              else tuple(cache.reorder(indices) for cache in entry) for entry in self.layers),
-                            self.output_weight)
+                            self.output_weight, self.plan, self.plan_attentions)

@@ -6,6 +6,9 @@ whose layers hold only a self-attention cache. Options are the fields of :class:
 as for the encoder-decoder stacks (:mod:`attnkit.nn.transformer`).
 """
 
+import numpy as np
+
+from attnkit import ops
 from attnkit._validation import check_int
 from attnkit.nn.block import BlockConfig, TransformerBlock
 from attnkit.nn.cache import DecoderCache
@@ -89,4 +92,44 @@ class CausalDecoder(DecodingStack):
             ``cache.length`` is the position of the next input (the ``offset`` of positional encodings).
         """
         batch_size = check_int(batch_size, "batch_size", minimum=1)
-        return DecoderCache(layer.start(batch_size, capacity=capacity) for layer in self.layers)
+        plan = self.decoding_plan()
+        return DecoderCache((layer.start(batch_size, capacity=capacity) for layer in self.layers), plan=plan,
+                            plan_attentions=[] if plan is None else [layer.self_attention.sublayer
+                                                                     for layer in self.layers])
+
+    def decoding_plan(self):
+        """The stack as an :class:`attnkit.ops.DecodingPlan` (one-position steps in C++, no per-op Python), or
+        None when a block needs the op-by-op path: post-LN, attention other than softmax, relative positions,
+        a window, hard attention, or parameters that are not float32 (nor block-quantised).
+
+        :meth:`start` builds it once per generation; it reads the parameters in place (train no further while
+        decoding)."""
+        config = self.config
+        if (not config.norm_first or config.attention != "softmax" or config.relative_positions is not None
+                or config.window is not None or self.norm is None):
+            return None
+        layers, eps = [], {self.norm.eps}
+        for layer in self.layers:
+            attention, ff = layer.self_attention.sublayer, layer.feed_forward.sublayer
+            if layer.cross_attention is not None or attention.hard or attention.position_bias is not None:
+                return None
+            norm1, norm2 = layer.self_attention.norm, layer.feed_forward.norm
+            eps.update((norm1.eps, norm2.eps))
+            p = attention.params
+            layers.append(ops.DecodingPlanLayer(
+                _norm_params(norm1), _norm_params(norm2), p["wq"], p.get("bq"), p["wk"], p.get("bk"), p["wv"],
+                p.get("bv"), p["wo"], p.get("bo"), ff.linear1.params["weight"], ff.linear1.params.get("bias"),
+                ff.linear2.params["weight"], ff.linear2.params.get("bias")))
+        arrays = [a for layer in layers for a in (*layer.norm1, *layer.norm2, *layer[2:])] + [*_norm_params(self.norm)]
+        if len(eps) != 1 or not all(a is None or isinstance(a, ops.BlockQuantizedMatrix)
+                                    or (isinstance(a, np.ndarray) and a.dtype == np.float32) for a in arrays):
+            return None
+        attention = self.layers[0].self_attention.sublayer
+        return ops.DecodingPlan(layers, _norm_params(self.norm), n_heads=attention.n_heads,
+                                n_kv_heads=attention.n_kv_heads, norm=config.norm, eps=eps.pop(),
+                                activation=config.activation, rotary_base=attention.rotary_base)
+
+
+def _norm_params(norm):
+    """(gamma, beta) of a LayerNorm, (gamma, None) of an RMSNorm."""
+    return norm.params["gamma"], norm.params.get("beta")

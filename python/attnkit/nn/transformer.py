@@ -158,9 +158,24 @@ class DecodingStack(Stack):
         Returns ``(out, cache)``: out (B, T, d_model) equals those rows of :meth:`forward` over
         the whole prefix (inference mode); the cache is updated in place and returned.
         """
+        plan = cache.plan
+        if (plan is not None and isinstance(x, np.ndarray) and x.dtype == np.float32
+                and x.shape == (cache.batch_size, 1, plan.d_model) and not any(a.hard for a in cache.plan_attentions)):
+            return self._plan_step(plan, x, cache), cache
         for layer, layer_cache in zip(self.layers, cache.layers):
             x, _ = layer.step(x, layer_cache)
         return self.final_norm(x), cache
+
+    @staticmethod
+    def _plan_step(plan, x, cache):
+        """One position through the cache's :class:`attnkit.ops.DecodingPlan`: the layers' key/value buffers
+        get room for it here (made or doubled as :meth:`SelfAttentionCache.append` would), the plan fills it."""
+        position, shape, width = cache.length, (x.shape[0], plan.n_kv_heads, plan.d_head), (plan.d_head,)
+        buffers = [c.reserve(1, shape, width, np.float32) for c in cache.layers]
+        out = plan.step(x.reshape(x.shape[0], -1), position, [k for k, _ in buffers], [v for _, v in buffers])
+        for c in cache.layers:
+            c.advance()
+        return out.reshape(x.shape)
 
     @staticmethod
     def reorder(cache, indices):

@@ -13,6 +13,7 @@ from attnkit.ops.attention import (
 )
 from attnkit.ops.block_quantized import BlockQuantizedMatrix, block_quantized_matmul, quantize_blocks
 from attnkit.ops.cross_entropy import cross_entropy
+from attnkit.ops.decoding_plan import DecodingPlan, DecodingPlanLayer
 from attnkit.ops.int8_linear import QuantizedLinearWeight, int8_linear, quantize_linear_weight
 from attnkit.ops.linear_attention import (
     LinearAttentionContext,
@@ -31,6 +32,8 @@ from attnkit.ops.softmax import log_softmax, log_softmax_backward, softmax, soft
 __all__ = [
     "AttentionContext",
     "BlockQuantizedMatrix",
+    "DecodingPlan",
+    "DecodingPlanLayer",
     "LinearAttentionContext",
     "LinearAttentionState",
     "QuantizedLinearWeight",

@@ -1,0 +1,81 @@
+// One decoding step of a stack of pre-LN transformer blocks, composed in C++ from the kernel table (no Python
+// between the ops). For x (B, d) at position p, each block computes
+//   n = Norm1(x);  q, k, v = n Wq + bq, n Wk + bk, n Wv + bv;  q, k turned by rotary positions at p (optional)
+//   K[:, :, p], V[:, :, p] = k, v;  a_h = softmax(q_h K_g^T / sqrt(dh)) V_g   (g: the key/value head of query head h)
+//   x = x + a Wo + bo;  x = x + Act(Norm2(x) W1 + b1) W2 + b2    (swiglu: W1 = [W_gate | W_up], silu(gate) up)
+// and the stack ends with the final norm: out = NormF(x). K, V: (B, Hkv, capacity, dh) per layer, the caller's
+// buffers (positions 0..p-1 already filled). Every product is the float GEMM or the block-quantised kernel.
+#pragma once
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "attnkit/block_quantized.h"
+
+namespace attnkit {
+
+// W (n_in, n_out) as x W: float32 row-major (`data`), or GGML blocks (`blocks`, n_out rows); bias optional.
+struct PlanWeight {
+  const float* data = nullptr;
+  const std::uint8_t* blocks = nullptr;
+  BlockKind kind = BlockKind::q8_0;
+  const float* bias = nullptr;
+  std::int64_t n_in = 0, n_out = 0;
+};
+
+// LayerNorm (gamma, beta) or RMSNorm (gamma; beta null), per the plan's `rms`.
+struct PlanNorm {
+  const float* gamma = nullptr;
+  const float* beta = nullptr;
+};
+
+enum class PlanActivation : int { gelu_tanh, gelu, relu, swiglu };
+
+struct PlanLayer {
+  PlanNorm norm1, norm2;
+  PlanWeight wq, wk, wv, wo, w1, w2;
+};
+
+struct PlanShape {
+  std::int64_t d_model = 0, n_heads = 0, n_kv_heads = 0, d_head = 0, d_ff = 0;
+  bool rms = false;
+  float eps = 1e-5f;
+  PlanActivation activation = PlanActivation::gelu_tanh;
+  double rotary_base = 0.0;  // 0: no rotary positions
+};
+
+// One layer's key/value buffers, each (batch, n_kv_heads, capacity, d_head) contiguous.
+struct PlanCache {
+  float* keys = nullptr;
+  float* values = nullptr;
+  std::int64_t capacity = 0;
+};
+
+class DecodingPlan {
+ public:
+  DecodingPlan(const PlanShape& shape, std::vector<PlanLayer> layers, const PlanNorm& final_norm);
+
+  // out (batch, d_model) = the stack's output for x (batch, d_model) at `position` (< every capacity);
+  // caches: one per layer. One step at a time per plan (a mutex): its workspace is shared.
+  void step(const float* x, float* out, std::int64_t batch, std::int64_t position, const PlanCache* caches);
+
+  const PlanShape& shape() const { return shape_; }
+  std::int64_t n_layers() const { return std::int64_t(layers_.size()); }
+
+ private:
+  void reserve(std::int64_t batch);
+
+  PlanShape shape_;
+  std::vector<PlanLayer> layers_;
+  PlanNorm final_norm_;
+  std::mutex mutex_;
+  std::int64_t batch_capacity_ = 0;
+  // Workspace, grown only when a larger batch arrives: residual stream, norm output, q, k, v, heads, the
+  // feed-forward hidden and gated rows, the rotary table, the attention kernel's per-item offsets.
+  std::vector<float> x_, n_, q_, k_, v_, heads_, hidden_, gated_;
+  std::vector<double> table_;
+  std::vector<float> sin_, cos_;
+  std::vector<std::int64_t> q_offset_, kv_offset_;
+};
+
+}  // namespace attnkit

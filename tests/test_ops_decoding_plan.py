@@ -1,0 +1,163 @@
+"""ops.decoding_plan: a plan's steps against a float64 NumPy step built from attnkit.reference (every ISA, 1 and
+2 kernel threads; float32 and block-quantised weights, LayerNorm/RMSNorm, every activation, rotary positions,
+grouped-query attention, biases or none), its key/value writes, and its argument errors."""
+
+import numpy as np
+import pytest
+
+from attnkit import ops, reference
+
+D, HEADS, KV_HEADS, FF = 64, 4, 2, 64
+DH = D // HEADS
+
+
+def _weight(rng, n_in, n_out, kind):
+    w = (rng.standard_normal((n_in, n_out)) / np.sqrt(n_in)).astype(np.float32)
+    return w if kind is None else ops.quantize_blocks(w, kind)
+
+
+def _layer(rng, *, norm, activation, bias, kind):
+    def vec(n, scale=0.1, offset=0.0):
+        return (offset + scale * rng.standard_normal(n)).astype(np.float32)
+
+    def b(n):
+        return vec(n) if bias else None
+
+    def norm_params():
+        return vec(D, offset=1.0), (vec(D) if norm == "layer" else None)
+
+    hidden = 2 * FF if activation == "swiglu" else FF
+    return ops.DecodingPlanLayer(norm_params(), norm_params(), _weight(rng, D, HEADS * DH, kind), b(HEADS * DH),
+                                 _weight(rng, D, KV_HEADS * DH, kind), b(KV_HEADS * DH),
+                                 _weight(rng, D, KV_HEADS * DH, kind), b(KV_HEADS * DH),
+                                 _weight(rng, HEADS * DH, D, kind), b(D), _weight(rng, D, hidden, kind), b(hidden),
+                                 _weight(rng, FF, D, kind), b(D))
+
+
+def _product(x, w, bias):
+    if isinstance(w, ops.BlockQuantizedMatrix):
+        return reference.block_quantized_matmul(x, w, bias=bias)
+    y = x @ w.astype(np.float64)
+    return y if bias is None else y + bias
+
+
+def _norm(x, params, eps):
+    gamma, beta = params
+    return reference.rms_norm(x, gamma, eps) if beta is None else reference.layer_norm(x, gamma, beta, eps)
+
+
+def _reference_step(layers, final, x, position, keys, values, *, eps, activation, rotary_base):
+    """The stack's output for x (B, D) at ``position`` in float64; keys and values (B, Hkv, >= position + 1, dh)
+    get the new position's entries."""
+    x = x.astype(np.float64)
+    batch = x.shape[0]
+    for layer, k_buf, v_buf in zip(layers, keys, values):
+        n = _norm(x, layer.norm1, eps)
+        q = _product(n, layer.wq, layer.bq).reshape(batch, HEADS, 1, DH)
+        k = _product(n, layer.wk, layer.bk).reshape(batch, KV_HEADS, 1, DH)
+        v = _product(n, layer.wv, layer.bv).reshape(batch, KV_HEADS, 1, DH)
+        if rotary_base is not None:
+            q = reference.rotary_positions(q, start=position, base=rotary_base)
+            k = reference.rotary_positions(k, start=position, base=rotary_base)
+        k_buf[:, :, position] = k[:, :, 0]
+        v_buf[:, :, position] = v[:, :, 0]
+        group = HEADS // KV_HEADS
+        keys_seen = np.repeat(k_buf[:, :, : position + 1].astype(np.float64), group, axis=1)
+        values_seen = np.repeat(v_buf[:, :, : position + 1].astype(np.float64), group, axis=1)
+        heads = reference.scaled_dot_product_attention(q, keys_seen, values_seen)
+        x = x + _product(heads.reshape(batch, HEADS * DH), layer.wo, layer.bo)
+        h = _product(_norm(x, layer.norm2, eps), layer.w1, layer.b1)
+        if activation == "swiglu":
+            gate, up = np.split(h, 2, axis=-1)
+            a = gate / (1.0 + np.exp(-gate)) * up
+        elif activation == "relu":
+            a = np.maximum(h, 0.0)
+        else:
+            a = reference.gelu(h, approximate="tanh" if activation == "gelu_tanh" else "none")
+        x = x + _product(a, layer.w2, layer.b2)
+    return _norm(x, final, eps)
+
+
+CASES = [("layer", "gelu_tanh", True, None, None), ("layer", "gelu", True, None, None),
+         ("rms", "relu", False, None, None), ("rms", "swiglu", False, None, 100.0),
+         ("rms", "swiglu", False, "q4_1", 1e5), ("layer", "gelu_tanh", True, "q8_0", 1e4)]
+
+
+@pytest.mark.parametrize(("norm", "activation", "bias", "kind", "rotary_base"), CASES)
+@pytest.mark.parametrize("batch", [1, 3])
+def test_steps_equal_the_reference(isa, kernel_threads, norm, activation, bias, kind, rotary_base, batch):
+    rng = np.random.default_rng(0)
+    layers = [_layer(rng, norm=norm, activation=activation, bias=bias, kind=kind) for _ in range(2)]
+    final = (np.ones(D, np.float32), np.zeros(D, np.float32) if norm == "layer" else None)
+    eps = 1e-5
+    plan = ops.DecodingPlan(layers, final, n_heads=HEADS, n_kv_heads=KV_HEADS, norm=norm, eps=eps,
+                            activation=activation, rotary_base=rotary_base)
+    assert (plan.d_model, plan.d_head, plan.d_ff, plan.n_layers) == (D, DH, FF, 2)
+    capacity = 8
+    keys = [np.zeros((batch, KV_HEADS, capacity, DH), np.float32) for _ in layers]
+    values = [np.zeros_like(k) for k in keys]
+    ref_keys, ref_values = [k.copy() for k in keys], [v.copy() for v in values]
+    for position in range(6):
+        x = rng.standard_normal((batch, D)).astype(np.float32)
+        out = plan.step(x, position, keys, values)
+        expected = _reference_step(layers, final, x, position, ref_keys, ref_values, eps=eps, activation=activation,
+                                   rotary_base=rotary_base)
+        assert out.dtype == np.float32 and out.shape == (batch, D)
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+        for got, want in zip(keys + values, ref_keys + ref_values):
+            np.testing.assert_allclose(got[:, :, : position + 1], want[:, :, : position + 1], rtol=1e-5, atol=1e-5)
+        for k in keys:  # nothing beyond the new position is written
+            assert not k[:, :, position + 1 :].any()
+
+
+def test_errors():
+    rng = np.random.default_rng(1)
+    layer = _layer(rng, norm="rms", activation="swiglu", bias=False, kind=None)
+    final = (np.ones(D, np.float32), None)
+    kw = dict(n_heads=HEADS, n_kv_heads=KV_HEADS, norm="rms", eps=1e-6, activation="swiglu")
+    with pytest.raises(ValueError, match="float32"):
+        ops.DecodingPlan([layer._replace(wq=layer.wq.astype(np.float64))], final, **kw)
+    with pytest.raises(ValueError, match="wk"):
+        ops.DecodingPlan([layer._replace(wk=layer.wk[:, :-2])], final, **kw)
+    with pytest.raises(ValueError, match="activation"):
+        ops.DecodingPlan([layer], final, **kw | dict(activation="tanh"))
+    with pytest.raises(ValueError, match="beta"):
+        ops.DecodingPlan([layer], (final[0], np.zeros(D, np.float32)), **kw)
+    with pytest.raises(ValueError, match="at least one"):
+        ops.DecodingPlan([], final, **kw)
+    plan = ops.DecodingPlan([layer], final, **kw)
+    x = np.zeros((2, D), np.float32)
+    keys, values = [np.zeros((2, KV_HEADS, 4, DH), np.float32)], [np.zeros((2, KV_HEADS, 4, DH), np.float32)]
+    with pytest.raises(ValueError, match="room at position"):
+        plan.step(x, 4, keys, values)
+    with pytest.raises(ValueError, match="keys and values must be"):
+        plan.step(x[:1], 0, keys, values)
+    with pytest.raises(ValueError, match="one buffer per layer"):
+        plan.step(x, 0, keys * 2, values)
+    with pytest.raises(ValueError, match="x must be float32"):
+        plan.step(x.astype(np.float64), 0, keys, values)
+
+
+def test_threads_stepping_one_plan_get_their_own_results():
+    """One plan shared by several caches (beam search's reorder keeps it), stepped from several threads at once:
+    each call reads its own buffers, and the plan's workspace serves one step at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(2)
+    layers = [_layer(rng, norm="rms", activation="swiglu", bias=False, kind=None) for _ in range(2)]
+    final = (np.ones(D, np.float32), None)
+    plan = ops.DecodingPlan(layers, final, n_heads=HEADS, n_kv_heads=KV_HEADS, norm="rms", eps=1e-6,
+                            activation="swiglu", rotary_base=1e4)
+    inputs = [rng.standard_normal((6, 1 + i % 3, D)).astype(np.float32) for i in range(8)]
+
+    def run(x):
+        keys = [np.zeros((x.shape[1], KV_HEADS, 8, DH), np.float32) for _ in layers]
+        values = [np.zeros_like(k) for k in keys]
+        return [plan.step(x[t], t, keys, values) for t in range(x.shape[0])]
+
+    alone = [run(x) for x in inputs]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(run, inputs))
+    for a, b in zip(alone, together):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
