@@ -23,8 +23,9 @@ import numpy as np  # noqa: E402
 import _harness as harness  # noqa: E402
 from attnkit import ops  # noqa: E402
 
-# (n_in, n_out, kind): attention q/o, k/v, FFN gate/up, FFN down, tied output embedding.
-SHAPES = [(576, 576, "q4_1"), (576, 192, "q4_1"), (576, 1536, "q4_1"), (1536, 576, "q4_1"), (576, 49152, "q8_0")]
+# (n_in, n_out, kind): attention q/o, k/v, FFN [gate | up] (one matrix, as the checkpoint loads it), FFN down,
+# tied output embedding.
+SHAPES = [(576, 576, "q4_1"), (576, 192, "q4_1"), (576, 3072, "q4_1"), (1536, 576, "q4_1"), (576, 49152, "q8_0")]
 QUICK_SHAPES = SHAPES[:2]
 # The prompt's product on the 49152-row table takes seconds per call in float32: left out of the m = 512 table.
 PROMPT_MAX_OUT = 4096

@@ -27,9 +27,12 @@ constexpr int W = V::W;
 // Rows of X at or below this take the matrix-vector path: its cost is a pass over the blocks per call
 // (memory-bound), the GEMM's is a dequantised panel per call plus packing, worth it only for many rows.
 constexpr std::int64_t kThinRows = 4;
-// Blocks read below this many bytes run on one thread: waking a passive OpenMP thread costs 40-200 us on
-// a VM (kernels.h), the time to stream ~0.5-2 MB.
-constexpr std::int64_t kMinParallelBytes = std::int64_t(1) << 20;
+// Blocks read below this many bytes run on one thread. A fork and join with a passively waiting OpenMP
+// thread costs 11-12 us on the 2-core Zen 3 VM when a core is free, 12-24 us (median; 130 us at the 90th
+// percentile) when other processes keep both busy; one thread reads blocks from DRAM at ~2.6 ns per q4_1
+// block (7.8 GB/s), so two threads win from ~200 KB (576 x 576 q4_1, 202 KiB: about even) and clearly
+// from 1536 x 576 (540 KiB, ~70 us on one thread).
+constexpr std::int64_t kMinParallelBytes = std::int64_t(256) << 10;
 // Rows dequantised per GEMM panel: one NC block of the packed GEMM (kernels/matmul.cpp).
 constexpr std::int64_t kPanelRows = 512;
 
@@ -54,89 +57,99 @@ inline void dequantize_block(const std::uint8_t* block, float* out) {
   }
 }
 
+inline void prefetch_bytes(const std::uint8_t* p) { __builtin_prefetch(p, 0, 3); }
+
 template <BlockKind K>
 void dequantize_row(const std::uint8_t* row, std::int64_t blocks, float* out) {
   for (std::int64_t b = 0; b < blocks; ++b) dequantize_block<K>(row + b * block_bytes(K), out + b * kBlockValues);
 }
 
-// sum_t q[t] x_i[t] over one block, for the M rows of X (x[i] points at the block's 32 values of row i),
-// in two chains per row (the first and the second half of the block) to halve their latency.
+// Output rows computed in one pass over the blocks, sharing each block's x values (loaded once, from L1):
+// q4_1, 4 for one row of X (decoding), 2 for two, 1 above (the x values of 3-4 rows fill the registers).
+// q8_0 reads 34 bytes a block (not 20) and its one big matrix (the 576 x 49152 output) streams from DRAM,
+// where 4 interleaved row streams measured 4.8 ms against 3.5-3.6 ms for one row at a time (both with
+// the prefetch; 4.2-4.5 ms for the previous kernel): one row.
 template <BlockKind K, int M>
-inline void block_dot(const std::uint8_t* block, const float* const (&x)[M], V (&s)[M]) {
-  V t[M];
+constexpr int kGroupRows = K == BlockKind::q8_0 ? 1 : M == 1 ? 4 : M == 2 ? 2 : 1;
+// Software prefetch of each row's blocks this many bytes ahead: a group reads kGroupRows interleaved
+// streams, which the hardware prefetcher follows poorly when the blocks come from DRAM.
+// 4 KB measured best of 1-16 KB (SmolLM2's 180 q4_1 matrices in turn, 1 thread: 8.45 ms against 9.7 ms
+// for the previous one-row kernel; without the prefetch, 4 rows at a time were slower than one).
+constexpr int kPrefetchBytes = 4096;
+
+// C[0:M, j + r] for r < R: per block b of row j + r, s = sum_t q[t] x_i[t] in two W-lane chains (the
+// block's first and second 16 values), then acc += d_b s (lanes); q4_1's min_part += m_b xsum_i[b], with
+// the 32-value sums of X's rows (xsum (M, blocks)) computed once per call. Every row runs the same
+// operations in the same order whatever R (and so whatever the thread count): only the x loads are shared.
+template <BlockKind K, int M, int R>
+inline void thin_group(const BlockQuantizedMatmulArgs& g, const float* xsum, std::int64_t j) {
+  constexpr std::int64_t bb = block_bytes(K);
+  constexpr int NV = kBlockValues / W, HALF = NV / 2;
+  const std::int64_t blocks = g.n_in / kBlockValues, row_bytes = blocks * bb;
+  const std::uint8_t* rows = g.blocks + j * row_bytes;
+  V acc[M][R];
+  float min_part[M][R];
 #pragma GCC unroll 4
-  for (int i = 0; i < M; ++i) s[i] = t[i] = V::zero();
-  if constexpr (K == BlockKind::q8_0) {
-    const auto* q = reinterpret_cast<const std::int8_t*>(block + 2);
-#pragma GCC unroll 8
-    for (int v = 0; v < kBlockValues / 2; v += W) {
-      const V q0 = load_s8(q + v), q1 = load_s8(q + kBlockValues / 2 + v);
+  for (int i = 0; i < M; ++i)
 #pragma GCC unroll 4
-      for (int i = 0; i < M; ++i) {
-        s[i] = V::fma(q0, V::load(x[i] + v), s[i]);
-        t[i] = V::fma(q1, V::load(x[i] + kBlockValues / 2 + v), t[i]);
+    for (int r = 0; r < R; ++r) acc[i][r] = V::zero(), min_part[i][r] = 0.0f;
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    V x[M][NV];
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i)
+#pragma GCC unroll 32
+      for (int v = 0; v < NV; ++v) x[i][v] = V::load(g.x + i * g.x_row_stride + b * kBlockValues + v * W);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      const std::uint8_t* block = rows + r * row_bytes + b * bb;
+      if constexpr (kPrefetchBytes > 0) prefetch_bytes(block + kPrefetchBytes);
+      V s[M], t[M];
+      float d, m = 0.0f;
+#pragma GCC unroll 16
+      for (int v = 0; v < HALF; ++v) {
+        V q0, q1;
+        if constexpr (K == BlockKind::q8_0) {
+          const auto* q = reinterpret_cast<const std::int8_t*>(block + 2);
+          q0 = load_s8(q + v * W), q1 = load_s8(q + kBlockValues / 2 + v * W);
+        } else {
+          load_u4(block + 4 + v * W, q0, q1);
+        }
+#pragma GCC unroll 4
+        for (int i = 0; i < M; ++i) {
+          s[i] = v == 0 ? q0 * x[i][v] : V::fma(q0, x[i][v], s[i]);
+          t[i] = v == 0 ? q1 * x[i][HALF + v] : V::fma(q1, x[i][HALF + v], t[i]);
+        }
       }
-    }
-  } else {
-#pragma GCC unroll 8
-    for (int v = 0; v < kBlockValues / 2; v += W) {
-      V lo, hi;
-      load_u4(block + 4 + v, lo, hi);
+      if constexpr (K == BlockKind::q8_0) {
+        d = half_to_float(block);
+      } else {
+        half_pair_to_float(block, d, m);
+      }
+      const V dv = V::set1(d);
 #pragma GCC unroll 4
       for (int i = 0; i < M; ++i) {
-        s[i] = V::fma(lo, V::load(x[i] + v), s[i]);
-        t[i] = V::fma(hi, V::load(x[i] + kBlockValues / 2 + v), t[i]);
+        acc[i][r] = V::fma(dv, s[i] + t[i], acc[i][r]);
+        if constexpr (K == BlockKind::q4_1) min_part[i][r] = fma_scalar(m, xsum[i * blocks + b], min_part[i][r]);
       }
     }
   }
 #pragma GCC unroll 4
-  for (int i = 0; i < M; ++i) s[i] = s[i] + t[i];
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      float y = acc[i][r].reduce_add() + min_part[i][r];
+      if (g.bias) y += g.bias[j + r];
+      g.c[i * g.c_row_stride + j + r] = y;
+    }
 }
 
-// acc += d_b sum_t q[t] x_i[t] over block b for the M rows of X; q4_1's min_part += m_b xsum_i[b].
-template <BlockKind K, int M>
-inline void block_step(const BlockQuantizedMatmulArgs& g, const std::uint8_t* block, std::int64_t b,
-                       const float* xsum, std::int64_t blocks, V (&acc)[M], float (&min_part)[M]) {
-  const float* x[M];
-#pragma GCC unroll 4
-  for (int i = 0; i < M; ++i) x[i] = g.x + i * g.x_row_stride + b * kBlockValues;
-  V s[M];
-  block_dot<K, M>(block, x, s);
-  const V d = V::set1(half_to_float(block));
-#pragma GCC unroll 4
-  for (int i = 0; i < M; ++i) acc[i] = V::fma(d, s[i], acc[i]);
-  if constexpr (K == BlockKind::q4_1) {
-    const float m = half_to_float(block + 2);
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) min_part[i] = fma_scalar(m, xsum[i * blocks + b], min_part[i]);
-  }
-}
-
-// C[0:M, j] for j in [j0, j1): two accumulators per row of X (even and odd blocks) hide the FMA latency.
-// xsum (M, blocks): the 32-value sums of X's rows (q4_1 only).
+// C[0:M, j] for j in [j0, j1), in groups of kGroupRows rows and single rows for the rest.
 template <BlockKind K, int M>
 void thin_rows(const BlockQuantizedMatmulArgs& g, const float* xsum, std::int64_t j0, std::int64_t j1) {
-  constexpr std::int64_t bb = block_bytes(K);
-  const std::int64_t blocks = g.n_in / kBlockValues, row_bytes = blocks * bb;
-  for (std::int64_t j = j0; j < j1; ++j) {
-    const std::uint8_t* row = g.blocks + j * row_bytes;
-    V even[M], odd[M];
-    float min_even[M], min_odd[M];
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) even[i] = odd[i] = V::zero(), min_even[i] = min_odd[i] = 0.0f;
-    std::int64_t b = 0;
-    for (; b + 1 < blocks; b += 2) {
-      block_step<K, M>(g, row + b * bb, b, xsum, blocks, even, min_even);
-      block_step<K, M>(g, row + (b + 1) * bb, b + 1, xsum, blocks, odd, min_odd);
-    }
-    if (b < blocks) block_step<K, M>(g, row + b * bb, b, xsum, blocks, even, min_even);
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) {
-      float y = (even[i] + odd[i]).reduce_add() + (min_even[i] + min_odd[i]);
-      if (g.bias) y += g.bias[j];
-      g.c[i * g.c_row_stride + j] = y;
-    }
-  }
+  constexpr int R = kGroupRows<K, M>;
+  std::int64_t j = j0;
+  for (; j + R <= j1; j += R) thin_group<K, M, R>(g, xsum, j);
+  for (; j < j1; ++j) thin_group<K, M, 1>(g, xsum, j);
 }
 
 template <BlockKind K, int M>
@@ -151,13 +164,16 @@ void thin(const BlockQuantizedMatmulArgs& g) {
         for (int v = 0; v < kBlockValues; v += W) s = s + V::load(x + v);
         xsum.get()[i * blocks + b] = s.reduce_add();
       }
-  const int threads = n * blocks * block_bytes(K) >= kMinParallelBytes ? kernel_threads() : 1;
-  // Chunks of 16 rows (a 4 KB page of q8_0 blocks at n_in = 576), dealt out statically.
-  constexpr std::int64_t chunk = 16;
-  const std::int64_t chunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (std::int64_t t = 0; t < chunks; ++t)
-    thin_rows<K, M>(g, xsum.get(), t * chunk, min_scalar(n, (t + 1) * chunk));
+  const int threads = n >= 32 && n * blocks * block_bytes(K) >= kMinParallelBytes ? kernel_threads() : 1;
+  if (threads == 1) return thin_rows<K, M>(g, xsum.get(), 0, n);
+  // Contiguous ranges of rows, one per thread, cut at multiples of 16 rows (a 4 KB page of q8_0 blocks at
+  // n_in = 576): one fork and join per call.
+#pragma omp parallel num_threads(threads)
+  {
+    const std::int64_t t = omp_get_thread_num(), count = omp_get_num_threads(), units = (n + 15) / 16;
+    const std::int64_t j0 = min_scalar(n, units * t / count * 16), j1 = min_scalar(n, units * (t + 1) / count * 16);
+    thin_rows<K, M>(g, xsum.get(), j0, j1);
+  }
 }
 
 template <BlockKind K>

@@ -701,5 +701,19 @@ inline float half_to_float(const std::uint8_t* p) {
 #endif
 }
 
+// The two IEEE halves at p and p + 2 (a Q4_1 block's d and m) as floats, exactly, in one conversion.
+inline void half_pair_to_float(const std::uint8_t* p, float& a, float& b) {
+#if defined(__F16C__)
+  std::int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128(v));
+  a = _mm_cvtss_f32(f);
+  b = _mm_cvtss_f32(_mm_movehdup_ps(f));
+#else
+  a = half_to_float(p);
+  b = half_to_float(p + 2);
+#endif
+}
+
 }  // namespace ATTNKIT_KERNEL_NS
 }  // namespace attnkit
