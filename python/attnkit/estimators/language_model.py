@@ -673,6 +673,7 @@ class CausalLanguageModel(TrainableEstimator):
         return out
 
     # -- chat -----------------------------------------------------------------------------------------------
+    @threaded
     def chat(self, messages: list[dict[str, str]], max_new_tokens: int = 256, **generation: Any) -> Any:
         """The model's reply to a conversation, written after the conversation as its chat template lays it out
         (a pretrained instruct model's, e.g. SmolLM2's ChatML).
