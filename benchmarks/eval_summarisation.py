@@ -19,7 +19,7 @@ from attnkit import CausalLanguageModel, Seq2SeqTransformer
 from attnkit.metrics import rouge_l
 
 SEED = 0
-ARTICLE_TOKENS = 400  # the article's first tokens (about 300 words: the references, extractive, draw mostly on the lead)
+ARTICLE_TOKENS = 400  # the article's first tokens, about 300 words (the extractive references draw on the lead)
 NEW_TOKENS = 90
 BEAMS = 4
 SAMPLES = 3
