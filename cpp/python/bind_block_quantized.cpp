@@ -31,8 +31,9 @@ BlockKind check_blocks(const CArray<std::uint8_t>& blocks, const std::string& ki
 }
 
 void block_quantized_matmul(CArray<std::uint8_t> blocks, const std::string& kind, std::int64_t n_in, CArray<float> x,
-                            const py::object& bias, CArray<float> out) {
+                            const py::object& bias, CArray<float> out, bool int8_x) {
   BlockQuantizedMatmulArgs g;
+  g.int8_x = int8_x;
   g.kind = check_blocks(blocks, kind, n_in);
   const std::int64_t n_out = blocks.shape(0);
   require(x.ndim() == 2 && x.shape(1) == n_in, "x must be (m, n_in)");
@@ -76,7 +77,8 @@ void block_quantized_rows(CArray<std::uint8_t> blocks, const std::string& kind, 
 void bind_block_quantized(py::module_& m) {
   m.def("block_quantized_matmul", &block_quantized_matmul, py::arg("blocks").noconvert(), py::arg("kind"),
         py::arg("n_in"), py::arg("x").noconvert(), py::arg("bias"), py::arg("out").noconvert(),
-        "out = x @ W (+ bias), W (n_in, n_out) stored as n_out rows of GGML blocks.");
+        py::arg("int8_x") = false,
+        "out = x @ W (+ bias), W (n_in, n_out) stored as n_out rows of GGML blocks; int8_x: x as int8 blocks.");
   m.def("block_quantized_rows", &block_quantized_rows, py::arg("blocks").noconvert(), py::arg("kind"),
         py::arg("n_in"), py::arg("ids").noconvert(), py::arg("out").noconvert(),
         "out[r] = the stored row ids[r] of the blocks, dequantised.");

@@ -110,14 +110,14 @@ class PyDecodingPlan {
     return a.data();
   }
 
-  // A float32 (n_in, n_out) array, or (blocks, kind, n_in) of a block-quantised matrix.
+  // A float32 (n_in, n_out) array, or (blocks, kind, n_in, int8_x) of a block-quantised matrix.
   PlanWeight weight(const py::handle& w, const py::handle& bias, std::int64_t n_in, std::int64_t n_out,
                     const char* name) {
     PlanWeight p;
     p.n_in = n_in, p.n_out = n_out;
     if (py::isinstance<py::tuple>(w)) {
       const auto t = w.cast<py::tuple>();
-      require(t.size() == 3, std::string(name) + ": blocks as (blocks, kind, n_in)");
+      require(t.size() == 4, std::string(name) + ": blocks as (blocks, kind, n_in, int8_x)");
       auto blocks = exactly<CArray<std::uint8_t>>(t[0], name);
       const auto kind = t[1].cast<std::string>();
       require(kind == "q8_0" || kind == "q4_1", std::string(name) + ": kind must be 'q4_1' or 'q8_0'");
@@ -129,6 +129,7 @@ class PyDecodingPlan {
               std::string(name) + ": blocks must be (n_out, n_in / 32 * block_bytes)");
       keep_.append(blocks);
       p.blocks = blocks.data();
+      p.int8_x = t[3].cast<bool>();
     } else {
       auto a = exactly<CArray<float>>(w, name);
       require(a.ndim() == 2 && a.shape(0) == n_in && a.shape(1) == n_out,

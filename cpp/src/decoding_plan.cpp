@@ -19,7 +19,7 @@ namespace {
 void product(const KernelTable& kt, const PlanWeight& w, const float* x, std::int64_t m, float* c) {
   if (w.blocks != nullptr) {
     BlockQuantizedMatmulArgs g;
-    g.blocks = w.blocks, g.kind = w.kind, g.x = x, g.bias = w.bias, g.c = c;
+    g.blocks = w.blocks, g.kind = w.kind, g.int8_x = w.int8_x, g.x = x, g.bias = w.bias, g.c = c;
     g.m = m, g.n_in = w.n_in, g.n_out = w.n_out, g.x_row_stride = w.n_in, g.c_row_stride = w.n_out;
     kt.block_quantized_matmul(g);
     return;

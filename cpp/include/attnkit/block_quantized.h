@@ -21,6 +21,8 @@ struct BlockQuantizedMatmulArgs {
   float* c = nullptr;                    // (m, n_out), element (i, j) at c[i * c_row_stride + j]
   std::int64_t m = 0, n_in = 0, n_out = 0;
   std::int64_t x_row_stride = 0, c_row_stride = 0;
+  // X read as llama.cpp reads it: each block of 32 values as int8 codes and a scale (kernels/block_quantized.cpp)
+  bool int8_x = false;
 };
 
 struct BlockQuantizedRowsArgs {

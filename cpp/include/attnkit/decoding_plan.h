@@ -19,6 +19,7 @@ struct PlanWeight {
   const float* data = nullptr;
   const std::uint8_t* blocks = nullptr;
   BlockKind kind = BlockKind::q8_0;
+  bool int8_x = false;  // x read as int8 blocks (BlockQuantizedMatmulArgs::int8_x)
   const float* bias = nullptr;
   std::int64_t n_in = 0, n_out = 0;
 };

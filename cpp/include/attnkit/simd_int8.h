@@ -133,6 +133,77 @@ struct DotExact {
 
 #endif
 
+// One GGML block (32 values) of weight codes against 32 int8 activation codes (kernels/block_quantized.cpp,
+// int8 activations): 8 int32 lanes, lane l the exact sum of w[t] x[t] for t in [4l, 4l + 4). The codes x are
+// in [-127, 127]; q4_1's w in [0, 15] (2 x 15 x 127 = 3810 per pmaddubsw pair), q8_0's in [-128, 127],
+// multiplied as |w| times x with w's sign (2 x 128 x 127 = 32512 < 32767): pmaddubsw never saturates. The
+// lanes (|lane| < 2^16, exact in float) are then accumulated as 8 float lanes, acc = fma(scale, lane, acc),
+// as llama.cpp does. A block is 32 bytes, one 256-bit vector: AVX-512 builds (which include AVX2) run the same
+// instructions, so both give the same bits; baseline computes the same lanes, rounding a * b + c twice.
+#if defined(__AVX2__)
+struct BlockDot {
+  using X = __m256i;    // 32 activation codes
+  using Wt = __m256i;   // 32 weight codes: q4_1's as u8, q8_0's as they are
+  using Acc = __m256i;  // the 8 int32 lanes
+  using Lanes = __m256;
+  static X load_x(const std::int8_t* x) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x)); }
+  static Wt u4(const std::uint8_t* nibbles) {
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(nibbles));
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(15));
+  }
+  static Wt s8(const std::int8_t* w) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)); }
+  static Acc dot_u4(Wt w, X x) { return _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), _mm256_set1_epi16(1)); }
+  static Acc dot_s8(Wt w, X x) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)), _mm256_set1_epi16(1));
+  }
+  static Lanes zero() { return _mm256_setzero_ps(); }
+  static Lanes add(Lanes a, float scale, Acc s) { return _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(s), a); }
+  static void store(Lanes a, float* out) { _mm256_storeu_ps(out, a); }
+};
+#else
+struct BlockDot {
+  struct X {
+    std::int8_t v[32];
+  };
+  using Wt = X;
+  struct Acc {
+    std::int32_t v[8];
+  };
+  struct Lanes {
+    float v[8];
+  };
+  static X load_x(const std::int8_t* x) {
+    X r;
+    std::memcpy(r.v, x, sizeof r.v);
+    return r;
+  }
+  static Wt u4(const std::uint8_t* nibbles) {
+    Wt w;
+    for (int t = 0; t < 16; ++t) w.v[t] = std::int8_t(nibbles[t] & 15), w.v[16 + t] = std::int8_t(nibbles[t] >> 4);
+    return w;
+  }
+  static Wt s8(const std::int8_t* w) { return load_x(w); }
+  static Acc dot_u4(const Wt& w, const X& x) { return dot_s8(w, x); }
+  static Acc dot_s8(const Wt& w, const X& x) {
+    Acc s;
+    for (int l = 0; l < 8; ++l) {
+      s.v[l] = 0;
+      for (int t = 4 * l; t < 4 * l + 4; ++t) s.v[l] += w.v[t] * x.v[t];
+    }
+    return s;
+  }
+  static Lanes zero() { return {}; }
+  static Lanes add(Lanes a, float scale, const Acc& s) {
+    for (int l = 0; l < 8; ++l) a.v[l] = fma_scalar(scale, float(s.v[l]), a.v[l]);
+    return a;
+  }
+  static void store(const Lanes& a, float* out) { std::memcpy(out, a.v, sizeof a.v); }
+};
+#endif
+
+// The 8 lanes' total, in the one order every ISA uses: ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
+inline float lanes_total(const float* l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
+
 // Stores the W lanes of q (integers in [0, 255], held as float) as bytes.
 inline void store_u8(Vec<float> q, std::uint8_t* p) {
 #if defined(__AVX512F__)

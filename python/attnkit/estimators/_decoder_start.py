@@ -7,7 +7,7 @@ from attnkit import ops
 from attnkit.pretrained.gguf_checkpoint import load_gguf_checkpoint
 from attnkit.text import TextCodec
 
-__all__ = ["codec_of", "dequantized", "kinds_of", "quantized", "read_decoder"]
+__all__ = ["codec_of", "dequantized", "kinds_of", "quantized", "read_decoder", "reading_inputs"]
 
 # Generation and scoring windows of a pretrained decoder when context_length="auto": a news article and its
 # summary fit, and a scoring window's logits (tokens x 49,152 for SmolLM2) stay near 200 MB.
@@ -53,3 +53,10 @@ def quantized(weights, kinds):
         value = np.asarray(weights[name], dtype=np.float32)
         out[name] = ops.quantize_blocks(value.T if name.endswith("embedding.tokens.weight") else value, kind)
     return out
+
+
+def reading_inputs(weights, activations):
+    """``weights`` with every block-quantised value read by products as ``activations`` says ("float32" or
+    "int8"; :meth:`attnkit.ops.BlockQuantizedMatrix.with_activations`: the same blocks, not a copy)."""
+    return {name: value.with_activations(activations) if isinstance(value, ops.BlockQuantizedMatrix) else value
+            for name, value in weights.items()}

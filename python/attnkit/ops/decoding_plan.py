@@ -46,7 +46,7 @@ class DecodingPlanLayer(NamedTuple):
 
 def _weight(w, name):
     if isinstance(w, BlockQuantizedMatrix):
-        return (w.blocks, w.kind, w.shape[0])
+        return (w.blocks, w.kind, w.shape[0], w.activations == "int8")
     return _float32(w, name)
 
 
