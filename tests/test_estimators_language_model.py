@@ -454,17 +454,17 @@ def test_quantized_true_reads_a_scratch_model_in_q8_0():
 
 def test_int8_activations_read_the_same_blocks_with_int8_inputs(tiny_gguf):
     text = ["the cat sat on the mat, and the dog sat on the rug."]
-    lm, exact = CausalLanguageModel(pretrained=tiny_gguf), CausalLanguageModel(pretrained=tiny_gguf,
-                                                                                 int8_activations=False)
+    lm, exact = CausalLanguageModel(pretrained=tiny_gguf, int8_activations=True), CausalLanguageModel(
+        pretrained=tiny_gguf)
     np.testing.assert_allclose(lm.perplexity(text), exact.perplexity(text), rtol=0.02)
     name = "decoder.layer0.self_attention.sublayer.wq"
     wq = lm._inference_network().decoder.layer0.self_attention.sublayer.params["wq"]
     assert wq.activations == "int8" and wq.blocks is lm._weights[name].blocks  # shared, not copied
     assert exact._inference_network().decoder.layer0.self_attention.sublayer.params["wq"].activations == "float32"
-    scratch = CausalLanguageModel(**{**TINY, "quantized": True}).fit(CORPUS)  # Q8_0 from scratch: int8 inputs too
+    scratch = CausalLanguageModel(**{**TINY, "quantized": True, "int8_activations": True}).fit(CORPUS)  # Q8_0 too
     assert scratch._inference_network().embedding.tokens.params["weight"].activations == "int8"
     with pytest.raises(InvalidParameterError, match="int8_activations"):
-        CausalLanguageModel(pretrained=tiny_gguf, int8_activations="yes").generate(["a"], 2)
+        CausalLanguageModel(pretrained=tiny_gguf, int8_activations="auto").generate(["a"], 2)
 
 
 def test_pretrained_errors(tiny_gguf, tmp_path):

@@ -117,9 +117,9 @@ def test_smollm2_matches_its_float_reference_on_held_out_text():
         return logp[np.arange(ids.size - 1), ids[1:]]
 
     assert np.abs(token_log_probs(logits) - token_log_probs(ref)).max() < 1e-3
-    # Read with int8 inputs (llama.cpp's arithmetic, CausalLanguageModel's default): each input rounded to 1/254
-    # of its block's largest value moves a token's log-probability by up to ~0.2 here and the mean by ~0.02 (on 20
-    # BBC articles the mean NLL moves by 0.004: benchmarks/results/pretrained_decoder.md).
+    # Read with int8 inputs (llama.cpp's arithmetic; CausalLanguageModel(int8_activations=True)): each input
+    # rounded to 1/254 of its block's largest value moves a token's log-probability by up to ~0.2 here and the
+    # mean by ~0.02 (on 20 BBC articles the mean NLL moves by 0.004: benchmarks/results/pretrained_decoder.md).
     int8 = {name: w.with_activations("int8") if isinstance(w, ops.BlockQuantizedMatrix) else w
             for name, w in checkpoint.weights.items()}
     with to_be_loaded():
