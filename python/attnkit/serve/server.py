@@ -1,0 +1,53 @@
+"""Running the application under uvicorn: the socket bound before the model is announced, and uvicorn's own
+handling of SIGINT and SIGTERM (stop accepting, finish every request in flight, then close the batcher)."""
+
+import signal
+import socket
+import sys
+from typing import Any
+
+from attnkit.serve.schemas import Limits
+
+__all__ = ["run"]
+
+
+def run(model: Any, *, host: str = "127.0.0.1", port: int = 8000, api_keys: list[bytes] | None = None,
+        max_batch_tokens: int = 16384, max_queue: int = 512, max_body_bytes: int = 2**21,
+        limits: Limits | None = None, log_level: str = "warning") -> None:
+    """Serve ``model`` (a :class:`~attnkit.serve.models.ServedModel`) until SIGINT or SIGTERM.
+
+    Prints ``attnkit serve: <kind> model <name> on http://HOST:PORT (<endpoints>)`` once it answers requests
+    (``port=0`` picks a free port, printed there).
+    """
+    import uvicorn
+
+    from attnkit.serve.app import create_app
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(2048)  # connections made as soon as the address is printed wait in the backlog
+    bound = sock.getsockname()[1]
+    where = f"[{host}]" if family == socket.AF_INET6 else host
+
+    def announce():
+        print(f"attnkit serve: {model.kind} model {model.name} on http://{where}:{bound} "
+              f"({', '.join(('/v1/models', '/health', '/metrics', *model.endpoints))}); "
+              f"{'API key required' if api_keys else 'no API key'}; Ctrl-C or SIGTERM stops it", flush=True)
+
+    app = create_app(model, api_keys=api_keys, max_batch_tokens=max_batch_tokens, max_queue=max_queue,
+                     max_body_bytes=max_body_bytes, limits=limits, on_ready=announce)
+    config = uvicorn.Config(app, log_level=log_level, lifespan="on", access_log=False, server_header=False)
+    # uvicorn stops gracefully on SIGINT / SIGTERM, then raises the signal again for the handler it found:
+    # this one, so that a requested stop ends the command normally (exit code 0, no KeyboardInterrupt).
+    received: list[str] = []
+    previous = {number: signal.signal(number, lambda n, frame: received.append(signal.Signals(n).name))
+                for number in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    print(f"attnkit serve: stopped{' on ' + received[0] if received else ''}", file=sys.stderr, flush=True)
