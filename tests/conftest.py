@@ -82,13 +82,17 @@ def serve_models(tmp_path_factory):
     return tiny_models(tmp_path_factory.mktemp("serve-models"))
 
 
-def _server(model, *options):
-    pytest.importorskip("uvicorn")
-    from serve_server import Server
+def _server(model, *options, stop=None):
+    import signal
+
+    from serve_server import Server, skip_without_serve_extra
+
+    skip_without_serve_extra()
 
     server = Server(model, *options)
     yield server
-    assert server.stop() == 0, server.stderr[-3000:]
+    assert server.stop(stop or signal.SIGTERM) == 0, server.stderr[-3000:]
+    assert "Traceback" not in server.stderr, server.stderr[-3000:]
 
 
 @pytest.fixture(scope="session")
@@ -97,10 +101,18 @@ def embedding_server(serve_models):
     yield from _server(serve_models["embedder"])
 
 
+SERVE_API_KEY = "s3cret-key"
+
+
 @pytest.fixture(scope="session")
-def classifier_server(serve_models):
-    """``attnkit serve`` of a saved TransformerClassifier."""
-    yield from _server(serve_models["classifier"])
+def classifier_server(serve_models, tmp_path_factory):
+    """``attnkit serve`` of a saved TransformerClassifier, behind the API key SERVE_API_KEY; stopped with SIGINT
+    (Ctrl-C), which must end it cleanly (exit code 0, no traceback)."""
+    import signal
+
+    keys = tmp_path_factory.mktemp("serve-keys") / "keys"
+    keys.write_text(f"# the tests' key\n{SERVE_API_KEY}\n")
+    yield from _server(serve_models["classifier"], "--api-key-file", str(keys), stop=signal.SIGINT)
 
 
 @pytest.fixture(scope="session")

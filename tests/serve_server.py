@@ -12,9 +12,18 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 READY = re.compile(r"attnkit serve: (\S+) model (\S+) on (http://\S+) ")
 START_TIMEOUT = 60  # seconds: importing, reading the model, binding (a loaded 2-core machine is slow)
+
+
+def skip_without_serve_extra():
+    """Skip the calling test (or module) when uvicorn or starlette is missing; neither is imported here."""
+    import importlib.util
+
+    if any(importlib.util.find_spec(name) is None for name in ("uvicorn", "starlette")):
+        pytest.skip("the serve extra is not installed (pip install 'attnkit[serve]')", allow_module_level=True)
 
 
 class Server:
@@ -59,13 +68,14 @@ class Server:
         return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                    if line.startswith(name) and line[len(name)] in " {")
 
-    def signal(self, number=signal.SIGTERM):
+    def send(self, number=signal.SIGTERM):
+        """Send the server a signal."""
         self.process.send_signal(number)
 
-    def stop(self, timeout=30):
-        """SIGTERM, then the exit code (its pipes closed)."""
+    def stop(self, number=signal.SIGTERM, timeout=30):
+        """A signal (SIGTERM), then the exit code (its pipes closed)."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self.process.send_signal(number)
         try:
             return self.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -92,9 +102,10 @@ def tiny_models(folder):
 
     folder = Path(folder)
     paths = {"embedder": write_tiny_bert(folder / "tiny-bert"), "gguf": folder / "tiny-llama.gguf",
-             "lm": folder / "tiny-llama.npz", "classifier": folder / "classifier.npz", "seq2seq": folder / "seq2seq.npz"}
+             "lm": folder / "tiny-llama.npz", "classifier": folder / "classifier.npz",
+             "seq2seq": folder / "seq2seq.npz"}
     write_tiny_llama_gguf(paths["gguf"])  # with a ChatML template
-    texts = ["Hello world, the cat sat on the mat and the dog sat on the log. " * 4] * 8
+    texts = ["Hello world, the cat sat on the mat and the dog sat on the log. " * 32]  # one text: no end in sight
     CausalLanguageModel(pretrained=str(paths["gguf"]), context_length=64, max_iter=60, batch_size=8,
                         learning_rate=1e-2, validation_fraction=None, early_stopping=False, eval_interval=60,
                         random_state=0).fit(texts).save(paths["lm"])

@@ -8,8 +8,10 @@ import json
 import numpy as np
 import pytest
 
-pytest.importorskip("uvicorn")
 httpx = pytest.importorskip("httpx")
+from serve_server import skip_without_serve_extra  # noqa: E402
+
+skip_without_serve_extra()
 
 from attnkit.serve.models import load_model  # noqa: E402
 
@@ -106,8 +108,10 @@ def test_malformed_json_is_a_400_without_a_traceback(embedding_server, content):
 
 # --------------------------------------------------------------------------------------------- classifier
 def test_classify_gives_labels_with_the_in_process_probabilities(classifier_server, local):
+    from conftest import SERVE_API_KEY
+
     expected = local["classifier"].classify(TEXTS)
-    with classifier_server.client() as client:
+    with classifier_server.client(headers={"Authorization": f"Bearer {SERVE_API_KEY}"}) as client:
         response = client.post("/v1/classify", json={"input": TEXTS})
         refused = client.post("/v1/classify", json={"input": {"text": "x"}})
     data = response.json()["data"]

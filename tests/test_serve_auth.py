@@ -21,24 +21,18 @@ def test_only_a_bearer_token_equal_to_a_key_passes():
         assert not authorized(header, keys), header
 
 
-def test_the_server_refuses_requests_without_the_key(serve_models, tmp_path):
-    pytest.importorskip("uvicorn")
+def test_the_server_refuses_requests_without_the_key(classifier_server):
     httpx = pytest.importorskip("httpx")
-    from serve_server import Server
+    from conftest import SERVE_API_KEY
 
-    (tmp_path / "keys").write_text("s3cret\n")
-    server = Server(serve_models["classifier"], "--api-key-file", str(tmp_path / "keys"))
-    try:
-        good = {"Authorization": "Bearer s3cret"}
-        assert httpx.get(f"{server.url}/health").status_code == 200
-        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic s3cret"}):
-            for method, path in (("GET", "/v1/models"), ("GET", "/metrics"), ("POST", "/v1/classify")):
-                response = httpx.request(method, f"{server.url}{path}", headers=headers, json={"input": "x"})
-                assert response.status_code == 401, (headers, path)
-                assert response.headers["www-authenticate"] == "Bearer"
-                assert response.json()["error"]["type"] == "authentication_error"
-        assert httpx.post(f"{server.url}/v1/classify", headers=good, json={"input": "x"}).status_code == 200
-        assert httpx.get(f"{server.url}/v1/models", headers=good).status_code == 200
-        assert "API key required" in server.banner
-    finally:
-        assert server.stop() == 0, server.stderr[-3000:]
+    url, good = classifier_server.url, {"Authorization": f"Bearer {SERVE_API_KEY}"}
+    assert httpx.get(f"{url}/health").status_code == 200
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {SERVE_API_KEY}"}):
+        for method, path in (("GET", "/v1/models"), ("GET", "/metrics"), ("POST", "/v1/classify")):
+            response = httpx.request(method, f"{url}{path}", headers=headers, json={"input": "x"})
+            assert response.status_code == 401, (headers, path)
+            assert response.headers["www-authenticate"] == "Bearer"
+            assert response.json()["error"]["type"] == "authentication_error"
+    assert httpx.post(f"{url}/v1/classify", headers=good, json={"input": "x"}).status_code == 200
+    assert httpx.get(f"{url}/v1/models", headers=good).status_code == 200
+    assert "API key required" in classifier_server.banner

@@ -47,19 +47,25 @@ def run(args):
         from attnkit.serve.auth import read_api_keys
         from attnkit.serve.models import load_model
         from attnkit.serve.schemas import Limits
+        from attnkit.serve.server import bind
         from attnkit.serve.server import run as serve
 
         keys = read_api_keys(args.api_key_file) if args.api_key_file else None
-        print(f"attnkit serve: loading {args.model}", file=sys.stderr, flush=True)
-        model = load_model(args.model, threads=args.threads)
-    except (ImportError, OSError, ValueError, TypeError) as error:
+    except (ImportError, OSError, ValueError) as error:
         print(f"attnkit serve: {error}", file=sys.stderr)
         return 2
     try:
-        serve(model, host=args.host, port=args.port, api_keys=keys, max_batch_tokens=args.max_batch_tokens,
-              max_queue=args.max_queue, max_body_bytes=args.max_body_bytes,
-              limits=Limits(max_inputs=args.max_inputs, max_tokens=args.max_tokens))
-    except OSError as error:  # the address is in use, or not ours to bind
+        sock = bind(args.host, args.port)
+    except OSError as error:  # the address is in use, or not this machine's
         print(f"attnkit serve: cannot listen on {args.host}:{args.port}: {error}", file=sys.stderr)
         return 2
+    try:
+        print(f"attnkit serve: loading {args.model}", file=sys.stderr, flush=True)
+        model = load_model(args.model, threads=args.threads)
+    except (OSError, ValueError, TypeError) as error:
+        sock.close()
+        print(f"attnkit serve: {error}", file=sys.stderr)
+        return 2
+    serve(model, sock, api_keys=keys, max_batch_tokens=args.max_batch_tokens, max_queue=args.max_queue,
+          max_body_bytes=args.max_body_bytes, limits=Limits(max_inputs=args.max_inputs, max_tokens=args.max_tokens))
     return 0

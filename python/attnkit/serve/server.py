@@ -8,28 +8,44 @@ from typing import Any
 
 from attnkit.serve.schemas import Limits
 
-__all__ = ["run"]
+__all__ = ["bind", "run"]
 
 
-def run(model: Any, *, host: str = "127.0.0.1", port: int = 8000, api_keys: list[bytes] | None = None,
-        max_batch_tokens: int = 16384, max_queue: int = 512, max_body_bytes: int = 2**21,
-        limits: Limits | None = None, log_level: str = "warning") -> None:
-    """Serve ``model`` (a :class:`~attnkit.serve.models.ServedModel`) until SIGINT or SIGTERM.
+def bind(host: str = "127.0.0.1", port: int = 8000) -> socket.socket:
+    """A listening socket on ``host:port`` (``port=0``: any free port). Bound before the model is read, so that a
+    busy address fails at once rather than after a long load.
 
-    Prints ``attnkit serve: <kind> model <name> on http://HOST:PORT (<endpoints>)`` once it answers requests
-    (``port=0`` picks a free port, printed there).
+    Raises
+    ------
+    OSError
+        If the address is in use or not this machine's.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(2048)  # connections made as soon as the address is printed wait in the backlog
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def run(model: Any, sock: socket.socket, *, api_keys: list[bytes] | None = None, max_batch_tokens: int = 16384,
+        max_queue: int = 512, max_body_bytes: int = 2**21, limits: Limits | None = None,
+        log_level: str = "warning") -> None:
+    """Serve ``model`` (a :class:`~attnkit.serve.models.ServedModel`) on ``sock`` (from :func:`bind`) until SIGINT
+    or SIGTERM, then close the socket.
+
+    Prints ``attnkit serve: <kind> model <name> on http://HOST:PORT (<endpoints>)...`` once it answers requests.
     """
     import uvicorn
 
     from attnkit.serve.app import create_app
 
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(2048)  # connections made as soon as the address is printed wait in the backlog
-    bound = sock.getsockname()[1]
-    where = f"[{host}]" if family == socket.AF_INET6 else host
+    host, bound = sock.getsockname()[:2]
+    where = f"[{host}]" if sock.family == socket.AF_INET6 else host
 
     def announce():
         print(f"attnkit serve: {model.kind} model {model.name} on http://{where}:{bound} "
