@@ -24,6 +24,8 @@ VALID = [
     ("/v1/completions", {"prompt": "Once", "max_tokens": 4, "temperature": 0}),
     ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}),
 ]
+ROUTES = {"embeddings": ("/v1/embeddings",), "classifier": ("/v1/classify",),
+          "language-model": ("/v1/completions", "/v1/chat/completions")}
 HOSTILE_VALUES = [None, True, -1, 2**70, 1e308, float("nan"), "", "x" * 10_000, [], {}, [[[]]], ["a"] * 300,
                   {"$ref": "#"}, "\u0000\ud800", [1, 2, 3]]
 
@@ -76,13 +78,17 @@ def main():
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    import httpx
+
     rng = random.Random(args.seed)
-    valid = [(route, json.dumps(body).encode()) for route, body in VALID]
-    items = [rng.choice(valid) for _ in range(args.requests - args.mutations)]
-    items += [mutate(rng, *rng.choice(VALID)) for _ in range(args.mutations)]
-    rng.shuffle(items)
     server = ServerProcess([sys.executable, "-m", "attnkit", "serve", args.model, "--port", "0"])
     try:
+        served = httpx.get(f"{server.url}/health").json()["kind"]
+        ours = [(route, body) for route, body in VALID if route in ROUTES[served]]  # valid for this model
+        valid = [(route, json.dumps(body).encode()) for route, body in ours]
+        items = [rng.choice(valid) for _ in range(args.requests - args.mutations)]
+        items += [mutate(rng, *rng.choice(VALID)) for _ in range(args.mutations)]
+        rng.shuffle(items)
         warm = len(items) // 10
         start = time.perf_counter()
         statuses = asyncio.run(soak(server.url, items[:warm], args.concurrency))
