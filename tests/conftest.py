@@ -69,3 +69,53 @@ def data_dir():
     if not path.is_dir():
         pytest.skip(f"test data directory {path} not found; set ATTNKIT_DATA to where it lives")
     return path
+
+
+# -- attnkit serve (tests/test_serve_*.py): one real server per small model, shared by the modules that use it.
+@pytest.fixture(scope="session")
+def serve_models(tmp_path_factory):
+    """Paths of the small models the serve tests serve (tests/serve_server.py's ``tiny_models``)."""
+    pytest.importorskip("tokenizers")
+    pytest.importorskip("gguf")
+    from serve_server import tiny_models
+
+    return tiny_models(tmp_path_factory.mktemp("serve-models"))
+
+
+def _server(model, *options, stop=None):
+    import signal
+
+    from serve_server import Server, skip_without_serve_extra
+
+    skip_without_serve_extra()
+
+    server = Server(model, *options)
+    yield server
+    assert server.stop(stop or signal.SIGTERM) == 0, server.stderr[-3000:]
+    assert "Traceback" not in server.stderr, server.stderr[-3000:]
+
+
+@pytest.fixture(scope="session")
+def embedding_server(serve_models):
+    """``attnkit serve`` of a tiny BERT checkpoint directory (a TransformerEmbedder)."""
+    yield from _server(serve_models["embedder"])
+
+
+SERVE_API_KEY = "s3cret-key"
+
+
+@pytest.fixture(scope="session")
+def classifier_server(serve_models, tmp_path_factory):
+    """``attnkit serve`` of a saved TransformerClassifier, behind the API key SERVE_API_KEY; stopped with SIGINT
+    (Ctrl-C), which must end it cleanly (exit code 0, no traceback)."""
+    import signal
+
+    keys = tmp_path_factory.mktemp("serve-keys") / "keys"
+    keys.write_text(f"# the tests' key\n{SERVE_API_KEY}\n")
+    yield from _server(serve_models["classifier"], "--api-key-file", str(keys), stop=signal.SIGINT)
+
+
+@pytest.fixture(scope="session")
+def lm_server(serve_models):
+    """``attnkit serve`` of a saved CausalLanguageModel (a tiny Llama, fine-tuned; with a chat template)."""
+    yield from _server(serve_models["lm"])

@@ -1,6 +1,6 @@
-"""The layering is a contract (pyproject.toml's [tool.importlinter]): cli > estimators > pretrained > nn > ops,
-and the oracle (attnkit.reference) and test helpers (attnkit.testing) never imported by the library. CI checks it
-here with import-linter's ``lint-imports``, as a developer does."""
+"""The layering is a contract (pyproject.toml's [tool.importlinter]): cli > serve > estimators > pretrained > nn >
+ops, and the oracle (attnkit.reference) and test helpers (attnkit.testing) never imported by the library. CI checks
+it here with import-linter's ``lint-imports``, as a developer does."""
 
 import os
 import shutil

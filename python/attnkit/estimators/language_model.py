@@ -706,6 +706,18 @@ class CausalLanguageModel(TrainableEstimator):
         >>> lm.chat(question, max_new_tokens=20)  # doctest: +SKIP
         'The capital of France is Paris.'
         """
+        return self.generate([self.chat_prompt(messages)], max_new_tokens, **generation)[0]
+
+    @threaded
+    def chat_prompt(self, messages: list[dict[str, str]]) -> str:
+        """The prompt :meth:`chat` continues: ``messages`` laid out by the model's chat template, ending where the
+        assistant's reply starts (``stream(lm.chat_prompt(messages))`` streams the reply ``chat`` returns).
+
+        Raises
+        ------
+        ValueError
+            If the model has no chat template (one trained from scratch).
+        """
         from attnkit.pretrained.gguf_tokenizer import chat_prompt
 
         self._ready()
@@ -713,8 +725,7 @@ class CausalLanguageModel(TrainableEstimator):
         if template is None:
             raise ValueError("this model has no chat template (a pretrained instruct model's GGUF file brings one); "
                              "use generate() with a prompt")
-        prompt = chat_prompt({"tokenizer.chat_template": template}, messages, add_generation_prompt=True)
-        return self.generate([prompt], max_new_tokens, **generation)[0]
+        return chat_prompt({"tokenizer.chat_template": template}, messages, add_generation_prompt=True)
 
     # -- fitted state -----------------------------------------------------------------------------------------
     def _ready(self):

