@@ -80,6 +80,18 @@ constexpr int kGroupRows = K == BlockKind::q8_0 ? 1 : M == 1 ? 4 : M == 2 ? 2 : 
 // for the previous one-row kernel; without the prefetch, 4 rows at a time were slower than one).
 constexpr int kPrefetchBytes = 4096;
 
+// body(j0, j1) over contiguous ranges of the n stored rows, one per thread, cut at multiples of 16 rows (a 4 KB
+// page of q8_0 blocks at n_in = 576): one fork and join per call.
+template <class F>
+void over_row_ranges(std::int64_t n, int threads, F&& body) {
+  if (threads == 1) return body(std::int64_t(0), n);
+#pragma omp parallel num_threads(threads)
+  {
+    const std::int64_t t = omp_get_thread_num(), count = omp_get_num_threads(), units = (n + 15) / 16;
+    body(min_scalar(n, units * t / count * 16), min_scalar(n, units * (t + 1) / count * 16));
+  }
+}
+
 // C[0:M, j + r] for r < R: per block b of row j + r, s = sum_t q[t] x_i[t] in two W-lane chains (the
 // block's first and second 16 values), then acc += d_b s (lanes); q4_1's min_part += m_b xsum_i[b], with
 // the 32-value sums of X's rows (xsum (M, blocks)) computed once per call. Every row runs the same
@@ -168,15 +180,7 @@ void thin(const BlockQuantizedMatmulArgs& g) {
         xsum.get()[i * blocks + b] = s.reduce_add();
       }
   const int threads = n >= 32 && n * blocks * block_bytes(K) >= kMinParallelBytes ? kernel_threads() : 1;
-  if (threads == 1) return thin_rows<K, M>(g, xsum.get(), 0, n);
-  // Contiguous ranges of rows, one per thread, cut at multiples of 16 rows (a 4 KB page of q8_0 blocks at
-  // n_in = 576): one fork and join per call.
-#pragma omp parallel num_threads(threads)
-  {
-    const std::int64_t t = omp_get_thread_num(), count = omp_get_num_threads(), units = (n + 15) / 16;
-    const std::int64_t j0 = min_scalar(n, units * t / count * 16), j1 = min_scalar(n, units * (t + 1) / count * 16);
-    thin_rows<K, M>(g, xsum.get(), j0, j1);
-  }
+  over_row_ranges(n, threads, [&](std::int64_t j0, std::int64_t j1) { thin_rows<K, M>(g, xsum.get(), j0, j1); });
 }
 
 template <BlockKind K>
@@ -339,15 +343,8 @@ void int8_x(const BlockQuantizedMatmulArgs& g) {
   const std::int64_t blocks = g.n_in / kBlockValues, n = g.n_out;
   const QuantizedX qx = quantize_x(g);
   const bool parallel = n >= 32 && g.m * n * blocks * block_bytes(K) >= kMinParallelBytes;
-  const int threads = parallel ? kernel_threads() : 1;
-  if (threads == 1) return int8_range<K>(g, qx, 0, n);
-  // As thin(): contiguous ranges of 16 stored rows, one fork and join per call.
-#pragma omp parallel num_threads(threads)
-  {
-    const std::int64_t t = omp_get_thread_num(), count = omp_get_num_threads(), units = (n + 15) / 16;
-    const std::int64_t j0 = min_scalar(n, units * t / count * 16), j1 = min_scalar(n, units * (t + 1) / count * 16);
-    int8_range<K>(g, qx, j0, j1);
-  }
+  over_row_ranges(n, parallel ? kernel_threads() : 1,
+                  [&](std::int64_t j0, std::int64_t j1) { int8_range<K>(g, qx, j0, j1); });
 }
 
 // Panels of up to kPanelRows stored rows, dequantised (in parallel) into scratch as B transposed, then the GEMM.
