@@ -500,9 +500,12 @@ def _default_outputs():
 
 def test_defaults_reproduce_the_recorded_outputs(isa):
     recorded = np.load(DEFAULTS_FIXTURE)
-    same_machine = str(recorded["blas"]) == _blas_architecture()
+    # An ISA the recording machine lacked (it had AVX2, not AVX-512) is held to the AVX2 outputs, up to
+    # rounding: the variants run the same algorithm at another vector width.
+    recorded_isa = isa if f"{isa}/encoder_decoder/logits" in recorded else "avx2"
+    same_machine = str(recorded["blas"]) == _blas_architecture() and recorded_isa == isa
     for name, value in _default_outputs().items():
-        want = recorded[f"{isa}/{name}"]
+        want = recorded[f"{recorded_isa}/{name}"]
         if same_machine:
             np.testing.assert_array_equal(value, want, err_msg=name)
         elif not name.endswith("sha256"):  # another BLAS (or CPU) may round differently

@@ -4,6 +4,7 @@
 #include "attnkit/attention.h"
 #include "attnkit/block_quantized.h"
 #include "attnkit/cross_entropy.h"
+#include "attnkit/dropout.h"
 #include "attnkit/gelu.h"
 #include "attnkit/int8_linear.h"
 #include "attnkit/isa.h"
@@ -52,6 +53,8 @@ template <class T>
 void gelu(const GeluArgs<T>& a);
 template <class T>
 void gelu_backward(const GeluArgs<T>& a);
+template <class T>
+void dropout(const DropoutArgs<T>& a);
 template <class T>
 void matmul(const MatmulArgs<T>& a);
 template <class T>

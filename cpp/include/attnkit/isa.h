@@ -7,6 +7,7 @@
 #include "attnkit/attention.h"
 #include "attnkit/block_quantized.h"
 #include "attnkit/cross_entropy.h"
+#include "attnkit/dropout.h"
 #include "attnkit/gelu.h"
 #include "attnkit/int8_linear.h"
 #include "attnkit/layer_norm.h"
@@ -41,6 +42,7 @@ struct TypedKernels {
   void (*adamw_update)(const AdamWArgs<T>&);
   void (*sum_of_squares)(const SumOfSquaresArgs<T>&);
   void (*argmax_attention)(const AttentionArgs<T>&);
+  void (*dropout)(const DropoutArgs<T>&);
 };
 
 struct KernelTable {

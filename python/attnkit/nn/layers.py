@@ -256,7 +256,8 @@ class Dropout(Module):
     Attributes
     ----------
     rng : numpy.random.Generator
-        The generator the masks are drawn from.
+        The generator of the masks' keys: one 64-bit key per training forward, from which
+        :func:`attnkit.ops.dropout` draws the mask (the same for float32 and float64 inputs).
     """
 
     def __init__(self, p, rng):
@@ -270,13 +271,13 @@ class Dropout(Module):
         x = np.asarray(x)
         if not training or self.p == 0.0:
             return x, None
-        # float32 uniforms whatever the dtype of x: a float64 copy of a model draws the same masks.
-        keep = self.rng.random(x.shape, dtype=np.float32) >= self.p
-        mask = np.multiply(keep, x.dtype.type(1.0 / (1.0 - self.p)), dtype=x.dtype)
-        return x * mask, mask
+        # The mask is a function of the key and each element's position (ops.dropout): the cache is the
+        # key alone, and the backward redraws the same mask. It does not depend on x's dtype.
+        key = int(self.rng.integers(2**64, dtype=np.uint64))
+        return ops.dropout(x, self.p, key), key
 
     def backward(self, grad, cache):
-        return grad if cache is None else grad * cache
+        return grad if cache is None else ops.dropout(grad, self.p, cache)
 
 
 def _relu(h, out=None):

@@ -14,6 +14,7 @@ from attnkit.ops.attention import (
 from attnkit.ops.block_quantized import BlockQuantizedMatrix, block_quantized_matmul, quantize_blocks
 from attnkit.ops.cross_entropy import cross_entropy
 from attnkit.ops.decoding_plan import DecodingPlan, DecodingPlanLayer
+from attnkit.ops.dropout import dropout
 from attnkit.ops.int8_linear import QuantizedLinearWeight, int8_linear, quantize_linear_weight
 from attnkit.ops.linear_attention import (
     LinearAttentionContext,
@@ -41,6 +42,7 @@ __all__ = [
     "argmax_attention",
     "block_quantized_matmul",
     "cross_entropy",
+    "dropout",
     "gelu",
     "gelu_backward",
     "int8_linear",
