@@ -15,7 +15,7 @@ The benchmark ``benchmarks/study_rff_error.py`` (``results/rff_error.md``) sweep
 size (N = 1024, up to 4096 features, more seeds); this example is its small, quick version.
 
 Reproduces: the course's question "how does the RFF approximation of softmax attention behave as D and
-D_random grow?" (benchmarks/results/rff_error.md); got: the Gaussian kernel's error falls with slope -0.49 in
+D_random grow?" (benchmarks/results/rff_error.md); got: the Gaussian kernel's error falls with slope -0.50 in
 D_random; at d = 8 and D_random = 256 the attention error is 0.086 (RFF) and 0.104 (FAVOR+), against 0.016
 for degree-3 polynomial features (585 of them) and 0.225 for uniform weights; at D_random = 256 the RFF error
 grows from 0.051 (d = 4) to 1.16 (d = 128), past uniform weights' 0.25 from d = 32 on.
