@@ -10,7 +10,7 @@ position one step: ``p(t + 1) = M p(t)`` for all t. That is why a linear layer c
 without knowing the absolute position.
 
 Reproduces: the course's sinusoidal position matrix and its block-rotation matrix M with p(t+1) = M p(t);
-got: largest |M p(t) - p(t+1)| over t = 0..126 of 6.3e-15 (d = 16); M orthogonal to 1.1e-16.
+got: M p(t) equals p(t+1) to 6.3e-15 for every t = 0..126 (d = 16); M is orthogonal to 1.1e-16.
 """
 
 # %%
