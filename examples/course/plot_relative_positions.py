@@ -87,12 +87,14 @@ print("head 0, query 5, weights:", np.round(weights[0, 0, 5], 3).tolist())
 
 # %%
 # Inside a transformer layer, ``relative_positions=k`` gives its self-attention such a table (learned with
-# the rest): ``(2k + 1) x heads`` parameters per layer.
+# the rest): ``(2k + 1) x heads`` parameters per layer, the only difference from the same layer without it.
 block = CausalDecoderLayer(32, heads, 64, np.random.default_rng(0), relative_positions=k)
-table = block.self_attention.sublayer.position_bias.params["weight"]
-print(f"CausalDecoderLayer(relative_positions={k}, n_heads={heads}): position table {table.shape}, "
-      f"{table.size} parameters")
-assert table.shape == (2 * k + 1, heads)
+plain = CausalDecoderLayer(32, heads, 64, np.random.default_rng(0))
+tables = {name: value.shape for name, value, _ in block.named_parameters() if "position_bias" in name}
+print(f"CausalDecoderLayer(relative_positions={k}, n_heads={heads}): {tables}; "
+      f"{block.n_parameters()} parameters against {plain.n_parameters()} without")
+assert list(tables.values()) == [(2 * k + 1, heads)]
+assert block.n_parameters() - plain.n_parameters() == (2 * k + 1) * heads
 
 # %%
 # The biases and the weights they give
