@@ -13,7 +13,7 @@ README's evaluation), attention over the words in order solves them. The n-gram 
 alone decides.
 
 Reproduces: the course's comparison of Performer and softmax attention on a task; got: test accuracy
-0.990 (softmax) and 0.997 (Performer) on 300 held-out sentences after 6 epochs on 1,200.
+0.984 (softmax) and 1.000 (Performer) on 250 held-out sentences after 5 epochs on 1,000.
 """
 
 # %%
@@ -29,8 +29,8 @@ import numpy as np
 from attnkit import TransformerClassifier
 from attnkit.datasets import make_negation_sentences
 
-texts, labels = make_negation_sentences(1500, random_state=0)
-train_texts, train_labels, test_texts, test_labels = texts[:1200], labels[:1200], texts[1200:], labels[1200:]
+texts, labels = make_negation_sentences(1250, random_state=0)
+train_texts, train_labels, test_texts, test_labels = texts[:1000], labels[:1000], texts[1000:], labels[1000:]
 for text, label in zip(texts[:4], labels[:4]):
     print(f"{label}  {text}")
 print(f"{len(train_texts)} training and {len(test_texts)} test sentences; {np.mean(labels):.2f} positive")
@@ -38,12 +38,12 @@ print(f"{len(train_texts)} training and {len(test_texts)} test sentences; {np.me
 # %%
 # Two fits, one difference
 # ------------------------
-# One seed each: that Performer's loss falls sooner here is one run, not a rule; that both reach about the
-# same accuracy is the point.
+# One seed each: the small differences between the two runs are within what another seed could change; that
+# both learn the task in the same few epochs is the point.
 results = {}
 for attention in ("softmax", "performer"):
-    clf = TransformerClassifier(d_model=32, n_heads=2, d_ff=64, dropout=0.0, learning_rate=3e-3, batch_size=16,
-                                max_iter=6, early_stopping=False, bag_ngrams=0, attention=attention, random_state=0)
+    clf = TransformerClassifier(d_model=32, n_heads=2, d_ff=64, dropout=0.0, learning_rate=5e-3, batch_size=16,
+                                max_iter=5, early_stopping=False, bag_ngrams=0, attention=attention, random_state=0)
     start = time.perf_counter()
     clf.fit(train_texts, train_labels)
     seconds = time.perf_counter() - start
@@ -71,6 +71,7 @@ print(f"the two models agree on {100 * agreement:.1f}% of the test sentences")
 fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True, width_ratios=[2, 1])
 for attention, result in results.items():
     ax0.plot(np.arange(1, len(result["loss"]) + 1), result["loss"], marker="o", label=f"{attention} attention")
+ax0.set_xticks(np.arange(1, len(results["softmax"]["loss"]) + 1))
 ax0.set_xlabel("epoch")
 ax0.set_ylabel("training loss (cross-entropy)")
 ax0.set_title("Transformer classifier on negation sentences")
@@ -79,6 +80,6 @@ names = list(results)
 bars = ax1.bar(names, [results[a]["accuracy"] for a in names], color=["tab:blue", "tab:orange"])
 ax1.bar_label(bars, fmt="%.3f")
 ax1.set_ylim(0.5, 1.05)
-ax1.set_ylabel("test accuracy (300 sentences)")
+ax1.set_ylabel(f"test accuracy ({len(test_texts)} sentences)")
 ax1.set_title("held-out accuracy")
 plt.show()
