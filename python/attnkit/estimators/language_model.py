@@ -185,8 +185,9 @@ class CausalLanguageModel(TrainableEstimator):
     inference_attention : {"softmax", "argmax"}, default="softmax"
         How the trained model attends when it generates and scores (read at each call, no refit): as trained, or
         each query reading only its best-scoring key (:func:`attnkit.argmax_attention`, hard attention: the
-        course's question of what a model keeps when every head looks at one position; with
-        ``attention_window=k``, n layers see at most (k + 1)^n positions). Softmax attention only.
+        course's question of what a model keeps when every head looks at one position: n layers of h heads
+        see at most (h + 1)^n positions, and at most n k + 1 with ``attention_window=k``). Softmax attention
+        only.
 
     Attributes
     ----------

@@ -18,8 +18,9 @@ def argmax_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: ArrayLik
     logit ``scale * q_i . k_j + bias_ij`` is largest.
 
     The limit of softmax attention as the logits are scaled up (a temperature going to 0): each query reads
-    exactly one key. Stacked n layers deep with a window of k keys, a position's output can depend on at most
-    ``(k + 1)^n`` positions (its receptive field). Same arguments and visibility rules as
+    exactly one key. Stacked n layers deep with h heads and residual connections, a position's output depends
+    on at most ``(h + 1)^n`` positions (its receptive field: itself and one key per head, per layer); a window
+    of k keys caps that at ``n k + 1``, however many routes lead there. Same arguments and visibility rules as
     :func:`attnkit.scaled_dot_product_attention` (masks, key lengths, ``causal``, ``window``, bias); it has no
     gradient (the choice is piecewise constant).
 
