@@ -118,6 +118,19 @@ def test_matches_reference(isa, kind, m, blocks_per_row, n_out, layout, with_bia
 
 
 @pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("m", [5, 8, 13, 32])
+def test_a_batched_decoding_step_gives_each_row_the_bits_it_has_alone(isa, kind, m):
+    # Up to 32 rows (a step of batched decoding) run in strips of 4 over each stored row: sequences decoded
+    # together get exactly what they get alone (1 row), so batching never changes a generation.
+    n_in, n_out = 96, 70
+    w = ops.quantize_blocks(_weight(4, n_in, n_out), kind)
+    x = np.random.default_rng(5).standard_normal((m, n_in)).astype(np.float32)
+    together = ops.block_quantized_matmul(x, w)
+    for i in range(m):
+        assert_array_equal(together[i], ops.block_quantized_matmul(x[i:i + 1], w)[0])
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_leading_dims_and_float16(kind):
     w = ops.quantize_blocks(_weight(1, 64, 7), kind)
     x = np.random.default_rng(2).standard_normal((2, 3, 64)).astype(np.float16)

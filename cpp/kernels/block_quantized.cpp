@@ -30,6 +30,9 @@ constexpr int W = V::W;
 // Rows of X at or below this take the matrix-vector path: its cost is a pass over the blocks per call
 // (memory-bound), the GEMM's is a dequantised panel per call plus packing, worth it only for many rows.
 constexpr std::int64_t kThinRows = 4;
+// Up to this many rows (batched decoding: a step of 8-32 sequences), strips of kThinRows rows share each
+// pass over the blocks (see striped); above, the panels' dequantise-and-pack cost is worth it.
+constexpr std::int64_t kStripedRows = 32;
 // Blocks read below this many bytes run on one thread. A fork and join with a passively waiting OpenMP
 // thread costs 11-12 us on the 2-core Zen 3 VM when a core is free, 12-24 us (median; 130 us at the 90th
 // percentile) when other processes keep both busy; one thread reads blocks from DRAM at ~2.6 ns per q4_1
@@ -167,20 +170,62 @@ void thin_rows(const BlockQuantizedMatmulArgs& g, const float* xsum, std::int64_
   for (; j < j1; ++j) thin_group<K, M, 1>(g, xsum, j);
 }
 
-template <BlockKind K, int M>
-void thin(const BlockQuantizedMatmulArgs& g) {
-  const std::int64_t blocks = g.n_in / kBlockValues, n = g.n_out;
-  auto xsum = aligned_buffer<float>(K == BlockKind::q4_1 ? M * blocks : 0);
+// q4_1's 32-value sums of X's first m rows, (m, blocks); nothing for q8_0, which has no min.
+template <BlockKind K>
+auto block_sums(const BlockQuantizedMatmulArgs& g, std::int64_t m) {
+  const std::int64_t blocks = g.n_in / kBlockValues;
+  auto xsum = aligned_buffer<float>(K == BlockKind::q4_1 ? m * blocks : 0);
   if constexpr (K == BlockKind::q4_1)
-    for (int i = 0; i < M; ++i)
+    for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t b = 0; b < blocks; ++b) {
         const float* x = g.x + i * g.x_row_stride + b * kBlockValues;
         V s = V::zero();
         for (int v = 0; v < kBlockValues; v += W) s = s + V::load(x + v);
         xsum.get()[i * blocks + b] = s.reduce_add();
       }
-  const int threads = n >= 32 && n * blocks * block_bytes(K) >= kMinParallelBytes ? kernel_threads() : 1;
-  over_row_ranges(n, threads, [&](std::int64_t j0, std::int64_t j1) { thin_rows<K, M>(g, xsum.get(), j0, j1); });
+  return xsum;
+}
+
+template <BlockKind K>
+int thin_threads(const BlockQuantizedMatmulArgs& g) {
+  const std::int64_t n = g.n_out, blocks = g.n_in / kBlockValues;
+  return n >= 32 && n * blocks * block_bytes(K) >= kMinParallelBytes ? kernel_threads() : 1;
+}
+
+template <BlockKind K, int M>
+void thin(const BlockQuantizedMatmulArgs& g) {
+  const auto xsum = block_sums<K>(g, M);
+  over_row_ranges(g.n_out, thin_threads<K>(g),
+                  [&](std::int64_t j0, std::int64_t j1) { thin_rows<K, M>(g, xsum.get(), j0, j1); });
+}
+
+// kThinRows < m <= kStripedRows (batched decoding): strips of up to kThinRows rows of X, every strip run on
+// each stored row in turn, so the row's blocks come from DRAM once and from L1 for the other strips. A row
+// of C gets the thin path's operations (thin_group is the same for any R), so the same bits as alone.
+template <BlockKind K>
+void striped(const BlockQuantizedMatmulArgs& g) {
+  constexpr std::int64_t kMaxStrips = kStripedRows / kThinRows;
+  const std::int64_t blocks = g.n_in / kBlockValues, strips = (g.m + kThinRows - 1) / kThinRows;
+  const auto xsum = block_sums<K>(g, g.m);
+  BlockQuantizedMatmulArgs strip[kMaxStrips];
+  for (std::int64_t s = 0; s < strips; ++s) {
+    strip[s] = g;
+    strip[s].x = g.x + s * kThinRows * g.x_row_stride;
+    strip[s].c = g.c + s * kThinRows * g.c_row_stride;
+    strip[s].m = min_scalar(kThinRows, g.m - s * kThinRows);
+  }
+  over_row_ranges(g.n_out, thin_threads<K>(g), [&](std::int64_t j0, std::int64_t j1) {
+    for (std::int64_t j = j0; j < j1; ++j)
+      for (std::int64_t s = 0; s < strips; ++s) {
+        const float* xs = xsum.get() + s * kThinRows * blocks;
+        switch (strip[s].m) {
+          case 1: thin_group<K, 1, 1>(strip[s], xs, j); break;
+          case 2: thin_group<K, 2, 1>(strip[s], xs, j); break;
+          case 3: thin_group<K, 3, 1>(strip[s], xs, j); break;
+          default: thin_group<K, 4, 1>(strip[s], xs, j); break;
+        }
+      }
+  });
 }
 
 template <BlockKind K>
@@ -394,7 +439,8 @@ void block_quantized_matmul(const BlockQuantizedMatmulArgs& g) {
   }
   const bool q8 = g.kind == BlockKind::q8_0;
   if (g.int8_x) return q8 ? int8_x<BlockKind::q8_0>(g) : int8_x<BlockKind::q4_1>(g);
-  if (g.m > kThinRows) return q8 ? panels<BlockKind::q8_0>(g) : panels<BlockKind::q4_1>(g);
+  if (g.m > kStripedRows) return q8 ? panels<BlockKind::q8_0>(g) : panels<BlockKind::q4_1>(g);
+  if (g.m > kThinRows) return q8 ? striped<BlockKind::q8_0>(g) : striped<BlockKind::q4_1>(g);
   return q8 ? thin_dispatch<BlockKind::q8_0>(g) : thin_dispatch<BlockKind::q4_1>(g);
 }
 
