@@ -1,0 +1,105 @@
+"""Sphinx configuration of attnkit's documentation: numpydoc docstrings, one autosummary page per public name
+and an executed sphinx-gallery of ``examples/`` (each ``plot_*.py`` runs at build time, matplotlib on Agg).
+
+Build: ``python -m pip install ".[docs]"`` then ``python -m sphinx -W -b html docs docs/_build/html``.
+"""
+
+import os
+import pathlib
+import sys
+
+os.environ.setdefault("MPLBACKEND", "Agg")  # the examples draw off screen, also when they import pyplot first
+
+DOCS = pathlib.Path(__file__).resolve().parent
+ROOT = DOCS.parent
+sys.path.insert(0, str(DOCS))  # _gallery_hooks (the per-example time limit), by name: the config stays picklable
+
+import attnkit  # noqa: E402
+
+project = "attnkit"
+author = "the attnkit developers"
+copyright = "2026, the attnkit developers"
+release = attnkit.__version__
+version = ".".join(release.split(".")[:2])
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.viewcode",
+    "numpydoc",
+    "sphinx_gallery.gen_gallery",
+]
+
+templates_path = ["_templates"]
+exclude_patterns = ["_build", "auto_examples/**/*.ipynb", "auto_examples/**/*.py", "auto_examples/**/*.zip",
+                    "auto_examples/**/*.codeobj.json", "auto_examples/**/*.md5", "sg_execution_times.rst"]
+default_role = "code"  # `name` in a docstring reads as code, as on GitHub
+
+# One page per public name, written by autosummary from the :toctree: lists of docs/api/*.rst.
+autosummary_generate = True
+autosummary_imported_members = True
+autodoc_default_options = {"members": False}
+autodoc_typehints = "none"  # numpydoc's Parameters sections say the types; signatures stay short
+autodoc_member_order = "groupwise"
+
+# numpydoc renders Parameters / Returns / Examples; the class template lists the methods, so numpydoc's own
+# member tables (which would want a stub page per inherited scikit-learn method) are off.
+numpydoc_show_class_members = False
+numpydoc_class_members_toctree = False
+numpydoc_xref_param_type = False
+
+# scikit-learn's own methods on the estimators (get_params, set_output, the metadata-routing setters) are
+# documented by scikit-learn; their docstrings point into scikit-learn's user guide, which this site does not have.
+_SKLEARN_REQUEST = ("set_fit_request", "set_partial_fit_request", "set_predict_request", "set_predict_proba_request",
+                    "set_score_request", "set_transform_request", "set_predict_log_proba_request",
+                    "set_decision_function_request")
+
+
+def _skip_foreign_members(app, what, name, obj, skip, options):
+    if name in _SKLEARN_REQUEST or name == "get_metadata_routing":
+        return True
+    module = getattr(obj, "__module__", None) or ""
+    if module.startswith("sklearn"):
+        return True
+    return None
+
+
+def setup(app):
+    app.connect("autodoc-skip-member", _skip_foreign_members)
+
+
+html_theme = "pydata_sphinx_theme"
+html_title = f"attnkit {release}"
+html_theme_options = {
+    "navbar_align": "left",
+    "show_toc_level": 2,
+    "navigation_with_keys": False,
+    "secondary_sidebar_items": ["page-toc", "sourcelink"],
+}
+html_static_path = []
+html_show_sourcelink = True
+
+# The gallery: examples/ (its README.txt is the gallery's header) and one subsection per sub-folder that brings a
+# README.txt (examples/course/, examples/models/); a folder without one is skipped, so the build works before the
+# course and model examples exist. A failing example fails the build, and so does one that runs over its time limit.
+sphinx_gallery_conf = {
+    "examples_dirs": [str(ROOT / "examples")],
+    "gallery_dirs": ["auto_examples"],
+    "filename_pattern": r"/plot_",
+    "ignore_pattern": r"__init__\.py|/_",
+    "subsection_order": [str(ROOT / "examples" / "course"), str(ROOT / "examples" / "models"), "*"],
+    "within_subsection_order": "FileNameSortKey",
+    "abort_on_example_error": True,
+    "only_warn_on_example_error": False,
+    "reset_modules": ("matplotlib", "_gallery_hooks.time_limit"),
+    "reset_modules_order": "both",
+    "download_all_examples": False,
+    "show_memory": False,
+    "remove_config_comments": True,
+    "min_reported_time": 1,
+    "backreferences_dir": None,
+    "image_scrapers": ("matplotlib",),
+    "matplotlib_animations": False,
+    "write_computation_times": True,
+}
