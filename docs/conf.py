@@ -77,7 +77,10 @@ html_theme_options = {
     "navigation_with_keys": False,
     "secondary_sidebar_items": ["page-toc", "sourcelink"],
 }
-html_static_path = []
+html_static_path = ["_static"]
+html_css_files = ["attnkit.css"]
+# The theme's script reads the page's colour mode from here; left empty it logs a console error on every first visit.
+html_context = {"default_mode": "auto"}
 html_show_sourcelink = True
 
 # The gallery: examples/ (its README.txt is the gallery's header) and one subsection per sub-folder that brings a
