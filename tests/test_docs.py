@@ -18,7 +18,8 @@ API = ROOT / "docs" / "api"
 # The modules users import, each with a page of its own in docs/api/.
 PUBLIC_MODULES = ["attnkit", "attnkit.ops", "attnkit.reference", "attnkit.nn", "attnkit.feature_maps", "attnkit.text",
                   "attnkit.decoding", "attnkit.metrics", "attnkit.datasets", "attnkit.io", "attnkit.pretrained",
-                  "attnkit.plotting", "attnkit.batching", "attnkit.testing", "attnkit.serve"]
+                  "attnkit.plotting", "attnkit.batching", "attnkit.testing", "attnkit.testing.strategies",
+                  "attnkit.testing.gguf", "attnkit.serve"]
 # Public-looking modules without a page of their own, and why.
 UNDOCUMENTED = {
     "attnkit.estimators": "its __all__ is the estimators, documented where users import them: attnkit",
