@@ -8,12 +8,14 @@ the site or Debian's ``chromium`` is absent. Chromium is driven over its DevTool
 """
 
 import base64
+import html.parser
 import json
 import os
 import pathlib
 import shutil
 import subprocess
 import time
+import urllib.parse
 
 import pytest
 
@@ -40,6 +42,33 @@ IMAGES_JS = """
   });
 })()
 """
+
+
+class _Images(html.parser.HTMLParser):
+    """The ``src`` of every <img> of a page."""
+
+    def __init__(self):
+        super().__init__()
+        self.sources = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "img":
+            self.sources.append(dict(attrs).get("src", ""))
+
+
+@pytest.mark.parametrize("page, text, min_images", PAGES, ids=[p for p, _, _ in PAGES])
+def test_the_built_page_exists_with_its_image_files(page, text, min_images):
+    """Without a browser: the page is in the site and every image it names is a file there."""
+    if not (SITE / "index.html").is_file():
+        pytest.skip(f"no built site at {SITE}: python -m sphinx -W -b html docs docs/_build/html")
+    path = SITE / page
+    assert path.is_file(), f"{page} is missing from the built site {SITE}"
+    images = _Images()
+    images.feed(path.read_text(encoding="utf-8"))
+    local = [src for src in images.sources if not urllib.parse.urlparse(src).scheme]
+    assert len(local) >= min_images, f"{page}: {len(local)} local images, expected >= {min_images}"
+    missing = [src for src in local if not (path.parent / urllib.parse.unquote(src)).is_file()]
+    assert not missing, f"{page}: images that are not in the site: {missing}"
 
 
 def _chromium():
