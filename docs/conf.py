@@ -11,7 +11,6 @@ import sys
 os.environ.setdefault("MPLBACKEND", "Agg")  # the examples draw off screen, also when they import pyplot first
 
 DOCS = pathlib.Path(__file__).resolve().parent
-ROOT = DOCS.parent
 sys.path.insert(0, str(DOCS))  # _gallery_hooks (the per-example time limit), by name: the config stays picklable
 
 import attnkit  # noqa: E402
@@ -87,11 +86,11 @@ html_show_sourcelink = True
 # README.txt (examples/course/, examples/models/); a folder without one is skipped, so the build works before the
 # course and model examples exist. A failing example fails the build, and so does one that runs over its time limit.
 sphinx_gallery_conf = {
-    "examples_dirs": [str(ROOT / "examples")],
+    "examples_dirs": ["../examples"],  # paths relative to docs/, as sphinx-gallery compares them
     "gallery_dirs": ["auto_examples"],
     "filename_pattern": r"/plot_",
     "ignore_pattern": r"__init__\.py|/_",
-    "subsection_order": [str(ROOT / "examples" / "course"), str(ROOT / "examples" / "models"), "*"],
+    "subsection_order": ["../examples/course", "../examples/models", "*"],
     "within_subsection_order": "FileNameSortKey",
     "abort_on_example_error": True,
     "only_warn_on_example_error": False,
