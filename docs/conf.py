@@ -4,9 +4,13 @@ and an executed sphinx-gallery of ``examples/`` (each ``plot_*.py`` runs at buil
 Build: ``python -m pip install ".[docs]"`` then ``python -m sphinx -W -b html docs docs/_build/html``.
 """
 
+import inspect
 import os
 import pathlib
 import sys
+
+from sphinx.errors import PycodeError
+from sphinx.pycode import ModuleAnalyzer
 
 os.environ.setdefault("MPLBACKEND", "Agg")  # the examples draw off screen, also when they import pyplot first
 
@@ -64,8 +68,36 @@ def _skip_foreign_members(app, what, name, obj, skip, options):
     return None
 
 
+def _constant_doc(app, what, name, obj, options, lines):
+    """A constant's ``#:`` comment, read from the module that assigns it.
+
+    autodoc reads ``#:`` comments only in the module a name is documented under, so a re-exported constant
+    (``attnkit.io.FORMAT_VERSION``, ``attnkit.text.SPECIAL_TOKENS``) would show the docstring of its value's type
+    (``str``, ``tuple``); the defining module's comment replaces it, or nothing does.
+    """
+    type_doc = inspect.getdoc(type(obj)) or ""
+    if what != "data" or not lines or lines[0].strip() != type_doc.split("\n")[0].strip():
+        return
+    short = name.rsplit(".", 1)[-1]
+    lines[:] = []
+    if short == "__version__":  # imported from the compiled core, where pyproject.toml's version is compiled in
+        lines[:] = ["attnkit's version (pyproject.toml's, compiled into the C++ core)."]
+        return
+    for module_name, module in sorted(sys.modules.items()):
+        if not module_name.startswith("attnkit") or getattr(module, short, None) is not obj:
+            continue
+        try:
+            docs = ModuleAnalyzer.for_module(module_name).find_attr_docs()
+        except PycodeError:
+            continue
+        if ("", short) in docs:
+            lines[:] = [line for line in docs[("", short)] if line.strip()]
+            return
+
+
 def setup(app):
     app.connect("autodoc-skip-member", _skip_foreign_members)
+    app.connect("autodoc-process-docstring", _constant_doc, priority=100)  # before numpydoc (500) reads the lines
 
 
 html_theme = "pydata_sphinx_theme"
