@@ -5,6 +5,11 @@ A tour of attnkit
 Three things in a few seconds on the CPU: exact attention over a padded, causal batch checked against the
 NumPy reference (:mod:`attnkit.reference`), a :class:`~attnkit.TransformerClassifier` trained from scratch on
 sentences where word order decides the label, and where its attention looks.
+
+It reproduces, smaller, the negation row of ``benchmarks/results/sentiment.md`` (2-core AMD EPYC with AVX2,
+2026-11-22: 4,000 training sentences, the default classifier 1.000 test accuracy in a 12 s fit, TF-IDF + logistic
+regression 0.622). Here, 800 sentences and a smaller model: 0.980 for the transformer, 0.595 for a bag of words
+and word pairs, the transformer's fit 2-5 s on 2 shared cores.
 """
 
 # %%
