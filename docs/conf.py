@@ -45,6 +45,7 @@ autosummary_imported_members = True
 autodoc_default_options = {"members": False}
 autodoc_typehints = "none"  # numpydoc's Parameters sections say the types; signatures stay short
 autodoc_member_order = "groupwise"
+toc_object_entries_show_parents = "hide"  # the page's contents list a class's methods by their own names
 
 # numpydoc renders Parameters / Returns / Examples; the class template lists the methods, so numpydoc's own
 # member tables (which would want a stub page per inherited scikit-learn method) are off.
