@@ -14,8 +14,8 @@ import numpy as np
 
 __all__ = ["BUCKET_POOL", "inference_batches", "pad_sequences", "length_sorted_batches", "training_batches"]
 
-# Training batches are cut from pools of this many batches' worth of samples sorted by length: the samples
-# of a batch have similar lengths (little padding) while the pools keep the order random.
+#: Training batches are cut from pools of this many batches' worth of samples sorted by length: the samples
+#: of a batch have similar lengths (little padding) while the pools keep the order random.
 BUCKET_POOL = 50
 
 

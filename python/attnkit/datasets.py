@@ -13,7 +13,9 @@ import numpy as np
 
 __all__ = ["CASE_WORDS", "NEGATIVE_WORDS", "POSITIVE_WORDS", "make_case_pairs", "make_negation_sentences"]
 
+#: The positive adjectives of :func:`make_negation_sentences` (a negation in its scope flips them).
 POSITIVE_WORDS = ("good", "great", "fine", "excellent", "wonderful", "nice", "brilliant", "enjoyable")
+#: The negative adjectives of :func:`make_negation_sentences` (a negation in its scope flips them).
 NEGATIVE_WORDS = ("bad", "awful", "terrible", "boring", "dull", "poor", "weak", "horrible")
 _SUBJECTS = ("the movie", "this film", "the plot", "the acting", "the ending", "the cast", "it", "the script")
 _VERBS = ("was", "is", "seemed", "felt")
@@ -89,6 +91,7 @@ def _adverbs(rng):
     return " ".join(_pick(rng, _ADVERBS) for _ in range(1 + rng.integers(2)))
 
 
+#: The words :func:`make_case_pairs` draws its sentences from, lowercase.
 CASE_WORDS = (
     "i am a student you are the teacher we like green apples they read old books she is happy he runs fast "
     "today my cat sleeps on warm mats a big dog barks at night our team won the match"

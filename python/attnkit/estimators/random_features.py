@@ -98,23 +98,23 @@ class RandomFourierFeatures(ClassNamePrefixFeaturesOutMixin, TransformerMixin, B
 
     Attributes
     ----------
-    random_weights_ : ndarray of shape (n_features_in_, n_freq)
+    random_weights_ : ndarray of shape (`n_features_in_`, n_freq)
         The frequencies W (n_freq = n_components, or n_components / 2 for ``"sincos"``).
 
     random_offset_ : ndarray of shape (n_components,)
         The phases b; only for ``kind="cos"``.
 
-    center_ : ndarray of shape (n_features_in_,)
+    center_ : ndarray of shape (`n_features_in_`,)
         The mean of the training data, subtracted before the map; only for ``kind="positive"``.
 
     gamma_ : float
         The kernel parameter in use (from ``gamma``, ``"scale"`` or ``sigma``).
 
     n_features_in_ : int
-        Number of features seen during :term:`fit`.
+        Number of features seen during `fit`.
 
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of features seen during :term:`fit`. Defined only when `X` has feature names that
+        Names of features seen during `fit`. Defined only when `X` has feature names that
         are all strings.
 
     See Also

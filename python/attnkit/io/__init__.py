@@ -39,10 +39,12 @@ from attnkit.io import serialize
 
 __all__ = ["ESTIMATORS", "FORMAT", "FORMAT_VERSION", "load", "register_estimator", "save"]
 
+#: The format name written in every file; ``load`` refuses another.
 FORMAT = "attnkit-estimator"
-# 1: attnkit 0.1.0 (each estimator its own layout); 2: the one layout of the estimator base.
+#: 1: attnkit 0.1.0 (each estimator its own layout); 2: the one layout of the estimator base.
 FORMAT_VERSION = 2
-# The classes load may build, by name. Nothing else is ever imported or called.
+#: The classes load may build, by name (:func:`register_estimator` adds one). Nothing else is ever imported
+#: or called.
 ESTIMATORS: dict[str, type] = {}
 
 

@@ -23,7 +23,7 @@ def gelu(x: ArrayLike, *, approximate: str = "tanh", out: np.ndarray | None = No
       a normal number (down to x = -13.1 in float32, -37.5 in float64); smaller results are subnormal,
       then 0.
 
-    The two forms differ by less than 5e-4 (most at |x| = 2.7).
+    The two forms differ by less than 5e-4 (most at ``|x| = 2.7``).
 
     Parameters
     ----------

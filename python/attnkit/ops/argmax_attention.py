@@ -15,7 +15,7 @@ def argmax_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, mask: ArrayLik
                      window: tuple[int | None, int | None] | None = None, bias: ArrayLike | None = None,
                      scale: float | None = None) -> np.ndarray:
     """Argmax attention: ``out[..., i, :] = v[..., j*, :]`` with ``j*`` the visible key of query ``i`` whose
-    logit ``scale * q_i . k_j + bias_ij`` is largest.
+    logit ``scale * dot(q_i, k_j) + bias_ij`` is largest.
 
     The limit of softmax attention as the logits are scaled up (a temperature going to 0): each query reads
     exactly one key. Stacked n layers deep with h heads and residual connections, a position's output depends

@@ -24,7 +24,7 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, ma
     """Exact scaled dot-product attention, tiled with an online softmax (O(N) extra memory).
 
     ``out[..., i, :] = sum_j w_ij v[..., j, :]`` with
-    ``w_ij = softmax_j(scale * q_i . k_j + bias_ij)`` over the keys ``j`` that query ``i`` may see.
+    ``w_ij = softmax_j(scale * dot(q_i, k_j) + bias_ij)`` over the keys ``j`` that query ``i`` may see.
 
     Parameters
     ----------

@@ -116,7 +116,7 @@ class ReluFeatureMap(FeatureMap):
 
 
 class PolynomialFeatureMap(FeatureMap):
-    """Exact features of the polynomial kernel ``(q . k + c) ** degree``.
+    """Exact features of the polynomial kernel ``(dot(q, k) + c) ** degree``.
 
     ``phi(x) = [sqrt(C(p, i) c^(p-i)) x^(tensor i)]_{i=0..p}``, so ``phi(q) . phi(k)`` equals the
     kernel exactly (binomial expansion). D = sum_i d^i: 1 + d + d^2 for degree 2.

@@ -46,12 +46,12 @@ def feature_map_features(feature_map, x, role="transform"):
 
 
 def linear_attention(q, k, v, *, feature_map="elu", causal=False, mask=None, key_lengths=None, eps=1e-6):
-    r"""Linear attention as kernel attention with ``sim(q, k) = phi(q) . phi(k)``.
+    r"""Linear attention as kernel attention with ``sim(q, k) = dot(phi(q), phi(k))``.
 
     Materialises the Nq x Nk similarity (the point of the fast op is not to). ``phi`` is the map's
     ``queries`` form for queries and ``keys`` form for keys, as in :func:`attnkit.ops.linear_attention`.
     The guard is the op's: zeros where ``phi(q_i)^T Z_i <= eps * |phi(q_i)|^T |Z_i|``, with ``Z_i`` the
-    sum of the features of the keys query i sees (the sum of |A_ij| would differ for features of both signs).
+    sum of the features of the keys query i sees (the sum of ``|A_ij|`` would differ for features of both signs).
     """
     def similarity(a, b):
         return (feature_map_features(feature_map, a, "queries")

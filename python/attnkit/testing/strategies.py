@@ -36,6 +36,7 @@ __all__ = [
     "softmax_inputs",
 ]
 
+#: The memory layouts :func:`arrange` draws from: C order, Fortran order, a strided view, reversed strides.
 LAYOUTS = ("C", "F", "strided", "reversed")
 
 # Sizes next to SIMD widths (4, 8, 16 lanes) and tile sizes (32, 64, 128), plus primes.

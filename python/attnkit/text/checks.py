@@ -8,8 +8,8 @@ import numpy as np
 
 __all__ = ["Texts", "check_texts"]
 
-# What the text estimators take as X: a list, tuple, 1-D array or pandas Series of str (the
-# classifier also takes a 2-D array of token ids).
+#: What the text estimators take as X: a list, tuple, 1-D array or pandas Series of str (the
+#: classifier also takes a 2-D array of token ids).
 Texts: TypeAlias = Iterable[str] | np.ndarray
 
 

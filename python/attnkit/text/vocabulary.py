@@ -8,6 +8,8 @@ import numpy as np
 
 __all__ = ["SPECIAL_TOKENS", "Vocabulary"]
 
+#: The special tokens every :class:`Vocabulary` starts with (ids 0 to 4): padding, unknown, the classifier's
+#: summary position, start and end of a generated sequence.
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<cls>", "<bos>", "<eos>")
 
 
