@@ -136,8 +136,9 @@ def generation(args, report):
                             str(args.threads)])
     table = report.table(f"Generation: {args.generator}, {args.max_tokens} tokens per request (greedy)", [
         "clients", "requests", "completion tokens/s (summed)", "p50 s", "x one client"],
-        note="Generation is serialised in the server (one request at a time), so the summed rate cannot grow "
-             "with the clients; the table measures what queueing costs.")
+        note="Completions waiting together with the same options are decoded as one batch (up to 16 sequences; "
+             "dynamic batching: a request arriving mid-batch waits for the batch to end). Each client sends its "
+             "requests one after another.")
     try:
         base = None
         for clients in args.clients:
@@ -162,6 +163,7 @@ def main():
     parser.add_argument("--requests", type=int, default=None, help="requests per concurrency level")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per level, at most")
     parser.add_argument("--max-tokens", type=int, default=32)
+    parser.add_argument("--parts", default="embeddings,generation", help="comma-separated: embeddings, generation")
     args = harness.parse_args(parser, "serve")
     args.requests = args.requests or (200 if args.quick else 1821)
     args.concurrency = (1, 8) if args.quick else (1, 8, 32, 128)
@@ -171,8 +173,10 @@ def main():
         return
     texts = read_sst2_texts(args.data / "sst2" / "test.tsv")[: args.requests]
     report = harness.Report(args, "attnkit serve under load")
-    embeddings(args, report, texts)
-    generation(args, report)
+    if "embeddings" in args.parts:
+        embeddings(args, report, texts)
+    if "generation" in args.parts:
+        generation(args, report)
     report.write()
 
 

@@ -58,6 +58,35 @@ def test_queued_requests_are_joined_within_the_token_budget_and_answered_with_th
     assert _histogram_counts(metrics.batch_tokens)[()] == (calls, sum(tokens))
 
 
+@pytest.fixture(scope="module")
+def language_model(serve_models):
+    return load_model(serve_models["lm"], threads=1)
+
+
+def test_queued_generations_with_the_same_options_decode_as_one_batch_each_as_it_would_alone(language_model):
+    greedy = {"strategy": "greedy", "max_new_tokens": 6}
+    seeded = {"strategy": "sample", "temperature": 1.0, "top_p": 1.0, "random_state": 3, "max_new_tokens": 6}
+    prompts = ["the film", "a movie was", "it", "the plot was not", "fun", "the acting"]
+    jobs = [(p, greedy) for p in prompts[:4]] + [(p, seeded) for p in prompts[4:]] + [(prompts[0], greedy)]
+
+    async def main():
+        batcher = Batcher(language_model, max_batch_tokens=1, max_queue=100, metrics=Metrics())
+        pending = [asyncio.ensure_future(batcher.submit("generate", [p], dict(o))) for p, o in jobs]
+        await asyncio.sleep(0)  # every job queued before the worker starts
+        batcher.start()
+        answers = await asyncio.gather(*pending)
+        await asyncio.to_thread(batcher.close)
+        return [generation for generation, _ in answers], batcher.metrics
+
+    generations, metrics = asyncio.run(main())
+    for (prompt, options), generation in zip(jobs, generations):
+        assert generation.texts == language_model.generate(prompt, dict(options)).texts  # the same tokens as alone
+    # The 4 greedy requests in one call; the seeded samples alone (their draws must not depend on the batch);
+    # the last greedy one behind them in its own call.
+    calls, requests = _histogram_counts(metrics.batch_size)[()]
+    assert (calls, requests) == (4, len(jobs))
+
+
 def test_a_full_queue_refuses_and_close_finishes_the_queued_jobs(embedder):
     async def main():
         batcher = Batcher(embedder, max_batch_tokens=1, max_queue=2, metrics=Metrics())

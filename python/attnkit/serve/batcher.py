@@ -7,10 +7,13 @@ dynamic batching by token budget: the worker takes what has queued while it was 
 and each job gets back its own rows, matched by its id. The estimator's kernels release the GIL, so the event
 loop keeps parsing requests while the model runs.
 
-Generation is serialised, one request at a time: ``CausalLanguageModel.generate`` and ``stream`` decode a batch
-of prompts from start to end in one call, with no entry point to add a sequence to decoding steps already under
-way, so continuous batching would mean a second decoding loop beside the estimator's. A stream is stopped
-between two tokens when its client goes away (:meth:`Job.cancel`).
+Generation requests (not streamed) waiting together with the same options are decoded as one batch, up to
+``MAX_GENERATION_BATCH`` sequences: ``CausalLanguageModel.generate`` decodes a batch of prompts in shared steps,
+and each sequence gets the tokens it would get alone (greedy and beam search; sampling only without a seed,
+since a seeded request's draws must not depend on its neighbours, so seeded ones run alone). This is dynamic
+batching, not continuous batching: a request that arrives while a batch decodes waits for the batch to end, as
+the estimator has no entry point to add a sequence to decoding steps under way. Streams run one at a time, and
+one is stopped between two tokens when its client goes away (:meth:`Job.cancel`).
 
 Why one worker: a second would only take cores from the first (the kernels already run on ``--threads``
 threads) and would make the results of a request depend on what ran beside it.
@@ -34,6 +37,9 @@ from attnkit.serve.models import ServedModel
 __all__ = ["Batcher", "Job", "QueueFull", "ShuttingDown"]
 
 BATCHED = ("embed", "classify")  # the job kinds whose inputs are joined into one call
+# Sequences decoded together at most: decoding steps of up to 32 rows stream a quantised model's weights in
+# shared passes (ops.block_quantized_matmul), and 16 keep a batch's wait for its longest answer bounded.
+MAX_GENERATION_BATCH = 16
 _END = object()  # the last item of a stream's queue
 
 
@@ -199,6 +205,12 @@ class Batcher:
             while self._queue and self._queue[0].kind == jobs[0].kind and self._queue[0].tokens <= budget:
                 budget -= self._queue[0].tokens
                 jobs.append(self._queue.popleft())
+        elif jobs[0].kind == "generate" and _batchable(jobs[0].options):
+            sequences = _sequences(jobs[0].options)
+            while (self._queue and self._queue[0].kind == "generate" and self._queue[0].options == jobs[0].options
+                   and sequences + _sequences(jobs[0].options) <= MAX_GENERATION_BATCH):
+                sequences += _sequences(jobs[0].options)
+                jobs.append(self._queue.popleft())
         return jobs
 
     def _work(self, jobs):
@@ -209,7 +221,7 @@ class Batcher:
             if live[0].kind in BATCHED:
                 self._batch(live)
             elif live[0].kind == "generate":
-                self._generate(live[0])
+                self._generate(live)
             else:
                 self._stream(live[0])
         except Exception as error:  # answered as a 500 by the HTTP layer; the traceback goes to the server's log
@@ -237,11 +249,19 @@ class Batcher:
         for job, start, stop in zip(jobs, offsets[:-1], offsets[1:]):
             job.resolve(rows[start:stop])
 
-    def _generate(self, job):
-        self.metrics.batch_size.observe(1)
-        generation = self.model.generate(job.inputs[0], job.options)
-        self._count(generation)
-        job.resolve(generation)
+    def _generate(self, jobs):
+        try:
+            generations = self.model.generate_many([job.inputs[0] for job in jobs], jobs[0].options)
+        except Exception:
+            if len(jobs) == 1:
+                raise
+            for job in jobs:  # one request's failure is its own, not its batch's
+                self._work([job])
+            return
+        self.metrics.batch_size.observe(len(jobs))
+        for job, generation in zip(jobs, generations):
+            self._count(generation)
+            job.resolve(generation)
 
     def _stream(self, job):
         self.metrics.batch_size.observe(1)
@@ -264,3 +284,14 @@ class Batcher:
     def _count(self, generation):
         self.metrics.tokens.inc(generation.prompt_tokens, kind="input")
         self.metrics.tokens.inc(sum(generation.completion_tokens), kind="generated")
+
+
+def _batchable(options):
+    """Whether a generation may share its decoding steps: always, but for seeded sampling (its draws would
+    depend on its place in the batch)."""
+    return options.get("strategy") != "sample" or options.get("random_state") is None
+
+
+def _sequences(options):
+    """The sequences one generation request decodes."""
+    return options.get("n_returns", 1) * (options.get("num_beams", 1) if options.get("strategy") == "beam" else 1)

@@ -88,9 +88,14 @@ class ServedModel:
 
     def generate(self, request: str | list[dict[str, str]], options: dict[str, Any]) -> "Generation":
         """``n_returns`` continuations of a prompt or a conversation, as ``CausalLanguageModel.generate``."""
-        prompt = self.prompt_of(request)
-        out = self.estimator.generate([prompt], **options)[0]
-        return self._generation(prompt, out if options.get("n_returns", 1) > 1 else [out], options)
+        return self.generate_many([request], options)[0]
+
+    def generate_many(self, requests: list[str | list[dict[str, str]]], options: dict[str, Any]) -> list["Generation"]:
+        """:meth:`generate` of several requests with the same options, decoded as one batch."""
+        prompts = [self.prompt_of(request) for request in requests]
+        outs = self.estimator.generate(prompts, **options)
+        several = options.get("n_returns", 1) > 1
+        return [self._generation(prompt, out if several else [out], options) for prompt, out in zip(prompts, outs)]
 
     def stream(self, prompt: str, options: dict[str, Any]) -> Iterator[str]:
         """The pieces of one continuation of ``prompt``, as ``CausalLanguageModel.stream``."""
