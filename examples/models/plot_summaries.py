@@ -9,7 +9,7 @@ top-k and with top-p (nucleus) sampling, prints every summary and scores it with
 (:func:`attnkit.metrics.rouge_l`) against the dataset's reference summary.
 
 Reproduces: the course's "several summaries of one article" (beam returns, temperature, top-k, top-p) and
-``benchmarks/eval_summarisation.py`` on one article; got (BBC article business/060): ROUGE-L 0.17-0.19
+``benchmarks/eval_summarisation.py`` on one article; got: on BBC article business/060, ROUGE-L 0.17-0.19
 for the 4 beams, which are near copies of each other (0.98 mean ROUGE-L between them), against 0.14-0.32
 for the samples, whose pairs overlap by 0.15-0.28; the lead-3 baseline scores 0.35 on this extractive
 reference.
