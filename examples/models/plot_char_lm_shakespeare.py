@@ -34,19 +34,23 @@ import numpy as np
 
 from attnkit import CausalLanguageModel
 
-ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).parent if "__file__" in globals() else Path.cwd()  # sphinx-gallery: no __file__, cwd here
+ROOT = HERE.resolve().parents[1]  # the repository
 DATA = Path(os.environ.get("ATTNKIT_DATA", ROOT.parent / "shared" / "data"))
 path = DATA / "tinyshakespeare" / "input.txt"
 if path.is_file():
-    text = path.read_text(encoding="utf-8")
+    corpus, text = "Tiny Shakespeare", path.read_text(encoding="utf-8")
+    split = int(0.9 * len(text))
+    train, held_out = text[:split], text[split:]
     print(f"Tiny Shakespeare: {len(text):,} characters")
 else:
     with contextlib.redirect_stdout(io.StringIO()):  # importing `this` prints the Zen
         import this
-    text = codecs.decode(this.s, "rot13") * 20
-    print(f"no Tiny Shakespeare under {DATA}: training on the Zen of Python instead ({len(text):,} characters)")
-split = int(0.9 * len(text))
-train, held_out = text[:split], text[split:]
+    corpus, text = "the Zen of Python", codecs.decode(this.s, "rot13")
+    split = int(0.9 * len(text))
+    train, held_out = text[:split] * 20, text[split:]  # repeated, so that the windows of a batch differ
+    print(f"no Tiny Shakespeare under {DATA}: training on the Zen of Python instead ({split:,} characters, far "
+          "too few: the model will learn them by heart and score badly on the held-out lines)")
 print(train[:200])
 
 # %%
@@ -72,7 +76,7 @@ print(f"fitted in {time.perf_counter() - start:.1f} s; vocabulary of {lm.codec_.
 # character's probability given the one before, counted on the training text, add-one smoothed).
 sample = held_out[:20000]
 nats = float(np.log(lm.perplexity([sample])))
-symbols = sorted(set(text))
+symbols = sorted(set(train) | set(held_out))
 index = {c: i for i, c in enumerate(symbols)}
 counts = np.ones((len(symbols), len(symbols)))
 ids = np.array([index[c] for c in train])
@@ -93,7 +97,7 @@ ax.axhline(bigram_nats, color="tab:green", linestyle="--", label=f"bigram model:
 ax.axhline(uniform_nats, color="grey", linestyle=":", label=f"uniform guess: {uniform_nats:.2f}")
 ax.set_xlabel("updates (32 windows of 64 characters)")
 ax.set_ylabel("cross-entropy (nats per character)")
-ax.set_title("A character language model of Tiny Shakespeare")
+ax.set_title(f"A character language model of {corpus}")
 ax.legend(fontsize=8)
 fig.tight_layout()
 
@@ -108,5 +112,5 @@ for temperature in [0.5, 0.8, 1.2]:
     (sample_text,) = lm.generate(["ROMEO:\n"], 200, strategy="sample", temperature=temperature, random_state=0)
     words = re.findall(r"[a-z]+", sample_text.lower())
     real = np.mean([w in known for w in words]) if words else 0.0
-    print(f"--- temperature {temperature}: {real:.0%} of {len(words)} words are real words of the play ---")
+    print(f"--- temperature {temperature}: {real:.0%} of {len(words)} words are words of the training text ---")
     print("ROMEO:\n" + sample_text)

@@ -34,7 +34,8 @@ import numpy as np
 from attnkit import CausalLanguageModel
 from attnkit.metrics import rouge_l
 
-ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).parent if "__file__" in globals() else Path.cwd()  # sphinx-gallery: no __file__, cwd here
+ROOT = HERE.resolve().parents[1]  # the repository
 DATA = Path(os.environ.get("ATTNKIT_DATA", ROOT.parent / "shared" / "data"))
 path = DATA / "bbc_news_summary" / "bbc_news_summary.jsonl"
 if path.is_file():
