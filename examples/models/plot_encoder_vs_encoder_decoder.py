@@ -68,7 +68,7 @@ print(f"writes: {list(predicted[:4])}")
 # Task 2: a new sequence
 # ----------------------
 # Reverse the order of 3 to 6 animal names: ``"cat owl bee"`` becomes ``"bee owl cat"``. There are
-# almost 3.4 million such sentences, so nearly every test sentence and its answer are new.
+# about 3.3 million such sentences, so nearly every test sentence and its answer are new.
 rng = np.random.default_rng(0)
 animals = "cat dog owl bee ant elk cow hen fox pig rat yak".split()
 X = [" ".join(rng.choice(animals, size=rng.integers(3, 7))) for _ in range(1400)]
