@@ -78,3 +78,24 @@ def test_script_runs(path, tmp_path, monkeypatch):
         plt.close("all")
     assert drawn >= 1, f"{path.name} drew no figure"
     assert namespace, f"{path.name} defined nothing"
+
+
+@pytest.mark.parametrize("path", [p for p in SCRIPTS if "ATTNKIT_DATA" in p.read_text(encoding="utf-8")],
+                         ids=lambda p: p.stem)
+def test_script_without_the_data_says_what_it_uses_instead(path, tmp_path, monkeypatch, capsys):
+    missing = _missing(path.read_text(encoding="utf-8"))
+    if missing:
+        pytest.skip(f"{path.name} needs {', '.join(missing)}")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setenv("ATTNKIT_DATA", str(tmp_path / "no-data-here"))
+    monkeypatch.chdir(tmp_path)
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    finally:
+        plt.close("all")
+    first_line = capsys.readouterr().out.splitlines()[0]
+    assert first_line.startswith("no ") and "instead" in first_line, first_line
