@@ -7,7 +7,7 @@ The course's first sequence-to-sequence task: ``"<U> I am a student"`` becomes `
 decoder layer) learns it in seconds with sinusoidal positions; the same network without positions learns
 which words to write but not in which order, because attention alone treats its input as a set.
 
-Reproduces: the course's case-conversion seq2seq with and without positional encodings; got: 99% exact
+Reproduces: the course's case-conversion seq2seq with and without positional encodings; got: 99.5% exact
 match on 200 new sentences with positions, 3.5% without (which still writes 75% of the right words, in
 the wrong order).
 """
