@@ -225,6 +225,10 @@ class Batcher:
             else:
                 self._stream(live[0])
         except Exception as error:  # answered as a 500 by the HTTP layer; the traceback goes to the server's log
+            if len(live) > 1:  # one request's failure is its own, not its batch's: each runs again alone
+                for job in live:
+                    self._work([job])
+                return
             traceback.print_exc(file=sys.stderr)
             for job in live:
                 job.resolve(error=error)
@@ -234,14 +238,7 @@ class Batcher:
     def _batch(self, jobs):
         texts = [text for job in jobs for text in job.inputs]
         call = self.model.embed if jobs[0].kind == "embed" else self.model.classify
-        try:
-            rows = call(texts)
-        except Exception:
-            if len(jobs) == 1:
-                raise
-            for job in jobs:  # one request's failure is its own, not its batch's
-                self._work([job])
-            return
+        rows = call(texts)
         self.metrics.batch_size.observe(len(texts))
         self.metrics.batch_tokens.observe(sum(job.tokens for job in jobs))
         self.metrics.tokens.inc(sum(job.tokens for job in jobs), kind="input")
@@ -250,14 +247,7 @@ class Batcher:
             job.resolve(rows[start:stop])
 
     def _generate(self, jobs):
-        try:
-            generations = self.model.generate_many([job.inputs[0] for job in jobs], jobs[0].options)
-        except Exception:
-            if len(jobs) == 1:
-                raise
-            for job in jobs:  # one request's failure is its own, not its batch's
-                self._work([job])
-            return
+        generations = self.model.generate_many([job.inputs[0] for job in jobs], jobs[0].options)
         self.metrics.batch_size.observe(len(jobs))
         for job, generation in zip(jobs, generations):
             self._count(generation)
