@@ -4,7 +4,9 @@ One run, one table file (``results/eval_pretrained.md``). Every model is fitted 
 defaults (``fit(X_train, y_train)``; the classifiers hold out 10% of it for early stopping) and
 ``random_state=seed`` for each of ``--seeds``:
 
-- *fine-tuned*: ``TransformerClassifier(pretrained=MODEL)``, every parameter trained;
+- *fine-tuned*: ``TransformerClassifier(pretrained=MODEL)``, every parameter trained, and a TF-IDF logistic
+  regression stacked with it (``tfidf_stack="auto"``); the same fits also scored with the network alone
+  (``set_params(tfidf_stack=False)`` after ``fit``), in a row of their own;
 - *fine-tuned + n-gram bag* (BBC only): the same with ``bag_ngrams=2``, a linear bag of the words and word pairs
   of the whole article trained beside the encoder, which reads the first 128 wordpieces;
 - *frozen + LR*: ``TransformerEmbedder(MODEL)`` embeddings (mean-pooled, normalised, as the checkpoint says)
@@ -138,14 +140,19 @@ LONG_TEXT_OPTIONS = {label for label in MODELS if label.startswith("fine-tuned, 
 
 
 def run(model, train, test):
-    """(test accuracy, fit seconds) of one fit."""
+    """(test accuracy, fit seconds, the network alone's test accuracy or None) of one fit: a classifier with a
+    TF-IDF stack is also scored without it (``set_params(tfidf_stack=False)``), so one fit shows both."""
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # truncation notices on long texts
         model.fit(*train)
         fit = time.perf_counter() - start
         accuracy = float(np.mean(model.predict(test[0]) == test[1]))
-    return accuracy, fit
+        alone = None
+        if getattr(model, "stack_weights_", None) is not None:
+            print(f"    stack weights (network, TF-IDF): {model.stack_weights_.round(3).tolist()}", flush=True)
+            alone = float(np.mean(model.set_params(tfidf_stack=False).predict(test[0]) == test[1]))
+    return accuracy, fit, alone
 
 
 def summary(accuracies, fits, n_test):
@@ -165,17 +172,22 @@ def evaluate(report, table, name, draw, test, args, models, *, seeded_draw=False
         factory, seeded = MODELS[label]
         seeds = args.scratch_seeds if factory is from_scratch else args.seeds
         seeds = seeds if seeded or seeded_draw else seeds[:1]
-        accuracies, fits = [], []
+        accuracies, fits, alone = [], [], []
         for seed in seeds:
-            accuracy, fit = run(factory(seed, args.verbose), draw(seed), test)
+            accuracy, fit, network = run(factory(seed, args.verbose), draw(seed), test)
             accuracies.append(accuracy)
             fits.append(fit)
-            print(f"  {name} / {label} / seed {seed}: test {accuracy:.4f}, fit {fit:.0f} s", flush=True)
-        row = summary(accuracies, fits, len(test[1]))
-        results.setdefault(name, {})[label] = row
-        spread = f"{row['min']:.4f}-{row['max']:.4f}" if len(seeds) > 1 else "–"
-        table.add_row(name, label, len(seeds), f"{row['mean']:.4f}", spread, f"{row['std']:.4f}",
-                      f"{row['test_se']:.4f}", f"{row['fit_median']:.0f} s")
+            alone += [] if network is None else [network]
+            print(f"  {name} / {label} / seed {seed}: test {accuracy:.4f}, fit {fit:.0f} s"
+                  + ("" if network is None else f"; its network alone {network:.4f}"), flush=True)
+        rows = {label: summary(accuracies, fits, len(test[1]))}
+        if len(alone) == len(seeds):
+            rows[f"{label}: its network alone (same fits)"] = summary(alone, fits, len(test[1]))
+        for row_label, row in rows.items():
+            results.setdefault(name, {})[row_label] = row
+            spread = f"{row['min']:.4f}-{row['max']:.4f}" if len(seeds) > 1 else "–"
+            table.add_row(name, row_label, len(seeds), f"{row['mean']:.4f}", spread, f"{row['std']:.4f}",
+                          f"{row['test_se']:.4f}", f"{row['fit_median']:.0f} s")
         if args.out is not None:
             report.write()
 

@@ -206,3 +206,49 @@ def test_fine_tuning_plans_its_epochs_in_tokens(tiny):
     # max_iter set by hand: passes, as it says
     assert TransformerClassifier(pretrained=tiny, max_iter=2)._plan_epochs(Samples([None] * 10, np.full(10, 9))) == \
         (2, None)
+
+
+def test_the_tfidf_stack_combines_the_two_models_as_documented(fitted, tiny):
+    from attnkit import ops
+
+    assert fitted.tfidf_stack == "auto" and fitted.stack_weights_.shape == (2,) and np.all(fitted.stack_weights_ >= 0)
+    docs = fitted._encode(TEXTS[:6])
+    network = fitted._network()
+    net = ops.log_softmax(np.vstack([network.logits(np.array([d]), lengths=np.array([len(d)])) for d in docs])
+                          .astype(np.float64), axis=-1)
+    linear = fitted._stack.linear_log_proba(docs)
+    w = fitted.stack_weights_
+    expected = ops.log_softmax(w[0] * net + w[1] * linear, axis=-1)
+    np.testing.assert_allclose(fitted.predict_log_proba(TEXTS[:6]), expected, atol=1e-5)
+    scores = fitted.set_params(features="scores").transform(TEXTS[:6])  # the scores include the stack
+    np.testing.assert_allclose(scores[:, 1] - scores[:, 0], fitted.decision_function(TEXTS[:6]), atol=1e-5)
+
+
+def test_the_tfidf_stack_needs_a_validation_set(tiny):
+    params = {**FAST, "max_iter": 1}
+    alone = TransformerClassifier(pretrained=tiny, early_stopping=False, **params).fit(TEXTS, LABELS)
+    assert alone.stack_weights_ is None and alone._stack is None  # "auto" without validation: the network alone
+    with pytest.raises(ValueError, match="tfidf_stack=True fits the stack's weights on a validation set"):
+        TransformerClassifier(pretrained=tiny, early_stopping=False, tfidf_stack=True, **params).fit(TEXTS, LABELS)
+    given = TransformerClassifier(pretrained=tiny, early_stopping=False, tfidf_stack=True, **params)
+    assert given.fit(TEXTS, LABELS, validation_data=(TEXTS[:20], LABELS[:20])).stack_weights_ is not None
+    off = TransformerClassifier(pretrained=tiny, tfidf_stack=False, **params).fit(TEXTS, LABELS)
+    assert off.stack_weights_ is None
+    with pytest.raises(ValueError, match="tfidf_stack"):
+        TransformerClassifier(pretrained=tiny, tfidf_stack="yes").fit(TEXTS, LABELS)
+
+
+def test_partial_fit_trains_the_network_and_keeps_the_stack(tiny):
+    clf = TransformerClassifier(pretrained=tiny, **{**FAST, "max_iter": 1}).fit(TEXTS, LABELS)
+    stack = clf._stack
+    clf.partial_fit(TEXTS, LABELS)
+    assert clf._stack is stack and np.array_equal(clf.stack_weights_, stack.weights)
+    fresh = TransformerClassifier(pretrained=tiny, **FAST).partial_fit(TEXTS, LABELS, classes=[0, 1])
+    assert fresh.stack_weights_ is None
+
+
+def test_the_stack_is_off_from_scratch_unless_asked():
+    scratch = dict(d_model=16, n_heads=2, d_ff=32, max_iter=2, random_state=0)
+    assert TransformerClassifier(**scratch).fit(TEXTS, LABELS).stack_weights_ is None
+    stacked = TransformerClassifier(tfidf_stack=True, bag_ngrams=0, **scratch).fit(TEXTS, LABELS)
+    assert stacked.stack_weights_ is not None and stacked.score(TEXTS, LABELS) >= 0.9

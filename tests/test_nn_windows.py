@@ -43,6 +43,18 @@ def test_head_tail_keeps_the_first_quarter_and_the_last_three(n):
     np.testing.assert_array_equal(view[1, :5], ids[1, :5])
 
 
+@pytest.mark.parametrize("n", [16, 17, 1000])  # at, one over and far over the positions
+@pytest.mark.parametrize("specials", [(1, 1), (1, 0), (0, 0)])
+def test_truncate_keeps_the_first_ids_and_the_closing_specials(n, specials):
+    ids, lengths = _texts([n, 5], specials)
+    view, view_lengths, counts = long_text_view(ids, lengths, how="truncate", max_len=16, specials=specials)
+    after = specials[1]
+    expected = np.concatenate([ids[0, :16 - after], ids[0, n - after:n]]) if n > 16 else ids[0, :16]
+    np.testing.assert_array_equal(view[0, :16], expected)
+    assert view_lengths.tolist() == [16, 5] and counts is None
+    np.testing.assert_array_equal(view[1, :5], ids[1, :5])
+
+
 @pytest.mark.parametrize("n", [16, 17, 40, 1000])
 def test_windows_cover_every_token_with_the_specials_around_each(n):
     ids, lengths = _texts([n, 4])

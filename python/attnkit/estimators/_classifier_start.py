@@ -1,8 +1,9 @@
 """Where a :class:`TransformerClassifier` starts: from scratch, or from a pretrained checkpoint.
 
 Every decision that depends on the start gathers here, in one of two objects with the same methods:
-the "auto" defaults (learning rate, passes, pooling, how long texts are read, the n-gram bag), the checks
-of the parameters, the tokenizer and token space, the network's config and its initial weights.
+the "auto" defaults (learning rate, passes, pooling, how long texts are read, the n-gram bag and TF-IDF
+stack), the checks of the parameters, the tokenizer and token space, the network's config and its initial
+weights.
 The classifier asks ``start_of(self)`` and never branches on ``pretrained`` itself.
 """
 
@@ -50,6 +51,7 @@ class FromScratch:
     tokenizer = None  # the classifier's ``tokenizer`` parameter decides
     learning_rate = 1e-3
     bag_ngrams = 2
+    tfidf_stack = False  # the n-gram bag, trained with the encoder, reads whole texts instead
     pooling = "cls"
     # The n-gram bag reads whole texts; the encoder then reads their ends at the cost of max_len.
     long_texts = "head_tail"
@@ -95,6 +97,8 @@ class FineTuning:
     # benchmarks/results/eval_pretrained_imdb.md).
     learning_rate = 1e-4
     bag_ngrams = 0  # on 3,000 rt-polarity sentences the bag cost a fine-tuned encoder about a point
+    # A linear model fitted apart and weighed on held-out texts instead (benchmarks/results/eval_pretrained_imdb.md)
+    tfidf_stack = True
     pooling = "mean"  # sentence-transformers checkpoints are trained to be read so
     long_texts = "chunks"  # IMDB reviews: benchmarks/results/eval_pretrained_imdb.md
 

@@ -90,7 +90,7 @@ class TrainableEstimator(NetworkEstimator):
     - ``_evaluate(network, samples) -> (loss, score)``: the validation loss and score;
 
     and optionally ``_check_params``, ``_fresh_start`` and ``_initial_weights`` (start from a checkpoint),
-    ``_before_training`` (e.g. pre-training) and those of :class:`NetworkEstimator`.
+    ``_before_training`` (e.g. pre-training), ``_after_training`` and those of :class:`NetworkEstimator`.
     """
 
     _score_name = "score"  # what the verbose lines call the validation score
@@ -131,6 +131,10 @@ class TrainableEstimator(NetworkEstimator):
 
     def _before_training(self, network, samples, rng):
         """Called on a fresh start, before the first epoch (e.g. masked-language-model pre-training)."""
+
+    def _after_training(self, network, samples, validation, rng, *, interrupted):
+        """Called at the end of ``fit`` (not ``partial_fit``), with its training and validation samples
+        (e.g. to fit a model beside the network on the same split)."""
 
     def _monitor(self):
         """What early stopping follows: "loss" or "score"."""
@@ -212,6 +216,8 @@ class TrainableEstimator(NetworkEstimator):
                 self.__dict__.pop("_cache", None)
             raise
         self._record(history, incremental)
+        if not incremental:
+            self._after_training(network, samples, validation, rng, interrupted=history.interrupted)
         return self
 
     def _training_options(self, **fields):

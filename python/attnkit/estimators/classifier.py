@@ -4,6 +4,7 @@ classifier."""
 import functools
 import numbers
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from attnkit.estimators._base import INFERENCE_DTYPES
 from attnkit.estimators._classifier_start import start_of
 from attnkit.estimators._jobs import fit_context, map_batches, threaded
 from attnkit.estimators._pretraining import pretrain_masked_lm
+from attnkit.estimators._tfidf_stack import TfidfStack
 from attnkit.estimators._token_space import PretrainedSpace, VocabularySpace
 from attnkit.estimators._trainable import Samples, TrainableEstimator, validation_pair
 from attnkit.estimators._training import reseed_dropout
@@ -161,10 +163,22 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         pretrained encoder (on 3,000 rt-polarity sentences the bag cost it about a point; on long
         documents, which the encoder cuts at ``max_len``, it can still help: set it).
 
+    tfidf_stack : bool or "auto", default="auto"
+        Stack a TF-IDF logistic regression with the network: after training, a logistic regression on the
+        TF-IDF of each training text's token 1- and 2-grams (every token, however long the text; its
+        strength chosen by 5-fold cross-validation) is fitted beside the network, and the classifier's
+        log-probabilities become ``log_softmax(a * log p_network + b * log p_tfidf)``, with ``a, b >= 0``
+        fitted on the validation set (``stack_weights_``): a weak linear model gets a small weight. It
+        needs a validation set (``early_stopping`` or ``validation_data``). "auto": on when fine-tuning a
+        pretrained encoder with one (on IMDB reviews the two together beat either alone: see
+        ``benchmarks/results/eval_pretrained_imdb.md``), off from scratch, where the n-gram bag is trained
+        with the encoder. ``partial_fit`` trains the network alone and keeps a stack as ``fit`` left it.
+        ``set_params(tfidf_stack=False)`` after ``fit`` predicts with the network alone.
+
     features : {"scores", "pooled", "pooled+scores"}, default="scores"
         What :meth:`transform` returns, e.g. for a model stacked downstream in a Pipeline:
-        ``"scores"`` the class scores (logits, n-gram bag included: everything the classifier
-        knows, one column per class), ``"pooled"`` the encoder's sentence vector (``d_model``
+        ``"scores"`` the class scores (logits, n-gram bag and TF-IDF stack included: everything the
+        classifier knows, one column per class), ``"pooled"`` the encoder's sentence vector (``d_model``
         columns, before the head and without the bag: an embedding for similarity, clustering or
         other labels), ``"pooled+scores"`` both side by side. A model fitted on the same texts
         sees training features better than any new text's, which only the scores survive: on
@@ -299,6 +313,10 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         Validation accuracy of the kept epoch: the epoch whose weights the classifier holds (the best
         one under early stopping or after Ctrl-C, else the last); None without validation.
 
+    stack_weights_ : ndarray of shape (2,) or None
+        The network's and the TF-IDF logistic regression's weights in the stacked log-probabilities
+        (``tfidf_stack``); None without a stack.
+
     best_epoch_ : int or None
         The kept epoch (1-based, counted over all calls, as ``loss_curve_``): the best one under early
         stopping or after Ctrl-C, else the last; None when Ctrl-C came before the first epoch ended.
@@ -338,7 +356,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     _network_class = SequenceClassifier
     _score_name = "accuracy"
     # Files written before `features` existed: their transform gave the pooled vectors.
-    _params_before_they_existed = {"features": "pooled", "long_texts": "truncate", "window_pooling": "mean"}
+    _params_before_they_existed = {"features": "pooled", "long_texts": "truncate", "window_pooling": "mean",
+                                   "tfidf_stack": False}
     _parameter_constraints = {
         "tokenizer": [Options(str, set(Tokenizer.KINDS + SubwordTokenizer.KINDS))],
         "lowercase": ["boolean"],
@@ -370,6 +389,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         "validation_fraction": [Interval(numbers.Real, 0, 1, closed="neither")],
         "n_iter_no_change": [Interval(numbers.Integral, 1, None, closed="left")],
         "bag_ngrams": [Interval(numbers.Integral, 0, None, closed="left"), Options(str, {"auto"})],
+        "tfidf_stack": ["boolean", Options(str, {"auto"})],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
         "class_weight": [None, dict, Options(str, {"balanced"})],
         "warm_start": ["boolean"],
@@ -383,7 +403,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     def __init__(self, *, pretrained=None, tokenizer="word", lowercase=True, max_features=None, min_df=1, max_len=128,
                  long_texts="auto", window_pooling="mean", padding_id=0, d_model=128, n_heads=4, n_layers=2,
                  d_ff=256, dropout=0.1, word_dropout=0.0,
-                 attention="softmax", positional="sinusoidal", pooling="auto", bag_ngrams="auto", features="scores",
+                 attention="softmax", positional="sinusoidal", pooling="auto", bag_ngrams="auto", tfidf_stack="auto",
+                 features="scores",
                  batch_size=32, learning_rate="auto", weight_decay=0.01, label_smoothing=0.0, mlm_epochs=0,
                  max_iter="auto", early_stopping=True, early_stopping_metric="score",
                  validation_fraction=0.1, n_iter_no_change=3, tol=1e-4, class_weight=None, warm_start=False,
@@ -408,6 +429,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         self.positional = positional
         self.pooling = pooling
         self.bag_ngrams = bag_ngrams
+        self.tfidf_stack = tfidf_stack
         self.features = features
         self.batch_size = batch_size
         self.learning_rate = learning_rate
@@ -456,6 +478,9 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         self : object
             The fitted classifier.
         """
+        if self.tfidf_stack is True and validation_data is None and not self.early_stopping:
+            raise ValueError("tfidf_stack=True fits the stack's weights on a validation set: set early_stopping=True "
+                             "(which holds out validation_fraction of the training data) or give validation_data")
         return self._fit(X, y, sample_weight, validation_data=validation_data, classes=None, incremental=False)
 
     @fit_context
@@ -547,7 +572,11 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             scores = network.scores(ids, pooled, lengths=lengths)
             return scores if self.features == "scores" else np.hstack([pooled, scores])
 
-        return self._batched(self._encode(X), features, self._n_features_out)
+        docs = self._encode(X)
+        out = self._batched(docs, features, self._n_features_out)
+        if self.features != "pooled":
+            out[:, -len(self.classes_):] = self._stacked(docs, out[:, -len(self.classes_):])
+        return out
 
     @threaded
     def attention_maps(self, X: Texts) -> list[dict[str, Any]]:
@@ -600,6 +629,9 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     def _bag_ngrams(self):
         return start_of(self).bag_ngrams if self.bag_ngrams == "auto" else int(self.bag_ngrams)
 
+    def _tfidf_stack(self):
+        return start_of(self).tfidf_stack if self.tfidf_stack == "auto" else bool(self.tfidf_stack)
+
     def _pooling(self):
         return start_of(self).pooling if self.pooling == "auto" else self.pooling
 
@@ -622,7 +654,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                 "padding_id": int(self.padding_id), "max_len": int(self.max_len),
                 "subword_sizes": {"source": self.max_features},
                 "cls": self._pooling() == "cls" and tokenizer is None,
-                "whole": self._bag_ngrams() > 0 or self._long_texts() != "truncate"}
+                "whole": self._bag_ngrams() > 0 or self._tfidf_stack() or self._long_texts() != "truncate"}
 
     def _text_tokenizer(self):
         # From scratch, attnkit's Tokenizer (None) splits the texts: the vocabulary is learnt from its tokens,
@@ -712,6 +744,29 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                                          label="pre-training epoch")
         self.mlm_loss_curve_ = pretrain_masked_lm(network, encoder_view, options, rng=rng).loss_curve
 
+    def _after_training(self, network, samples, validation, rng, *, interrupted):
+        """Fit the TF-IDF stack on this fit's training texts and validation set (``tfidf_stack``); not after
+        Ctrl-C, which asks for the model as it stands."""
+        self._stack = None
+        if not self._tfidf_stack() or validation is None or interrupted:
+            self._publish()
+            return
+        started = time.perf_counter()
+        net = self._network_log_proba(network, validation.inputs)
+        self._stack = TfidfStack.fit(samples.inputs, samples.targets, samples.weights, len(self.classes_),
+                                     self._network_config["vocab_size"],
+                                     validation=(validation.inputs, validation.targets, validation.weights, net),
+                                     random_state=int(rng.integers(2**31)))
+        self._publish()
+        if self.verbose and self._stack is not None:
+            print(f"TF-IDF stack: {len(self._stack.keys):,} n-grams, weights {self.stack_weights_[0]:.3f} (network), "
+                  f"{self.stack_weights_[1]:.3f} (TF-IDF), {time.perf_counter() - started:.0f} s", flush=True)
+
+    def _publish(self):
+        super()._publish()
+        stack = self.__dict__.get("_stack")
+        self.stack_weights_ = None if stack is None else stack.weights.copy()
+
     def _batch_loss(self, network, samples, rng):
         docs, codes, weights = samples.inputs, samples.targets, samples.weights
         loss_fn = CrossEntropyLoss(reduction="none", label_smoothing=float(self.label_smoothing))
@@ -790,16 +845,33 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         map_batches(run, self._inference_batches(lengths), cost=lambda rows: len(rows) * max(lengths[i] for i in rows))
         return out
 
+    def _network_log_proba(self, network, docs):
+        runner = network.inference_runner()
+        logits = self._batched(docs, lambda ids, lengths: network.logits(ids, lengths=lengths, runner=runner),
+                               len(self.classes_))
+        return ops.log_softmax(logits.astype(np.float64), axis=-1)
+
     def _logits(self, X):
+        """The classifier's class scores: the network's logits, or the TF-IDF stack's log-probabilities."""
         check_is_fitted(self)
         network, runner = self._network(), self._inference_runner()
-        return self._batched(self._encode(X), lambda ids, lengths: network.logits(ids, lengths=lengths, runner=runner),
-                             len(self.classes_))
+        docs = self._encode(X)
+        logits = self._batched(docs, lambda ids, lengths: network.logits(ids, lengths=lengths, runner=runner),
+                               len(self.classes_))
+        return self._stacked(docs, logits)
+
+    def _stacked(self, docs, logits):
+        stack = self.__dict__.get("_stack")
+        if stack is None or self.tfidf_stack is False:  # set after fit: the network alone
+            return logits
+        return stack.combine(docs, ops.log_softmax(logits.astype(np.float64), axis=-1)).astype(logits.dtype)
 
     # ------------------------------------------------------------------------------ protocol
     def _fitted_extras(self):
-        return {}, {"classes": to_json(self.classes_), "mlm_loss_curve": self.mlm_loss_curve_,
-                    **self._token_space().config()}
+        stack = self.__dict__.get("_stack")
+        groups = {} if stack is None else {"stack": stack.arrays()}
+        return groups, {"classes": to_json(self.classes_), "mlm_loss_curve": self.mlm_loss_curve_,
+                        **self._token_space().config()}
 
     def _set_fitted_extras(self, groups, config):
         self.classes_ = from_json(config["classes"])
@@ -809,6 +881,9 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         else:
             self._cache["token_space"] = VocabularySpace(Vocabulary(config["vocabulary"]))
         self.vocabulary_ = self._token_space().mapping()
+        self._stack = None if "stack" not in groups else \
+            TfidfStack.from_arrays(groups["stack"], self._network_config["vocab_size"])
+        self._publish()
 
     def _upgrade_fitted_state(self, groups, config, version):
         """attnkit 0.1.0's layout (format 1): no network seed, so the network is rebuilt from seed 0, as that

@@ -2,12 +2,13 @@
 vectors are pooled back into one per text.
 
 An encoder reads at most ``max_len`` tokens (its positions, or its cost). :func:`long_text_view` gives the
-encoder's view of a padded batch of whole texts: ``"truncate"`` keeps the first ``max_len`` ids;
-``"head_tail"`` the first quarter and the last three quarters of them (Sun et al. 2019, "How to Fine-Tune
-BERT for Text Classification?": 128 + 382 of 512 read IMDB reviews best, the verdict often being in the last
-lines); ``"chunks"`` every token, in windows of ``max_len`` that overlap by a quarter, each window carrying
-the text's leading and trailing special tokens (``[CLS] ... [SEP]``) as a text of its own would.
-:class:`WindowPooling` turns the windows' vectors into one per text (mean, max, or a learned attention).
+encoder's view of a padded batch of whole texts: ``"truncate"`` keeps the first ``max_len`` ids (and the
+closing special tokens, as a tokenizer's cut does); ``"head_tail"`` the first quarter and the last three
+quarters of them (Sun et al. 2019, "How to Fine-Tune BERT for Text Classification?": 128 + 382 of 512 read
+IMDB reviews best, the verdict often being in the last lines); ``"chunks"`` every token, in windows of
+``max_len`` that overlap by a quarter, each window carrying the text's leading and trailing special tokens
+(``[CLS] ... [SEP]``) as a text of its own would. :class:`WindowPooling` turns the windows' vectors into one
+per text (mean, max, or a learned attention).
 A text that fits is the same in every view, so short texts read as before.
 """
 
@@ -38,8 +39,8 @@ def long_text_view(ids, lengths, *, how, max_len, specials=(0, 0)):
         Most ids the encoder reads in one sequence.
     specials : (int, int), default=(0, 0)
         How many ids at the start and at the end of every text are special tokens (1, 1 for BERT's
-        ``[CLS] ... [SEP]``; 1, 0 for a ``<cls>`` prefix): ``"head_tail"`` keeps them (they are in the head
-        and the tail), ``"chunks"`` repeats them around every window.
+        ``[CLS] ... [SEP]``; 1, 0 for a ``<cls>`` prefix): ``"truncate"`` and ``"head_tail"`` keep them (as a
+        tokenizer that cuts the text does), ``"chunks"`` repeats them around every window.
 
     Returns
     -------
@@ -60,8 +61,11 @@ def long_text_view(ids, lengths, *, how, max_len, specials=(0, 0)):
     if how == "truncate" or not long.any():
         if ids.shape[1] <= max_len:
             return ids, lengths, (np.ones(len(ids), np.int64) if how == "chunks" else None)
-        return ids[:, :max_len], np.minimum(lengths, max_len), (np.ones(len(ids), np.int64) if how == "chunks"
-                                                                 else None)
+        view = ids[:, :max_len].copy()
+        after = min(specials[1], max_len - 1)
+        for b in np.flatnonzero(long) if after else ():  # the closing special tokens stay, as a tokenizer's cut
+            view[b, max_len - after:] = ids[b, lengths[b] - after:lengths[b]]
+        return view, np.minimum(lengths, max_len), (np.ones(len(ids), np.int64) if how == "chunks" else None)
     if how == "head_tail":
         head = max(1, round(HEAD_SHARE * max_len))
         view = ids[:, :max_len].copy()
