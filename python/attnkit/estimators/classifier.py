@@ -64,7 +64,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     every parameter is fine-tuned, the head (and the n-gram bag, if asked for) starting from scratch; the
     "auto" defaults then switch to fine-tuning's (``learning_rate``: 1e-4; ``max_iter``: about 1,000
     updates in 3 to 10 epochs, at most 1,500,000 tokens; ``pooling``: mean; ``long_texts``: windows;
-    ``bag_ngrams``: 0, no bag). The fitted
+    ``bag_ngrams``: 0, no bag; ``tfidf_stack``: on, a TF-IDF logistic regression stacked with the network). The fitted
     classifier holds everything it needs: it no longer reads the checkpoint.
 
     Parameters
