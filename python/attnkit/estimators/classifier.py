@@ -759,8 +759,9 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                                      random_state=int(rng.integers(2**31)))
         self._publish()
         if self.verbose and self._stack is not None:
-            print(f"TF-IDF stack: {len(self._stack.keys):,} n-grams, weights {self.stack_weights_[0]:.3f} (network), "
-                  f"{self.stack_weights_[1]:.3f} (TF-IDF), {time.perf_counter() - started:.0f} s", flush=True)
+            weights = self._stack.weights
+            print(f"TF-IDF stack: {len(self._stack.keys):,} n-grams, weights {weights[0]:.3f} (network), "
+                  f"{weights[1]:.3f} (TF-IDF), {time.perf_counter() - started:.0f} s", flush=True)
 
     def _publish(self):
         super()._publish()
