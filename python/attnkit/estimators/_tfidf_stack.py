@@ -55,16 +55,15 @@ class TfidfStack:
         """Fit the linear model on ``docs`` (id lists) and ``codes`` (class codes), then the weights on
         ``validation``: ``(docs, codes, sample_weight, network log-probabilities)``.
 
-        Returns None when the training texts lack a class (the linear model could not score it).
+        Returns None when the training texts lack a class (the linear model could not score it) or have fewer
+        than 2 of one (no cross-validation).
         """
-        if np.unique(codes[sample_weight > 0]).size < n_classes:
+        folds = min(CV_FOLDS, int(np.bincount(codes, minlength=n_classes).min()))
+        if np.unique(codes[sample_weight > 0]).size < n_classes or folds < 2:
             return None
         pairs = _ngrams(docs, base)
         keys, idf = _vocabulary(pairs, len(docs))
         features = _tfidf(pairs, keys, idf, len(docs))
-        folds = min(CV_FOLDS, int(np.bincount(codes).min()))
-        if folds < 2:
-            return None
         search = GridSearchCV(LogisticRegression(max_iter=2000), {"C": CS}, scoring="neg_log_loss",
                               cv=StratifiedKFold(folds, shuffle=True, random_state=random_state))
         linear = search.fit(features, codes, sample_weight=sample_weight).best_estimator_

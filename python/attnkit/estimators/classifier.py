@@ -748,20 +748,18 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         """Fit the TF-IDF stack on this fit's training texts and validation set (``tfidf_stack``); not after
         Ctrl-C, which asks for the model as it stands."""
         self._stack = None
-        if not self._tfidf_stack() or validation is None or interrupted:
-            self._publish()
-            return
-        started = time.perf_counter()
-        net = self._network_log_proba(network, validation.inputs)
-        self._stack = TfidfStack.fit(samples.inputs, samples.targets, samples.weights, len(self.classes_),
-                                     self._network_config["vocab_size"],
-                                     validation=(validation.inputs, validation.targets, validation.weights, net),
-                                     random_state=int(rng.integers(2**31)))
+        if self._tfidf_stack() and validation is not None and not interrupted:
+            started = time.perf_counter()
+            net = ops.log_softmax(self._network_logits(network, network.inference_runner(), validation.inputs)
+                                  .astype(np.float64), axis=-1)
+            self._stack = TfidfStack.fit(samples.inputs, samples.targets, samples.weights, len(self.classes_),
+                                         self._network_config["vocab_size"], random_state=int(rng.integers(2**31)),
+                                         validation=(validation.inputs, validation.targets, validation.weights, net))
+            if self.verbose and self._stack is not None:
+                weights = self._stack.weights
+                print(f"TF-IDF stack: {len(self._stack.keys):,} n-grams, weights {weights[0]:.3f} (network), "
+                      f"{weights[1]:.3f} (TF-IDF), {time.perf_counter() - started:.0f} s", flush=True)
         self._publish()
-        if self.verbose and self._stack is not None:
-            weights = self._stack.weights
-            print(f"TF-IDF stack: {len(self._stack.keys):,} n-grams, weights {weights[0]:.3f} (network), "
-                  f"{weights[1]:.3f} (TF-IDF), {time.perf_counter() - started:.0f} s", flush=True)
 
     def _publish(self):
         super()._publish()
@@ -795,9 +793,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         return batch_loss
 
     def _evaluate(self, network, samples):
-        runner = network.inference_runner()
-        logits = self._batched(samples.inputs, lambda ids, lens: network.logits(ids, lengths=lens, runner=runner),
-                               len(self.classes_))
+        logits = self._network_logits(network, network.inference_runner(), samples.inputs)
         losses, _ = CrossEntropyLoss(reduction="none").forward(logits, samples.targets)
         correct = (np.argmax(logits, axis=1) == samples.targets).astype(np.float64)
         total = float(samples.weights.sum())
@@ -846,20 +842,17 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         map_batches(run, self._inference_batches(lengths), cost=lambda rows: len(rows) * max(lengths[i] for i in rows))
         return out
 
-    def _network_log_proba(self, network, docs):
-        runner = network.inference_runner()
-        logits = self._batched(docs, lambda ids, lengths: network.logits(ids, lengths=lengths, runner=runner),
-                               len(self.classes_))
-        return ops.log_softmax(logits.astype(np.float64), axis=-1)
+    def _network_logits(self, network, runner, docs):
+        """The network's logits of encoded ``docs`` (float32, rows in order)."""
+        return self._batched(docs, lambda ids, lengths: network.logits(ids, lengths=lengths, runner=runner),
+                             len(self.classes_))
 
     def _logits(self, X):
         """The classifier's class scores: the network's logits, or the TF-IDF stack's log-probabilities."""
         check_is_fitted(self)
         network, runner = self._network(), self._inference_runner()
         docs = self._encode(X)
-        logits = self._batched(docs, lambda ids, lengths: network.logits(ids, lengths=lengths, runner=runner),
-                               len(self.classes_))
-        return self._stacked(docs, logits)
+        return self._stacked(docs, self._network_logits(network, runner, docs))
 
     def _stacked(self, docs, logits):
         stack = self.__dict__.get("_stack")
