@@ -117,8 +117,14 @@ def tokens_per_second(timings, name, tokens):
 def main(argv=None):
     parser = harness.make_parser(__doc__.splitlines()[0])
     parser.add_argument("--new", type=int, default=32, help="tokens generated per row (default 32)")
+    parser.add_argument("--batches", default=",".join(map(str, BATCHES)),
+                        help=f"comma-separated batch sizes (default {','.join(map(str, BATCHES))})")
+    parser.add_argument("--contexts", default=None,
+                        help=f"comma-separated prompt lengths (default {','.join(map(str, CONTEXTS))}; quick: 128,512)")
     args = harness.parse_args(parser, "generation", argv)
-    contexts = (128, 512) if args.quick else CONTEXTS
+    batches = tuple(int(b) for b in args.batches.split(","))
+    contexts = tuple(int(c) for c in args.contexts.split(",")) if args.contexts else \
+        (128, 512) if args.quick else CONTEXTS
     torch = harness.load_torch()
     try:
         import transformers  # noqa: F401
@@ -126,6 +132,8 @@ def main(argv=None):
         print("note: transformers is not importable; its rows are skipped")
         torch = None
     report = harness.Report(args, "GPT-style generation: attnkit against transformers' GPT-2", torch)
+    if max(contexts) + args.new > 2048 + 64:
+        parser.error("--contexts: the models hold 2,112 positions, prompt + --new must fit")
     softmax, linear = attnkit_model(), attnkit_model("linear")
     hf = None if torch is None else transformers_model(torch)
     table = report.table(
@@ -138,7 +146,7 @@ def main(argv=None):
     thread_counts = [args.threads] if args.quick or args.threads == 1 else [args.threads, 1]
     for threads in thread_counts:
         harness.set_threads(threads, torch)
-        for batch in BATCHES:
+        for batch in batches:
             for context in contexts:
                 rng = np.random.default_rng(context + batch)
                 prompt = rng.integers(0, CONFIG["vocab"], size=(batch, context))
@@ -173,7 +181,8 @@ def main(argv=None):
     top = thread_counts[0]
     for batch, goal, label in ((1, TARGETS["transformers batch 1"], "batch 1"),
                                (32, TARGETS["transformers batch 32"], "batch 32")):
-        got = [ratios[(top, batch, c)][0] for c in contexts if ratios[(top, batch, c)][0] is not None]
+        got = [ratios[(top, batch, c)][0] for c in contexts
+               if (top, batch, c) in ratios and ratios[(top, batch, c)][0] is not None]
         if got:
             lines.append(f"- cache vs transformers, {label}, {top} threads: {min(got):.2f}x-{max(got):.2f}x over "
                          f"contexts (target >= {goal}x): " + ("met" if min(got) >= goal else "**not met**"))

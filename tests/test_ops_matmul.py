@@ -113,6 +113,21 @@ def test_bit_identical_across_thread_counts_for_the_estimator_shapes(threads):
             assert_array_equal(ops.matmul(a, b), expected, err_msg=f"({m}, {k}) @ ({k}, {n}), {count} threads")
 
 
+def test_bit_identical_across_thread_counts_for_decoding_steps(threads):
+    """A decoding step's thin products (up to 4 rows) split B's columns over the threads from 2^18 elements of B,
+    far below the packed path's threshold: the same bits whatever the count, B's rows contiguous or strided."""
+    rng = np.random.default_rng(5)
+    for m, k, n in [(1, 256, 8192), (3, 257, 1030), (4, 1024, 300)]:
+        a, b = rng.standard_normal((m, k), np.float32), rng.standard_normal((k, n), np.float32)
+        for name, b_view in (("contiguous", b), ("transposed", np.ascontiguousarray(b.T).T)):
+            threads(1)
+            expected = ops.matmul(a, b_view)
+            for count in (2, 3):
+                threads(count)
+                assert_array_equal(ops.matmul(a, b_view), expected, err_msg=f"({m}, {k}) @ {name} ({k}, {n}), "
+                                                                             f"{count} threads")
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_nan_and_inf_stay_in_their_row_or_column(isa, threads, dtype):
     m, k, n = 37, 1700, 290  # above the one-thread threshold; two threads split the columns

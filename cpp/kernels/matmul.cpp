@@ -242,6 +242,10 @@ inline Grid split(std::int64_t m, std::int64_t n, std::int64_t tiles_m, std::int
 constexpr std::int64_t kThinRows = 4;
 constexpr int kThinVectors = 64;  // W-column vectors per run of a row of B (256 floats on AVX2: 1 KB)
 constexpr int kThinScalars = 8;  // independent scalar chains where B's rows are strided (B transposed)
+// A thin product streams B once and does k n multiply-adds per row: it is bound by memory, not arithmetic, and
+// a second thread adds its core's bandwidth. From this many elements of B (1 MB in float) it takes the threads:
+// a tied 256 x 8192 output layer decoding from DRAM took 1.1-1.3 ms on one thread of a 2-core Zen 3.
+constexpr std::int64_t kThinParallelElements = std::int64_t(1) << 18;
 
 // Columns [j, j + NV W) of row i of C, B's rows contiguous (see thin): for each p, a run of NV W elements of B's
 // row p, read in order, updates NV W chains kept in ``sum`` (L1), as an axpy: B is read as it lies in memory
@@ -324,7 +328,7 @@ void matmul(const MatmulArgs<T>& g) {
   if (m == 0 || n == 0) return;
   if (m <= kThinRows) {
     constexpr std::int64_t W = Vec<T>::W;
-    const int threads = m * n * k >= kMinParallelWork ? kernel_threads() : 1;
+    const int threads = m * n * k >= kMinParallelWork || n * k >= kThinParallelElements ? kernel_threads() : 1;
     const std::int64_t chunks = (n + W - 1) / W;
 #pragma omp parallel for num_threads(threads) schedule(static, 1) if (threads > 1)
     for (int t = 0; t < threads; ++t)
