@@ -47,6 +47,30 @@ def test_the_kept_epoch_is_the_one_whose_weights_are_held(case):
     assert model._evaluate(model._network(), validation)[1] == model.best_validation_score_
 
 
+def test_after_training_receives_the_kept_epochs_evaluation(case, monkeypatch):
+    """What _evaluate returns beyond (loss, score) for the held weights (the classifier's validation logits)
+    reaches _after_training as kept_evaluation, in a fit and in a warm-started one, whose epochs count on from the
+    first fit's."""
+    cls, params, X, y, _ = case
+    seen, original = [], cls._after_training
+
+    def recording(self, *args, kept_evaluation, **kwargs):
+        seen.append(kept_evaluation)
+        return original(self, *args, kept_evaluation=kept_evaluation, **kwargs)
+
+    monkeypatch.setattr(cls, "_after_training", recording)
+    model = cls(**{**params, "max_iter": 3, "early_stopping": True, "n_iter_no_change": 3})
+    validation_data = (X[40:], y[40:])
+    for warm_start in (False, True):
+        model.set_params(warm_start=warm_start).fit(X[:40], y[:40], validation_data=validation_data)
+        fresh = model._evaluate(model._network(), model._read_validation_data(validation_data))[2:]
+        if fresh:
+            np.testing.assert_array_equal(seen[-1], fresh[0])
+        else:
+            assert seen[-1] is None
+    assert model.n_iter_ == 6 and len(seen) == 2
+
+
 def test_without_validation_there_is_no_validation_score(case):
     cls, params, X, y, _ = case
     model = cls(**{**params, "early_stopping": False, "max_iter": 2}).fit(X, y)

@@ -20,7 +20,8 @@ __all__ = ["TfidfStack"]
 
 MIN_DF = 2  # an n-gram in a single training text is noise to a linear model (and most of the features)
 CS = np.logspace(-1, 3, 9)  # inverse regularisation strengths tried (TF-IDF rows have norm 1)
-CV_FOLDS = 5
+# 3 folds chose the same C (316) and test accuracy as 5 on IMDB in 42 s instead of 71 s: a fit pays this once.
+CV_FOLDS = 3
 
 
 class TfidfStack:

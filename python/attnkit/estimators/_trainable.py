@@ -87,7 +87,9 @@ class TrainableEstimator(NetworkEstimator):
     - ``_read_validation_data(validation_data) -> Samples``;
     - ``_batch_loss(network, samples, rng) -> callable``: ``batch_loss(indices) -> (loss, n_tokens)``
       for the training loop (:func:`attnkit.estimators._training.train`);
-    - ``_evaluate(network, samples) -> (loss, score)``: the validation loss and score;
+    - ``_evaluate(network, samples) -> (loss, score)``: the validation loss and score, optionally followed by
+      a by-product of the evaluation (the classifier's logits) that ``_after_training`` receives for the
+      epoch whose weights the model keeps;
 
     and optionally ``_check_params``, ``_fresh_start`` and ``_initial_weights`` (start from a checkpoint),
     ``_before_training`` (e.g. pre-training), ``_after_training`` and those of :class:`NetworkEstimator`.
@@ -132,9 +134,10 @@ class TrainableEstimator(NetworkEstimator):
     def _before_training(self, network, samples, rng):
         """Called on a fresh start, before the first epoch (e.g. masked-language-model pre-training)."""
 
-    def _after_training(self, network, samples, validation, rng, *, interrupted):
+    def _after_training(self, network, samples, validation, rng, *, interrupted, kept_evaluation):
         """Called at the end of ``fit`` (not ``partial_fit``), with its training and validation samples
-        (e.g. to fit a model beside the network on the same split)."""
+        (e.g. to fit a model beside the network on the same split). ``kept_evaluation``: what ``_evaluate``
+        returned beyond (loss, score) for the weights the model holds, or None when they were not evaluated."""
 
     def _monitor(self):
         """What early stopping follows: "loss" or "score"."""
@@ -195,7 +198,14 @@ class TrainableEstimator(NetworkEstimator):
             self._before_training(network, samples, rng)
         reseed_dropout(network, rng)
         batch_loss = self._batch_loss(network, samples, rng)
-        validate = None if validation is None else (lambda: self._evaluate(network, validation))
+        evaluations = []  # the by-products of this call's validations, one per epoch (see _evaluate)
+
+        def evaluate():
+            loss, score, *extra = self._evaluate(network, validation)
+            evaluations.append(extra[0] if extra else None)
+            return loss, score
+
+        validate = None if validation is None else evaluate
         max_epochs, epoch_updates = (1, None) if incremental else self._plan_epochs(samples)
         options = TrainingOptions(
             max_epochs=max_epochs, epoch_updates=epoch_updates, batch_size=self.batch_size,
@@ -207,9 +217,10 @@ class TrainableEstimator(NetworkEstimator):
             score_name=self._score_name, verbose=int(self.verbose),
             on_epoch_end=epoch_checkpointer(self, lambda history: self._record(history, incremental)),
         )
+        history = History.from_dict(self._training_state)
+        epochs_before = history.n_epochs
         try:
-            history = train(network, batch_loss, samples.lengths, options, rng=rng, validate=validate,
-                            history=History.from_dict(self._training_state))
+            history = train(network, batch_loss, samples.lengths, options, rng=rng, validate=validate, history=history)
         except ValueError:
             if not continuing:  # a first fit that failed leaves no half-fitted estimator behind
                 self.__dict__.pop("_weights", None)
@@ -217,7 +228,10 @@ class TrainableEstimator(NetworkEstimator):
             raise
         self._record(history, incremental)
         if not incremental:
-            self._after_training(network, samples, validation, rng, interrupted=history.interrupted)
+            kept = None if history.kept_epoch is None else history.kept_epoch - epochs_before - 1
+            self._after_training(network, samples, validation, rng, interrupted=history.interrupted,
+                                 kept_evaluation=evaluations[kept] if kept is not None and
+                                 0 <= kept < len(evaluations) else None)
         return self
 
     def _training_options(self, **fields):

@@ -166,7 +166,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     tfidf_stack : bool or "auto", default="auto"
         Stack a TF-IDF logistic regression with the network: after training, a logistic regression on the
         TF-IDF of each training text's token 1- and 2-grams (every token, however long the text; its
-        strength chosen by 5-fold cross-validation) is fitted beside the network, and the classifier's
+        strength chosen by 3-fold cross-validation) is fitted beside the network, and the classifier's
         log-probabilities become ``log_softmax(a * log p_network + b * log p_tfidf)``, with ``a, b >= 0``
         fitted on the validation set (``stack_weights_``): a weak linear model gets a small weight. It
         needs a validation set (``early_stopping`` or ``validation_data``). "auto": on when fine-tuning a
@@ -744,14 +744,16 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                                          label="pre-training epoch")
         self.mlm_loss_curve_ = pretrain_masked_lm(network, encoder_view, options, rng=rng).loss_curve
 
-    def _after_training(self, network, samples, validation, rng, *, interrupted):
+    def _after_training(self, network, samples, validation, rng, *, interrupted, kept_evaluation):
         """Fit the TF-IDF stack on this fit's training texts and validation set (``tfidf_stack``); not after
-        Ctrl-C, which asks for the model as it stands."""
+        Ctrl-C, which asks for the model as it stands. The network's validation logits are those early stopping
+        computed for the kept weights (``kept_evaluation``), when it did: a long text set takes a minute to read."""
         self._stack = None
         if self._tfidf_stack() and validation is not None and not interrupted:
             started = time.perf_counter()
-            net = ops.log_softmax(self._network_logits(network, network.inference_runner(), validation.inputs)
-                                  .astype(np.float64), axis=-1)
+            logits = kept_evaluation if kept_evaluation is not None else \
+                self._network_logits(network, network.inference_runner(), validation.inputs)
+            net = ops.log_softmax(logits.astype(np.float64), axis=-1)
             self._stack = TfidfStack.fit(samples.inputs, samples.targets, samples.weights, len(self.classes_),
                                          self._network_config["vocab_size"], random_state=int(rng.integers(2**31)),
                                          validation=(validation.inputs, validation.targets, validation.weights, net))
@@ -797,7 +799,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         losses, _ = CrossEntropyLoss(reduction="none").forward(logits, samples.targets)
         correct = (np.argmax(logits, axis=1) == samples.targets).astype(np.float64)
         total = float(samples.weights.sum())
-        return float(np.dot(losses, samples.weights)) / total, float(np.dot(correct, samples.weights)) / total
+        return float(np.dot(losses, samples.weights)) / total, float(np.dot(correct, samples.weights)) / total, logits
 
     def _class_weights(self, y):
         if self.class_weight is None:
