@@ -71,6 +71,33 @@ def test_gradients(seed, kind, cross, causal, padded, n, heads):
     _check_layer(layer, x, context, lengths, seed)
 
 
+@pytest.mark.parametrize("kv_heads, rotary, bias", [(4, False, True), (2, True, False), (1, True, True)])
+def test_self_attention_projects_once_and_gets_the_same_bits(kv_heads, rotary, bias):
+    """Self-attention's q, k and v come from one product with [wq | wk | wv]: the same bits as each projection's
+    own product (the matrix product's columns do not depend on their neighbours), and its backward matches the
+    three products' to float32 rounding."""
+    rng = np.random.default_rng(3)
+    layer = MultiHeadAttention(32, 4, rng, n_kv_heads=kv_heads, rotary_base=100.0 if rotary else None, bias=bias,
+                               causal=True)
+    for name in layer.params:
+        layer.params[name][...] = rng.standard_normal(layer.params[name].shape)  # nonzero biases too
+    x = rng.standard_normal((3, 70, 32)).astype(np.float32)
+    q, k, v, _ = layer._self_heads(x, 0)
+    for got, (w, b) in zip((q, k, v), (("wq", "bq"), ("wk", "bk"), ("wv", "bv"))):
+        np.testing.assert_array_equal(got, layer._heads(x, w, b, start=None if w == "wv" else 0))
+    out, cache = layer.forward(x, training=True)
+    grad = rng.standard_normal(out.shape).astype(np.float32)
+    layer.zero_grad()
+    dx = layer.backward(grad, cache)
+    fused_grads = {name: g.copy() for name, g in layer.grads.items()}
+    layer.zero_grad()
+    *rest, _ = cache
+    separate_dx = layer.backward(grad, (*rest, None))  # the same cache without the fused weight: three products
+    np.testing.assert_allclose(dx, separate_dx, rtol=1e-4, atol=1e-4)
+    for name, g in layer.grads.items():
+        np.testing.assert_allclose(fused_grads[name], g, rtol=1e-4, atol=1e-3, err_msg=name)
+
+
 def test_position_bias_gets_its_gradient():
     rng = np.random.default_rng(0)
     layer = MultiHeadAttention(8, 2, rng, position_bias=FullBias(2, 6, rng), causal=True).astype(np.float64)

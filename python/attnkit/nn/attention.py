@@ -141,6 +141,25 @@ class MultiHeadAttention(Module):
             y = ops.rotary_positions(y, start=start, base=self.rotary_base)
         return y
 
+    def _self_heads(self, x, start):
+        """q, k, v of self-attention as :meth:`_heads` makes them, from one product with ``[wq | wk | wv]``: three
+        thin products of a small model (768 x 128 @ 128 x 128) each ran on one thread below the matrix product's
+        threading threshold, where the fused one takes both. Each column's arithmetic is that of its own product, so
+        q, k and v are the same bits. Returns (q, k, v, the fused weight for :meth:`backward`), or None when the
+        weights are not float arrays (block-quantised inference weights)."""
+        weights = [self.params[w] for w in ("wq", "wk", "wv")]
+        if not all(isinstance(w, np.ndarray) for w in weights):
+            return None
+        fused = np.concatenate(weights, axis=1)
+        bias = np.concatenate([self.params[b] for b in ("bq", "bk", "bv")]) if "bq" in self.params else None
+        y = dense(_flat(x), fused, bias).reshape(x.shape[:-1] + (-1, self.d_head))  # (B, N, H + 2 Hkv, dh)
+        q, k, v = np.split(y, [self.n_heads, self.n_heads + self.n_kv_heads], axis=-2)
+        q, k, v = q.swapaxes(-2, -3), k.swapaxes(-2, -3), v.swapaxes(-2, -3)
+        if self.rotary_base is not None:
+            q = ops.rotary_positions(q, start=start, base=self.rotary_base)
+            k = ops.rotary_positions(k, start=start, base=self.rotary_base)
+        return q, k, v, fused
+
     def _grouped(self, q, k, v):
         """Grouped-query layout: q (B, H, N, dh) -> (B, Hkv, G, N, dh) and k, v (B, Hkv, N, dh) -> (B, Hkv, 1, N, dh),
         so that the kernels broadcast each key/value head over its group (views, no copies)."""
@@ -181,8 +200,13 @@ class MultiHeadAttention(Module):
                              "have no distance between them (give no context, or no rotary_base)")
         c = context if cross else x
         start = None if cross else 0
-        q, k, v = self._heads(x, "wq", "bq", start=start), self._heads(c, "wk", "bk", start=start), \
-            self._heads(c, "wv", "bv")
+        heads = None if cross else self._self_heads(x, start)
+        if heads is None:
+            q, k, v = self._heads(x, "wq", "bq", start=start), self._heads(c, "wk", "bk", start=start), \
+                self._heads(c, "wv", "bv")
+            fused = None
+        else:
+            q, k, v, fused = heads
         q, k, v = self._grouped(q, k, v)
         bias, bias_cache = (None, None)
         if self.position_bias is not None:
@@ -216,12 +240,12 @@ class MultiHeadAttention(Module):
         merged = heads.swapaxes(-2, -3).reshape(x.shape[:-1] + (self.n_heads * self.d_head,))
         out = dense(_flat(merged), self.params["wo"], self.params.get("bo")).reshape(x.shape[:-1] + (self.d_model,))
         # The ops' context keeps the checked q, k, v (and what the backward reuses): no second validation.
-        cache = (x, c, cross, merged, context, bias_cache)
+        cache = (x, c, cross, merged, context, bias_cache, fused)
         return (out, cache, weights) if return_weights else (out, cache)
 
     def backward(self, grad, cache):
         """Accumulate parameter gradients; return dx, or (dx, dcontext) for cross-attention."""
-        x, c, cross, merged, context, bias_cache = cache
+        x, c, cross, merged, context, bias_cache, fused = cache
         add_product(self.grads["wo"], _flat(merged).T, _flat(grad))
         if "bo" in self.grads:
             self.grads["bo"] += _flat(grad).sum(axis=0)
@@ -239,6 +263,8 @@ class MultiHeadAttention(Module):
         if self.rotary_base is not None and not cross:  # a rotation's transpose is its inverse
             dq = ops.rotary_positions(dq, base=self.rotary_base, inverse=True)
             dk = ops.rotary_positions(dk, base=self.rotary_base, inverse=True)
+        if fused is not None:
+            return self._project_back_fused(x, (dq, dk, dv), fused)
         dx = self._project_back(x, dq, "wq", "bq")
         dc = self._project_back(c, dk, "wk", "bk") + self._project_back(c, dv, "wv", "bv")
         return (dx, dc) if cross else dx + dc
@@ -347,6 +373,24 @@ class MultiHeadAttention(Module):
         merged = heads.swapaxes(1, 2).reshape(x.shape[0], n, self.n_heads * self.d_head)
         out = dense(merged.reshape(-1, merged.shape[-1]), self.params["wo"], self.params.get("bo"))
         return out.reshape(x.shape[0], n, -1), cache
+
+    def _project_back_fused(self, x, dheads, fused):
+        """dx of self-attention's fused projection (:meth:`_self_heads`) from dq, dk, dv (B, H or Hkv, N, dh): one
+        product for the three weights' gradients and one for dx."""
+        dy = np.empty(x.shape[:-1] + (fused.shape[1] // self.d_head, self.d_head), dtype=fused.dtype)
+        for part, d in zip(np.split(dy, [self.n_heads, self.n_heads + self.n_kv_heads], axis=-2), dheads):
+            np.copyto(part, d.swapaxes(-2, -3))
+        dy = _flat(dy.reshape(x.shape[:-1] + (-1,)))
+        grads = ops.matmul(_flat(x).T, dy)
+        sums = dy.sum(axis=0) if "bq" in self.grads else None
+        begin = 0
+        for w, b in (("wq", "bq"), ("wk", "bk"), ("wv", "bv")):
+            end = begin + self.grads[w].shape[1]
+            self.grads[w] += grads[:, begin:end]
+            if sums is not None:
+                self.grads[b] += sums[begin:end]
+            begin = end
+        return ops.matmul(dy, fused.T).reshape(x.shape)
 
     def _project_back(self, inp, dheads, w, b):
         dy = dheads.swapaxes(-2, -3).reshape(inp.shape[:-1] + (-1,))
