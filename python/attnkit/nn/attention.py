@@ -153,12 +153,17 @@ class MultiHeadAttention(Module):
         fused = np.concatenate(weights, axis=1)
         bias = np.concatenate([self.params[b] for b in ("bq", "bk", "bv")]) if "bq" in self.params else None
         y = dense(_flat(x), fused, bias).reshape(x.shape[:-1] + (-1, self.d_head))  # (B, N, H + 2 Hkv, dh)
-        q, k, v = np.split(y, [self.n_heads, self.n_heads + self.n_kv_heads], axis=-2)
+        q, k, v = np.split(y, self._qkv_bounds, axis=-2)
         q, k, v = q.swapaxes(-2, -3), k.swapaxes(-2, -3), v.swapaxes(-2, -3)
         if self.rotary_base is not None:
             q = ops.rotary_positions(q, start=start, base=self.rotary_base)
             k = ops.rotary_positions(k, start=start, base=self.rotary_base)
         return q, k, v, fused
+
+    @property
+    def _qkv_bounds(self):
+        """Where k's and v's heads start among the fused projection's H + 2 Hkv heads."""
+        return [self.n_heads, self.n_heads + self.n_kv_heads]
 
     def _grouped(self, q, k, v):
         """Grouped-query layout: q (B, H, N, dh) -> (B, Hkv, G, N, dh) and k, v (B, Hkv, N, dh) -> (B, Hkv, 1, N, dh),
@@ -377,19 +382,17 @@ class MultiHeadAttention(Module):
     def _project_back_fused(self, x, dheads, fused):
         """dx of self-attention's fused projection (:meth:`_self_heads`) from dq, dk, dv (B, H or Hkv, N, dh): one
         product for the three weights' gradients and one for dx."""
-        dy = np.empty(x.shape[:-1] + (fused.shape[1] // self.d_head, self.d_head), dtype=fused.dtype)
-        for part, d in zip(np.split(dy, [self.n_heads, self.n_heads + self.n_kv_heads], axis=-2), dheads):
+        # dq, dk, dv's dtype, as the three products would have had (not the weights').
+        dy = np.empty(x.shape[:-1] + (fused.shape[1] // self.d_head, self.d_head), dtype=np.result_type(*dheads))
+        for part, d in zip(np.split(dy, self._qkv_bounds, axis=-2), dheads):
             np.copyto(part, d.swapaxes(-2, -3))
         dy = _flat(dy.reshape(x.shape[:-1] + (-1,)))
-        grads = ops.matmul(_flat(x).T, dy)
-        sums = dy.sum(axis=0) if "bq" in self.grads else None
-        begin = 0
-        for w, b in (("wq", "bq"), ("wk", "bk"), ("wv", "bv")):
-            end = begin + self.grads[w].shape[1]
-            self.grads[w] += grads[:, begin:end]
-            if sums is not None:
-                self.grads[b] += sums[begin:end]
-            begin = end
+        columns = [bound * self.d_head for bound in self._qkv_bounds]
+        for w, grad in zip(("wq", "wk", "wv"), np.split(ops.matmul(_flat(x).T, dy), columns, axis=1)):
+            self.grads[w] += grad
+        if "bq" in self.grads:
+            for b, grad in zip(("bq", "bk", "bv"), np.split(dy.sum(axis=0), columns)):
+                self.grads[b] += grad
         return ops.matmul(dy, fused.T).reshape(x.shape)
 
     def _project_back(self, inp, dheads, w, b):
