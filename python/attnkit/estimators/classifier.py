@@ -696,7 +696,8 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                              "positive")
         if not incremental and np.unique(codes[weights > 0]).size < 2:
             raise ValueError(f"{type(self).__name__} needs samples of at least 2 classes with a positive weight; "
-                             f"only class {self.classes_[codes[weights > 0]][:1].tolist()[0]!r} has any")
+                             f"only class {self.classes_[codes[weights > 0]][:1].tolist()[0]!r} has any in y "
+                             "(the weights: sample_weight times class_weight)")
         docs = self._token_space().encode(tokens, self._input)
         lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
         return Samples(docs, lengths, codes, weights, stratify=codes)
