@@ -259,7 +259,8 @@ def environment(torch=None):
 
     return {
         "CPU": f"{cpu_model()} ({usable_cpus()} usable of {os.cpu_count()} CPUs)",
-        "attnkit ISA": f"{_core.get_isa()} (available: {', '.join(_core.available_isas())})",
+        "attnkit ISA": f"{_core.get_isa()} (available: {', '.join(_core.available_isas())}; "
+        f"int8 kernels: {_core.get_int8_variant()})",
         "threads": f"attnkit {attnkit.get_num_threads()}"
         + (f", torch {torch.get_num_threads()}" if torch is not None else ""),
         "attnkit": f"{getattr(attnkit, '__version__', 'unknown')} (git {_git_revision()})",

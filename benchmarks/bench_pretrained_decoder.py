@@ -64,11 +64,13 @@ def _vm_hwm():
 
 # ------------------------------------------------------------------------------ one engine, in a child process
 class AttnkitEngine:
-    def __init__(self, path, threads, weights, int8_activations=False):
+    def __init__(self, path, threads, weights, int8_activations=False, vnni=True):
         import attnkit
-        from attnkit import CausalLanguageModel
+        from attnkit import CausalLanguageModel, _core
 
         attnkit.set_num_threads(threads)
+        if _core.int8_vnni_available():
+            _core.set_int8_vnni(vnni)
         self.lm = CausalLanguageModel(pretrained=path, quantized=weights == "stored", context_length=CONTEXT,
                                       int8_activations=int8_activations)
         self.lm._ready()
@@ -137,6 +139,19 @@ ENGINES = {
     "attnkit, int8 inputs": lambda path, threads: AttnkitEngine(path, threads, "stored", int8_activations=True),
     "attnkit, float32 weights": lambda path, threads: AttnkitEngine(path, threads, "float32"),
 }
+# Where the CPU has VNNI, the int8 products also without it (pmaddubsw and pmaddwd, as on AVX2): what VNNI buys.
+NO_VNNI = "attnkit, int8 inputs, no VNNI"
+ENGINES[NO_VNNI] = lambda path, threads: AttnkitEngine(path, threads, "stored", int8_activations=True, vnni=False)
+
+
+def _engines(threads, most_threads):
+    """The engines measured at ``threads``: float32 weights (540 MB a token, ~10 tokens/s) only at the most
+    threads, where they show what quantising buys; the no-VNNI row only where VNNI is there to switch off."""
+    from attnkit import _core
+
+    return [name for name in ENGINES
+            if (threads == most_threads or name != "attnkit, float32 weights")
+            and (name != NO_VNNI or _core.int8_vnni_available())]
 
 
 def serve_engine(engine_name, threads, data):
@@ -229,9 +244,7 @@ def main():
     report = Report(args, "SmolLM2-135M (GGUF, Q4_1): attnkit against llama.cpp")
     results = {}
     for threads in sorted({1, args.threads}):
-        # float32 weights (540 MB a token, ~10 tokens/s) only at the most threads: they show what quantising buys
-        engines = [name for name in ENGINES if threads == args.threads or name != "attnkit, float32 weights"]
-        for name, found in measure(engines, threads, args.repeats, args.data).items():
+        for name, found in measure(_engines(threads, args.threads), threads, args.repeats, args.data).items():
             results[name, threads] = found
     table = report.table(
         "Speed and memory, batch 1",

@@ -256,23 +256,32 @@ def test_int8_activations_same_bits_for_1_and_2_threads(isa, threads, kind, m):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_int8_activations_same_bits_on_avx2_and_avx512(kind):
-    # Both run the same 256-bit instructions (a block is 32 bytes); baseline rounds a * b + c twice.
-    isas = [isa for isa in _core.available_isas() if isa != "baseline"]
-    if len(isas) < 2:
-        pytest.skip(f"needs AVX2 and AVX-512 to compare; this machine has {_core.available_isas()}")
+@pytest.mark.parametrize("m", [1, 5])
+def test_int8_activations_same_bits_on_avx2_avx512_and_vnni(kind, m):
+    # All run the same 256-bit lanes (a block is 32 bytes); VNNI sums each lane's four products in one
+    # vpdpbusd where the others take pmaddubsw then pmaddwd, exactly either way. Baseline rounds a * b + c twice.
+    variants = [(isa, False) for isa in _core.available_isas() if isa != "baseline"]
+    if _core.int8_vnni_available():
+        variants.append(("avx512", True))
+    if len(variants) < 2:
+        pytest.skip(f"needs two of AVX2, AVX-512 and VNNI to compare; this machine has {_core.available_isas()}")
     w = ops.quantize_blocks(_weight(5, 320, 30), kind).with_activations("int8")
-    x = np.random.default_rng(6).standard_normal((5, 320)).astype(np.float32)
-    previous = _core.get_isa()
+    x = np.random.default_rng(6).standard_normal((m, 320)).astype(np.float32)
+    previous = _core.get_isa(), _core.get_int8_variant() == "avx512vnni"
     try:
         results = {}
-        for isa in isas:
+        for isa, vnni in variants:
             _core.set_isa(isa)
-            results[isa] = ops.block_quantized_matmul(x, w)
+            if _core.int8_vnni_available():
+                _core.set_int8_vnni(vnni)
+            assert _core.get_int8_variant() == ("avx512vnni" if vnni else isa)
+            results[isa, vnni] = ops.block_quantized_matmul(x, w)
     finally:
-        _core.set_isa(previous)
-    for isa, r in results.items():
-        assert_array_equal(r, results[isas[0]], err_msg=isa)
+        _core.set_isa(previous[0])
+        if _core.int8_vnni_available():
+            _core.set_int8_vnni(previous[1] or previous[0] != "avx512")
+    for variant, r in results.items():
+        assert_array_equal(r, results[variants[0]], err_msg=str(variant))
 
 
 @pytest.mark.parametrize("kind", KINDS)

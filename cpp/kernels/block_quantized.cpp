@@ -7,6 +7,7 @@
 // A row's result does not depend on the thread count (rows are split, never a row's sum).
 // Many rows (a prompt): a panel of rows is dequantised to float32 and multiplied by the packed GEMM of
 // kernels/matmul.cpp, so the float throughput is ops.matmul's.
+// With int8 activations (g.int8_x), the integer products of block_int8.h.
 #include <omp.h>
 
 #include <cmath>
@@ -16,7 +17,8 @@
 #include "aligned_buffer.h"
 #include "attnkit/isa.h"
 #include "attnkit/simd.h"
-#include "attnkit/simd_int8.h"
+#include "block_int8.h"
+#include "block_rows.h"
 #include "kernels.h"
 
 namespace attnkit {
@@ -33,12 +35,6 @@ constexpr std::int64_t kThinRows = 4;
 // Up to this many rows (batched decoding: a step of 8-32 sequences), strips of kThinRows rows share each
 // pass over the blocks (see striped); above, the panels' dequantise-and-pack cost is worth it.
 constexpr std::int64_t kStripedRows = 32;
-// Blocks read below this many bytes run on one thread. A fork and join with a passively waiting OpenMP
-// thread costs 11-12 us on the 2-core Zen 3 VM when a core is free, 12-24 us (median; 130 us at the 90th
-// percentile) when other processes keep both busy; one thread reads blocks from DRAM at ~2.6 ns per q4_1
-// block (7.8 GB/s), so two threads win from ~200 KB (576 x 576 q4_1, 202 KiB: about even) and clearly
-// from 1536 x 576 (540 KiB, ~70 us on one thread).
-constexpr std::int64_t kMinParallelBytes = std::int64_t(256) << 10;
 // Rows dequantised per GEMM panel: one NC block of the packed GEMM (kernels/matmul.cpp).
 constexpr std::int64_t kPanelRows = 512;
 
@@ -63,8 +59,6 @@ inline void dequantize_block(const std::uint8_t* block, float* out) {
   }
 }
 
-inline void prefetch_bytes(const std::uint8_t* p) { __builtin_prefetch(p, 0, 3); }
-
 template <BlockKind K>
 void dequantize_row(const std::uint8_t* row, std::int64_t blocks, float* out) {
   for (std::int64_t b = 0; b < blocks; ++b) dequantize_block<K>(row + b * block_bytes(K), out + b * kBlockValues);
@@ -77,23 +71,6 @@ void dequantize_row(const std::uint8_t* row, std::int64_t blocks, float* out) {
 // the prefetch; 4.2-4.5 ms for the previous kernel): one row.
 template <BlockKind K, int M>
 constexpr int kGroupRows = K == BlockKind::q8_0 ? 1 : M == 1 ? 4 : M == 2 ? 2 : 1;
-// Software prefetch of each row's blocks this many bytes ahead: a group reads kGroupRows interleaved
-// streams, which the hardware prefetcher follows poorly when the blocks come from DRAM.
-// 4 KB measured best of 1-16 KB (SmolLM2's 180 q4_1 matrices in turn, 1 thread: 8.45 ms against 9.7 ms
-// for the previous one-row kernel; without the prefetch, 4 rows at a time were slower than one).
-constexpr int kPrefetchBytes = 4096;
-
-// body(j0, j1) over contiguous ranges of the n stored rows, one per thread, cut at multiples of 16 rows (a 4 KB
-// page of q8_0 blocks at n_in = 576): one fork and join per call.
-template <class F>
-void over_row_ranges(std::int64_t n, int threads, F&& body) {
-  if (threads == 1) return body(std::int64_t(0), n);
-#pragma omp parallel num_threads(threads)
-  {
-    const std::int64_t t = omp_get_thread_num(), count = omp_get_num_threads(), units = (n + 15) / 16;
-    body(min_scalar(n, units * t / count * 16), min_scalar(n, units * (t + 1) / count * 16));
-  }
-}
 
 // C[0:M, j + r] for r < R: per block b of row j + r, s = sum_t q[t] x_i[t] in two W-lane chains (the
 // block's first and second 16 values), then acc += d_b s (lanes); q4_1's min_part += m_b xsum_i[b], with
@@ -238,160 +215,6 @@ void thin_dispatch(const BlockQuantizedMatmulArgs& g) {
   }
 }
 
-// ---- int8 activations (int8_x): the products as llama.cpp computes them.
-// Each block of 32 values of a row of X becomes codes q = rint(x 127 / amax) in [-127, 127] with the scale
-// e = amax / 127 (x ~ e q) and es = e sum_t q_t. A weight block then adds (d e) times the exact integer sums
-// sum_t w_t q_t (8 lanes of 4 values, attnkit/simd_int8.h) to 8 float lanes, and q4_1's m es to a ninth sum;
-// at the end the lanes in one fixed order, then the ninth. AVX2 and AVX-512 give the same bits, and so does
-// any thread count; the codes are NumPy's (reference.block_quantized.quantize_activations) on every ISA.
-// Any number of rows of X: tiles of up to 4 rows of X by 1-4 stored rows, so a prompt reads each block once
-// per 4 tokens, from L1, and multiplies integers (a pass over the blocks is memory-bound only for 1 token).
-
-// Codes, scales e and e sum(q) of the x blocks of all m rows; a block with an inf or NaN gets NaN scales.
-struct QuantizedX {
-  std::unique_ptr<std::int8_t, FreeDeleter> codes;
-  std::unique_ptr<float, FreeDeleter> scales, scaled_sums;
-};
-
-inline void quantize_x_block(const float* x, std::int8_t* q, float& scale, float& scaled_sum) {
-  constexpr int NV = kBlockValues / W;
-  V amax = V::zero(), bad = V::zero();
-#pragma GCC unroll 8
-  for (int v = 0; v < NV; ++v) {
-    const V xv = V::load(x + v * W);
-    amax = V::max(amax, V::abs(xv)), bad = bad + xv * V::zero();
-  }
-  const float a = amax.reduce_max(), inv = 127.0f / a;
-  const bool finite = bad.reduce_add() == 0.0f;
-  std::int32_t sum = 0;
-  // A block of zeros, or so small (below 127 / FLT_MAX) that 127 / amax overflows: codes 0, scale 0.
-  if (!finite || !(inv <= std::numeric_limits<float>::max())) {
-    for (int t = 0; t < kBlockValues; ++t) q[t] = 0;
-    scale = scaled_sum = finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
-    return;
-  }
-  scale = a / 127.0f;
-  // A product, then rint (ties to even; vroundps where the ISA has it): no addition that a contraction
-  // into an FMA could fuse with the product, so the codes are NumPy's rint(x * inv) on every ISA.
-  for (int t = 0; t < kBlockValues; ++t) {
-    const float c = std::nearbyint(x[t] * inv);
-    q[t] = static_cast<std::int8_t>(c > 127.0f ? 127.0f : c < -127.0f ? -127.0f : c);
-    sum += q[t];
-  }
-  scaled_sum = scale * float(sum);
-}
-
-QuantizedX quantize_x(const BlockQuantizedMatmulArgs& g) {
-  const std::int64_t blocks = g.n_in / kBlockValues;
-  QuantizedX qx{aligned_buffer<std::int8_t>(g.m * g.n_in), aligned_buffer<float>(g.m * blocks),
-                aligned_buffer<float>(g.m * blocks)};
-  const int threads = elementwise_threads(g.m * g.n_in);
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (std::int64_t i = 0; i < g.m; ++i)
-    for (std::int64_t b = 0; b < blocks; ++b)
-      quantize_x_block(g.x + i * g.x_row_stride + b * kBlockValues, qx.codes.get() + i * g.n_in + b * kBlockValues,
-                       qx.scales.get()[i * blocks + b], qx.scaled_sums.get()[i * blocks + b]);
-  return qx;
-}
-
-// C[i0 + i, j + r] for i < M, r < R: per block, acc = fma(d e, lanes of sum w q, acc) and q4_1's
-// min_part = fma(m, e sum q, min_part). Every entry runs the same operations whatever M and R.
-template <BlockKind K, int M, int R>
-inline void int8_tile(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx, std::int64_t i0, std::int64_t j) {
-  constexpr std::int64_t bb = block_bytes(K);
-  const std::int64_t blocks = g.n_in / kBlockValues, row_bytes = blocks * bb;
-  const std::uint8_t* rows = g.blocks + j * row_bytes;
-  const std::int8_t* codes = qx.codes.get() + i0 * g.n_in;
-  const float* scales = qx.scales.get() + i0 * blocks;
-  const float* scaled_sums = qx.scaled_sums.get() + i0 * blocks;
-  typename BlockDot::Lanes acc[M][R];
-  float min_part[M][R];
-#pragma GCC unroll 4
-  for (int i = 0; i < M; ++i)
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) acc[i][r] = BlockDot::zero(), min_part[i][r] = 0.0f;
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    float d[R], m[R];
-    typename BlockDot::Wt w[R];
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const std::uint8_t* block = rows + r * row_bytes + b * bb;
-      if constexpr (kPrefetchBytes > 0) prefetch_bytes(block + kPrefetchBytes);
-      if constexpr (K == BlockKind::q8_0) {
-        d[r] = half_to_float(block), m[r] = 0.0f;
-        w[r] = BlockDot::s8(reinterpret_cast<const std::int8_t*>(block + 2));
-      } else {
-        half_pair_to_float(block, d[r], m[r]);
-        w[r] = BlockDot::u4(block + 4);
-      }
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i) {
-      const typename BlockDot::X x = BlockDot::load_x(codes + i * g.n_in + b * kBlockValues);
-      const float e = scales[i * blocks + b];
-#pragma GCC unroll 4
-      for (int r = 0; r < R; ++r) {
-        const auto s = K == BlockKind::q8_0 ? BlockDot::dot_s8(w[r], x) : BlockDot::dot_u4(w[r], x);
-        acc[i][r] = BlockDot::add(acc[i][r], d[r] * e, s);
-        if constexpr (K == BlockKind::q4_1) min_part[i][r] = fma_scalar(m[r], scaled_sums[i * blocks + b], min_part[i][r]);
-      }
-    }
-  }
-#pragma GCC unroll 4
-  for (int i = 0; i < M; ++i)
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      alignas(64) float lanes[8];
-      BlockDot::store(acc[i][r], lanes);
-      float y = lanes_total(lanes) + min_part[i][r];
-      if (g.bias) y += g.bias[j + r];
-      g.c[(i0 + i) * g.c_row_stride + j + r] = y;
-    }
-}
-
-// Stored rows per tile: q4_1, 4 for one row of X (4 independent accumulator chains), 2 for two, 1 above
-// (the accumulators of M x R tiles stay in registers); q8_0 one (its big matrix streams from DRAM, where one
-// stream beats 4 interleaved ones: 576 x 49152 at one row of X, 2.4 against 3.8 ms).
-template <BlockKind K, int M>
-constexpr int kInt8GroupRows = K == BlockKind::q8_0 ? 1 : M == 1 ? 4 : M == 2 ? 2 : 1;
-
-// Stored rows [j0, j1) against rows [i0, i0 + M) of X.
-template <BlockKind K, int M>
-void int8_strip(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx, std::int64_t i0, std::int64_t j0,
-                std::int64_t j1) {
-  constexpr int R = kInt8GroupRows<K, M>;
-  std::int64_t j = j0;
-  for (; j + R <= j1; j += R) int8_tile<K, M, R>(g, qx, i0, j);
-  for (; j < j1; ++j) int8_tile<K, M, 1>(g, qx, i0, j);
-}
-
-// Stored rows [j0, j1) against every row of X: strips of 64 stored rows (their blocks stay in L1/L2) swept
-// by 4 rows of X at a time.
-template <BlockKind K>
-void int8_range(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx, std::int64_t j0, std::int64_t j1) {
-  constexpr std::int64_t kStrip = 64;
-  for (std::int64_t s0 = j0; s0 < j1; s0 += kStrip) {
-    const std::int64_t s1 = min_scalar(j1, s0 + kStrip);
-    std::int64_t i = 0;
-    for (; i + 4 <= g.m; i += 4) int8_strip<K, 4>(g, qx, i, s0, s1);
-    switch (g.m - i) {
-      case 1: int8_strip<K, 1>(g, qx, i, s0, s1); break;
-      case 2: int8_strip<K, 2>(g, qx, i, s0, s1); break;
-      case 3: int8_strip<K, 3>(g, qx, i, s0, s1); break;
-      default: break;
-    }
-  }
-}
-
-template <BlockKind K>
-void int8_x(const BlockQuantizedMatmulArgs& g) {
-  const std::int64_t blocks = g.n_in / kBlockValues, n = g.n_out;
-  const QuantizedX qx = quantize_x(g);
-  const bool parallel = n >= 32 && g.m * n * blocks * block_bytes(K) >= kMinParallelBytes;
-  over_row_ranges(n, parallel ? kernel_threads() : 1,
-                  [&](std::int64_t j0, std::int64_t j1) { int8_range<K>(g, qx, j0, j1); });
-}
-
 // Panels of up to kPanelRows stored rows, dequantised (in parallel) into scratch as B transposed, then the GEMM.
 template <BlockKind K>
 void panels(const BlockQuantizedMatmulArgs& g) {
@@ -438,7 +261,7 @@ void block_quantized_matmul(const BlockQuantizedMatmulArgs& g) {
     return;
   }
   const bool q8 = g.kind == BlockKind::q8_0;
-  if (g.int8_x) return q8 ? int8_x<BlockKind::q8_0>(g) : int8_x<BlockKind::q4_1>(g);
+  if (g.int8_x) return block_int8_matmul<BlockDot>(g);
   if (g.m > kStripedRows) return q8 ? panels<BlockKind::q8_0>(g) : panels<BlockKind::q4_1>(g);
   if (g.m > kThinRows) return q8 ? striped<BlockKind::q8_0>(g) : striped<BlockKind::q4_1>(g);
   return q8 ? thin_dispatch<BlockKind::q8_0>(g) : thin_dispatch<BlockKind::q4_1>(g);

@@ -49,7 +49,7 @@ void block_quantized_matmul(CArray<std::uint8_t> blocks, const std::string& kind
   g.blocks = blocks.data(), g.x = x.data(), g.c = out.mutable_data();
   g.m = m, g.n_in = n_in, g.n_out = n_out;
   g.x_row_stride = n_in, g.c_row_stride = n_out;
-  const auto kernel = active_kernels().block_quantized_matmul;
+  const auto kernel = active_block_quantized_matmul();
   py::gil_scoped_release release;
   kernel(g);
 }

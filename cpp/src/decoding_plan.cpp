@@ -16,12 +16,13 @@ namespace attnkit {
 namespace {
 
 // c (m, n_out) = x (m, n_in) W + bias, rows contiguous.
-void product(const KernelTable& kt, const PlanWeight& w, const float* x, std::int64_t m, float* c) {
+void product(const KernelTable& kt, BlockQuantizedKernel blocked, const PlanWeight& w, const float* x, std::int64_t m,
+             float* c) {
   if (w.blocks != nullptr) {
     BlockQuantizedMatmulArgs g;
     g.blocks = w.blocks, g.kind = w.kind, g.int8_x = w.int8_x, g.x = x, g.bias = w.bias, g.c = c;
     g.m = m, g.n_in = w.n_in, g.n_out = w.n_out, g.x_row_stride = w.n_in, g.c_row_stride = w.n_out;
-    kt.block_quantized_matmul(g);
+    blocked(g);
     return;
   }
   MatmulArgs<float> g;
@@ -86,6 +87,7 @@ void DecodingPlan::step(const float* x, float* out, std::int64_t batch, std::int
   std::lock_guard<std::mutex> lock(mutex_);
   reserve(batch);
   const KernelTable& kt = active_kernels();
+  const BlockQuantizedKernel blocked = active_block_quantized_matmul();
   const PlanShape& s = shape_;
   const std::int64_t d = s.d_model, dh = s.d_head, heads = s.n_heads, kv_heads = s.n_kv_heads;
   const std::int64_t group = heads / kv_heads, inner = heads * dh, kv_inner = kv_heads * dh, nk = position + 1;
@@ -103,9 +105,9 @@ void DecodingPlan::step(const float* x, float* out, std::int64_t batch, std::int
     const PlanLayer& layer = layers_[l];
     const PlanCache& cache = caches[l];
     norm(kt, s, layer.norm1, h, n_.data(), batch);
-    product(kt, layer.wq, n_.data(), batch, q_.data());
-    product(kt, layer.wk, n_.data(), batch, k_.data());
-    product(kt, layer.wv, n_.data(), batch, v_.data());
+    product(kt, blocked, layer.wq, n_.data(), batch, q_.data());
+    product(kt, blocked, layer.wk, n_.data(), batch, k_.data());
+    product(kt, blocked, layer.wv, n_.data(), batch, v_.data());
     for (std::int64_t b = 0; b < batch; ++b) {
       if (rotary) {
         rotate(q_.data() + b * inner, heads, dh, sin_.data(), cos_.data());
@@ -128,11 +130,11 @@ void DecodingPlan::step(const float* x, float* out, std::int64_t batch, std::int
     a.scale = float(1.0 / std::sqrt(double(dh)));
     a.out = heads_.data();
     kt.f32.attention(a);
-    product(kt, layer.wo, heads_.data(), batch, n_.data());
+    product(kt, blocked, layer.wo, heads_.data(), batch, n_.data());
     for (std::int64_t i = 0; i < batch * d; ++i) h[i] += n_[i];
 
     norm(kt, s, layer.norm2, h, n_.data(), batch);
-    product(kt, layer.w1, n_.data(), batch, hidden_.data());
+    product(kt, blocked, layer.w1, n_.data(), batch, hidden_.data());
     const float* act = hidden_.data();
     const std::int64_t f = s.d_ff;
     switch (s.activation) {
@@ -160,7 +162,7 @@ void DecodingPlan::step(const float* x, float* out, std::int64_t batch, std::int
         act = gated_.data();
         break;
     }
-    product(kt, layer.w2, act, batch, n_.data());
+    product(kt, blocked, layer.w2, act, batch, n_.data());
     for (std::int64_t i = 0; i < batch * d; ++i) h[i] += n_[i];
   }
   norm(kt, s, final_norm_, h, out, batch);

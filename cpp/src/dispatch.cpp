@@ -152,17 +152,34 @@ void set_int8_vnni(bool enabled) {
   vnni_enabled().store(enabled, std::memory_order_release);
 }
 
-std::string active_int8_variant() {
-  const std::string isa = active_isa();
-  return isa == "avx512" && int8_vnni_available() && vnni_enabled().load(std::memory_order_acquire) ? "avx512vnni"
-                                                                                                     : isa;
+namespace {
+
+// Whether the int8 kernels run their VNNI variants: the avx512 table is active, and VNNI is there and enabled.
+bool vnni_active() {
+#if defined(ATTNKIT_HAVE_AVX512VNNI)
+  return &active_kernels() == &kernels_avx512() && int8_vnni_available() &&
+         vnni_enabled().load(std::memory_order_acquire);
+#else
+  return false;
+#endif
 }
+
+}  // namespace
+
+std::string active_int8_variant() { return vnni_active() ? "avx512vnni" : active_isa(); }
 
 Int8LinearKernel active_int8_linear() {
 #if defined(ATTNKIT_HAVE_AVX512VNNI)
-  if (active_int8_variant() == "avx512vnni") return &int8_linear_avx512vnni;
+  if (vnni_active()) return &int8_linear_avx512vnni;
 #endif
   return active_kernels().int8_linear;
+}
+
+BlockQuantizedKernel active_block_quantized_matmul() {
+#if defined(ATTNKIT_HAVE_AVX512VNNI)
+  if (vnni_active()) return &block_quantized_matmul_avx512vnni;
+#endif
+  return active_kernels().block_quantized_matmul;
 }
 
 }  // namespace attnkit

@@ -66,8 +66,9 @@ const KernelTable& kernels_baseline();
 const KernelTable& kernels_avx2();
 const KernelTable& kernels_avx512();
 
-// kernels_vnni/int8_linear_vnni.cpp (compiled when the avx512 variant is).
+// kernels_vnni/ (compiled when the avx512 variant is): int8_linear_vnni.cpp, block_quantized_vnni.cpp.
 void int8_linear_avx512vnni(const Int8LinearArgs& g);
+void block_quantized_matmul_avx512vnni(const BlockQuantizedMatmulArgs& g);
 
 // dispatch.cpp
 std::vector<std::string> available_isas();  // ISAs compiled in and supported by this CPU, low to high
@@ -78,6 +79,9 @@ void set_isa(const std::string& name);  // throws std::invalid_argument if unava
 // and it is enabled (ATTNKIT_INT8_VNNI=0 or set_int8_vnni(false) disable it, for tests and benchmarks).
 using Int8LinearKernel = void (*)(const Int8LinearArgs&);
 Int8LinearKernel active_int8_linear();
+// The block-quantised product, likewise: its int8-activation path runs vpdpbusd in the VNNI variant.
+using BlockQuantizedKernel = void (*)(const BlockQuantizedMatmulArgs&);
+BlockQuantizedKernel active_block_quantized_matmul();
 std::string active_int8_variant();         // "avx512vnni" or the active ISA's name
 bool int8_vnni_available();
 void set_int8_vnni(bool enabled);          // throws std::invalid_argument if enabling and unavailable

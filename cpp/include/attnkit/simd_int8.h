@@ -160,6 +160,16 @@ struct BlockDot {
   static Lanes add(Lanes a, float scale, Acc s) { return _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(s), a); }
   static void store(Lanes a, float* out) { _mm256_storeu_ps(out, a); }
 };
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+// The same lanes in one vpdpbusd (u8 x s8, four products into each int32 lane, no s16 step): the sums are
+// exact either way (|lane| < 2^16), so BlockDotVnni gives BlockDot's bits.
+struct BlockDotVnni : BlockDot {
+  static Acc dot_u4(Wt w, X x) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x); }
+  static Acc dot_s8(Wt w, X x) {
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+  }
+};
+#endif
 #else
 struct BlockDot {
   struct X {
