@@ -16,6 +16,7 @@ import attnkit
 from attnkit import _core, ops, reference
 from attnkit.ops.block_quantized import BLOCK_BYTES
 from attnkit.testing.gguf import SMOLLM2_ABSENT, smollm2_file
+from int8_variants import int8_variant, int8_variants
 
 KINDS = sorted(BLOCK_BYTES)
 
@@ -260,26 +261,15 @@ def test_int8_activations_same_bits_for_1_and_2_threads(isa, threads, kind, m):
 def test_int8_activations_same_bits_on_avx2_avx512_and_vnni(kind, m):
     # All run the same 256-bit lanes (a block is 32 bytes); VNNI sums each lane's four products in one
     # vpdpbusd where the others take pmaddubsw then pmaddwd, exactly either way. Baseline rounds a * b + c twice.
-    variants = [(isa, False) for isa in _core.available_isas() if isa != "baseline"]
-    if _core.int8_vnni_available():
-        variants.append(("avx512", True))
+    variants = [v for v in int8_variants() if v[0] != "baseline"]
     if len(variants) < 2:
         pytest.skip(f"needs two of AVX2, AVX-512 and VNNI to compare; this machine has {_core.available_isas()}")
     w = ops.quantize_blocks(_weight(5, 320, 30), kind).with_activations("int8")
     x = np.random.default_rng(6).standard_normal((m, 320)).astype(np.float32)
-    previous = _core.get_isa(), _core.get_int8_variant() == "avx512vnni"
-    try:
-        results = {}
-        for isa, vnni in variants:
-            _core.set_isa(isa)
-            if _core.int8_vnni_available():
-                _core.set_int8_vnni(vnni)
-            assert _core.get_int8_variant() == ("avx512vnni" if vnni else isa)
+    results = {}
+    for isa, vnni in variants:
+        with int8_variant(isa, vnni):
             results[isa, vnni] = ops.block_quantized_matmul(x, w)
-    finally:
-        _core.set_isa(previous[0])
-        if _core.int8_vnni_available():
-            _core.set_int8_vnni(previous[1] or previous[0] != "avx512")
     for variant, r in results.items():
         assert_array_equal(r, results[variants[0]], err_msg=str(variant))
 

@@ -15,27 +15,14 @@ import attnkit
 from attnkit import _core, ops, reference
 from attnkit.ops.int8_linear import _accumulators
 from attnkit.testing.strategies import int8_linear_inputs
+from int8_variants import int8_variant, int8_variants, variant_name
 
 
-def _variants():
-    out = [(isa, False) for isa in _core.available_isas()]
-    return out + ([("avx512", True)] if _core.int8_vnni_available() else [])
-
-
-@pytest.fixture(params=_variants(), ids=lambda v: v[0] + ("-vnni" if v[1] else ""), scope="module")
+@pytest.fixture(params=int8_variants(), ids=lambda v: variant_name(*v), scope="module")
 def variant(request):
     """The kernel variant (ISA, VNNI on or off) a test runs under; restored afterwards."""
-    isa, vnni = request.param
-    previous = _core.get_isa(), _core.get_int8_variant() == "avx512vnni"
-    _core.set_isa(isa)
-    if _core.int8_vnni_available():
-        _core.set_int8_vnni(vnni)
-    expected = "avx512vnni" if vnni else isa
-    assert _core.get_int8_variant() == expected
-    yield expected
-    _core.set_isa(previous[0])
-    if _core.int8_vnni_available():
-        _core.set_int8_vnni(previous[1] or previous[0] != "avx512")
+    with int8_variant(*request.param):
+        yield variant_name(*request.param)
 
 
 def _magnitude(x, qweight, bias):
@@ -150,17 +137,9 @@ def test_variants_agree_bit_for_bit():
     x = rng.standard_normal((77, 130)).astype(np.float32)
     qweight = ops.quantize_linear_weight(rng.standard_normal((130, 95)))
     results = {}
-    previous = _core.get_isa()
-    try:
-        for isa, vnni in _variants():
-            _core.set_isa(isa)
-            if _core.int8_vnni_available():
-                _core.set_int8_vnni(vnni)
+    for isa, vnni in int8_variants():
+        with int8_variant(isa, vnni):
             results[_core.get_int8_variant()] = (_accumulators(x, qweight), ops.int8_linear(x, qweight))
-    finally:
-        _core.set_isa(previous)
-        if _core.int8_vnni_available():
-            _core.set_int8_vnni(True)
     first = next(iter(results.values()))
     for acc, y in results.values():
         assert_array_equal(acc, first[0])

@@ -3,6 +3,7 @@
 // view stays inside its array.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <cstdint>
 #include <string>
@@ -58,8 +59,11 @@ void bind_int8_linear(py::module_& m) {
   m.def("int8_linear", &int8_linear, py::arg("x").noconvert(), py::arg("w").noconvert(),
         py::arg("w_scale").noconvert(), py::arg("w_colsum").noconvert(), py::arg("bias"), py::arg("out"),
         py::arg("acc"));
-  m.def("int8_vnni_available", &int8_vnni_available, "Whether this CPU and build have the int8 VNNI kernel.");
-  m.def("set_int8_vnni", &set_int8_vnni, py::arg("enabled"), "Use the int8 VNNI kernel under avx512 (for tests).");
+  m.def("int8_vnni_available", &int8_vnni_available, "Whether this CPU and build have an int8 VNNI kernel.");
+  m.def("int8_vnni_isas", &int8_vnni_isas,
+        "The ISAs whose int8 kernels have a VNNI variant on this CPU and build (avx2: AVX-VNNI, avx512: AVX512-VNNI).");
+  m.def("set_int8_vnni", &set_int8_vnni, py::arg("enabled"),
+        "Use the int8 VNNI kernels where the active ISA has one (for tests).");
   m.def("get_int8_variant", &active_int8_variant, "The int8 kernel variant in use.");
 }
 

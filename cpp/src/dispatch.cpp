@@ -27,7 +27,8 @@ unsigned long long xgetbv0() {
 }
 
 struct CpuLevels {
-  bool v3 = false, v4 = false, vnni = false;  // vnni: AVX512-VNNI on top of v4
+  bool v3 = false, v4 = false;
+  bool avx_vnni = false, avx512_vnni = false;  // AVX-VNNI on top of v3, AVX512-VNNI on top of v4
 };
 
 // x86-64-v3 (AVX2, FMA, BMI1/2, F16C, LZCNT, MOVBE) and x86-64-v4 (AVX-512 F/BW/CD/DQ/VL): the
@@ -49,7 +50,9 @@ CpuLevels detect() {
   c.v3 = ymm_state && avx2 && fma && f16c && movbe && bmi1 && bmi2 && lzcnt;
   const bool f = bit(b7, 16), dq = bit(b7, 17), cd = bit(b7, 28), bw = bit(b7, 30), vl = bit(b7, 31);
   c.v4 = c.v3 && zmm_state && f && dq && cd && bw && vl;
-  c.vnni = c.v4 && bit(c7, 11);
+  c.avx512_vnni = c.v4 && bit(c7, 11);
+  unsigned a71 = 0, b71 = 0, c71 = 0, d71 = 0;
+  if (a7 >= 1 && __get_cpuid_count(7, 1, &a71, &b71, &c71, &d71)) c.avx_vnni = c.v3 && bit(a71, 4);
   return c;
 }
 #endif
@@ -77,12 +80,28 @@ std::vector<Entry> compiled() {
   return e;
 }
 
-bool detect_vnni() {
-#if defined(ATTNKIT_HAVE_AVX512VNNI) && (defined(__x86_64__) || defined(_M_X64))
-  return detect().vnni;
-#else
-  return false;
+// The VNNI variants this build has and this CPU runs, by base ISA.
+struct VnniSupport {
+  bool avx2 = false, avx512 = false;
+};
+
+VnniSupport detect_vnni() {
+  VnniSupport v;
+#if defined(__x86_64__) || defined(_M_X64)
+  const CpuLevels cpu = detect();
+#if defined(ATTNKIT_HAVE_AVX2VNNI)
+  v.avx2 = cpu.avx_vnni;
 #endif
+#if defined(ATTNKIT_HAVE_AVX512VNNI)
+  v.avx512 = cpu.avx512_vnni;
+#endif
+#endif
+  return v;
+}
+
+const VnniSupport& vnni_support() {
+  static const VnniSupport support = detect_vnni();
+  return support;
 }
 
 std::atomic<bool>& vnni_enabled() {
@@ -141,45 +160,70 @@ void set_isa(const std::string& name) {
   active().store(&e->table(), std::memory_order_release);
 }
 
-bool int8_vnni_available() {
-  static const bool available = detect_vnni();
-  return available;
+std::vector<std::string> int8_vnni_isas() {
+  std::vector<std::string> out;
+  if (vnni_support().avx2) out.emplace_back("avx2");
+  if (vnni_support().avx512) out.emplace_back("avx512");
+  return out;
 }
+
+bool int8_vnni_available() { return vnni_support().avx2 || vnni_support().avx512; }
 
 void set_int8_vnni(bool enabled) {
   if (enabled && !int8_vnni_available())
-    throw std::invalid_argument("the int8 VNNI kernel is not available on this CPU/build");
+    throw std::invalid_argument("no int8 VNNI kernel is available on this CPU/build");
   vnni_enabled().store(enabled, std::memory_order_release);
 }
 
 namespace {
 
-// Whether the int8 kernels run their VNNI variants: the avx512 table is active, and VNNI is there and enabled.
-bool vnni_active() {
+// The VNNI variant the int8 kernels run now: the active ISA's, where this CPU has it and it is enabled.
+enum class Vnni { none, avx2, avx512 };
+
+Vnni vnni_active() {
+  if (!vnni_enabled().load(std::memory_order_acquire)) return Vnni::none;
+  [[maybe_unused]] const KernelTable* table = &active_kernels();
 #if defined(ATTNKIT_HAVE_AVX512VNNI)
-  return &active_kernels() == &kernels_avx512() && int8_vnni_available() &&
-         vnni_enabled().load(std::memory_order_acquire);
-#else
-  return false;
+  if (table == &kernels_avx512() && vnni_support().avx512) return Vnni::avx512;
 #endif
+#if defined(ATTNKIT_HAVE_AVX2VNNI)
+  if (table == &kernels_avx2() && vnni_support().avx2) return Vnni::avx2;
+#endif
+  return Vnni::none;
 }
 
 }  // namespace
 
-std::string active_int8_variant() { return vnni_active() ? "avx512vnni" : active_isa(); }
+std::string active_int8_variant() {
+  switch (vnni_active()) {
+    case Vnni::avx512: return "avx512vnni";
+    case Vnni::avx2: return "avx2vnni";
+    default: return active_isa();
+  }
+}
 
 Int8LinearKernel active_int8_linear() {
+  switch (vnni_active()) {
 #if defined(ATTNKIT_HAVE_AVX512VNNI)
-  if (vnni_active()) return &int8_linear_avx512vnni;
+    case Vnni::avx512: return &int8_linear_avx512vnni;
 #endif
-  return active_kernels().int8_linear;
+#if defined(ATTNKIT_HAVE_AVX2VNNI)
+    case Vnni::avx2: return &int8_linear_avx2vnni;
+#endif
+    default: return active_kernels().int8_linear;
+  }
 }
 
 BlockQuantizedKernel active_block_quantized_matmul() {
+  switch (vnni_active()) {
 #if defined(ATTNKIT_HAVE_AVX512VNNI)
-  if (vnni_active()) return &block_quantized_matmul_avx512vnni;
+    case Vnni::avx512: return &block_quantized_matmul_avx512vnni;
 #endif
-  return active_kernels().block_quantized_matmul;
+#if defined(ATTNKIT_HAVE_AVX2VNNI)
+    case Vnni::avx2: return &block_quantized_matmul_avx2vnni;
+#endif
+    default: return active_kernels().block_quantized_matmul;
+  }
 }
 
 }  // namespace attnkit

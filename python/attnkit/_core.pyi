@@ -9,7 +9,7 @@ import typing
 import numpy
 import numpy.typing
 
-__all__: list[str] = ['DecodingPlan', 'adamw_update', 'argmax_attention', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'block_quantized_matmul', 'block_quantized_rows', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'dropout', 'gelu', 'gelu_backward', 'get_call_threads', 'get_int8_variant', 'get_isa', 'get_num_threads', 'int8_linear', 'int8_vnni_available', 'layer_norm', 'layer_norm_backward', 'linear_attention', 'linear_attention_backward', 'matmul', 'packed_attention', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_call_threads', 'set_int8_vnni', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares']
+__all__: list[str] = ['DecodingPlan', 'adamw_update', 'argmax_attention', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'block_quantized_matmul', 'block_quantized_rows', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'dropout', 'gelu', 'gelu_backward', 'get_call_threads', 'get_int8_variant', 'get_isa', 'get_num_threads', 'int8_linear', 'int8_vnni_available', 'int8_vnni_isas', 'layer_norm', 'layer_norm_backward', 'linear_attention', 'linear_attention_backward', 'matmul', 'packed_attention', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_call_threads', 'set_int8_vnni', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares']
 class DecodingPlan:
     """
     One decoding step of a stack of pre-LN blocks, in C++.
@@ -116,7 +116,11 @@ def int8_linear(x: numpy.typing.NDArray[numpy.float32], w: numpy.typing.NDArray[
     ...
 def int8_vnni_available() -> bool:
     """
-    Whether this CPU and build have the int8 VNNI kernel.
+    Whether this CPU and build have an int8 VNNI kernel.
+    """
+def int8_vnni_isas() -> list[str]:
+    """
+    The ISAs whose int8 kernels have a VNNI variant on this CPU and build (avx2: AVX-VNNI, avx512: AVX512-VNNI).
     """
 @typing.overload
 def layer_norm(x: numpy.typing.NDArray[numpy.float32], gamma: typing.Any, beta: typing.Any, y: numpy.typing.NDArray[numpy.float32], mean: typing.Any, rstd: typing.Any, eps: typing.SupportsFloat | typing.SupportsIndex) -> None:
@@ -190,7 +194,7 @@ def set_call_threads(n: typing.SupportsInt | typing.SupportsIndex) -> None:
     """
 def set_int8_vnni(enabled: bool) -> None:
     """
-    Use the int8 VNNI kernel under avx512 (for tests).
+    Use the int8 VNNI kernels where the active ISA has one (for tests).
     """
 def set_isa(name: str) -> None:
     """

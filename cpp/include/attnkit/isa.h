@@ -66,25 +66,30 @@ const KernelTable& kernels_baseline();
 const KernelTable& kernels_avx2();
 const KernelTable& kernels_avx512();
 
-// kernels_vnni/ (compiled when the avx512 variant is): int8_linear_vnni.cpp, block_quantized_vnni.cpp.
+// kernels_vnni/ (int8_linear_vnni.cpp, block_quantized_vnni.cpp), compiled once more for each of the avx512
+// and avx2 variants that is compiled: with AVX512-VNNI and with AVX-VNNI.
 void int8_linear_avx512vnni(const Int8LinearArgs& g);
 void block_quantized_matmul_avx512vnni(const BlockQuantizedMatmulArgs& g);
+void int8_linear_avx2vnni(const Int8LinearArgs& g);
+void block_quantized_matmul_avx2vnni(const BlockQuantizedMatmulArgs& g);
 
 // dispatch.cpp
 std::vector<std::string> available_isas();  // ISAs compiled in and supported by this CPU, low to high
 const KernelTable& active_kernels();
 std::string active_isa();
 void set_isa(const std::string& name);  // throws std::invalid_argument if unavailable
-// The int8 linear kernel: the active table's, or its VNNI variant under avx512 when the CPU has VNNI
-// and it is enabled (ATTNKIT_INT8_VNNI=0 or set_int8_vnni(false) disable it, for tests and benchmarks).
+// The int8 linear kernel: the active table's, or its VNNI variant when the active ISA has one on this CPU
+// (avx512 with AVX512-VNNI, avx2 with AVX-VNNI) and VNNI is enabled (ATTNKIT_INT8_VNNI=0 or
+// set_int8_vnni(false) disable it, for tests and benchmarks).
 using Int8LinearKernel = void (*)(const Int8LinearArgs&);
 Int8LinearKernel active_int8_linear();
-// The block-quantised product, likewise: its int8-activation path runs vpdpbusd in the VNNI variant.
+// The block-quantised product, likewise: its int8-activation path runs vpdpbusd in the VNNI variants.
 using BlockQuantizedKernel = void (*)(const BlockQuantizedMatmulArgs&);
 BlockQuantizedKernel active_block_quantized_matmul();
-std::string active_int8_variant();         // "avx512vnni" or the active ISA's name
-bool int8_vnni_available();
-void set_int8_vnni(bool enabled);          // throws std::invalid_argument if enabling and unavailable
+std::string active_int8_variant();         // "avx512vnni", "avx2vnni" or the active ISA's name
+std::vector<std::string> int8_vnni_isas();  // the ISAs with a VNNI variant on this CPU and build, low to high
+bool int8_vnni_available();                 // whether int8_vnni_isas() is not empty
+void set_int8_vnni(bool enabled);           // throws std::invalid_argument if enabling and unavailable
 
 // threads.cpp: the thread count kernels use: the calling thread's own count when it set one
 // (set_call_threads, > 0), else the min of set_num_threads and omp_get_max_threads().

@@ -6,7 +6,8 @@
 // it in one vpdpbusd. Without VNNI, the usual pmaddubsw sums two products into a saturating s16
 // (2 x 255 x 127 = 64770 > 32767: a silently wrong answer), so DotExact splits even and odd bytes into
 // s16 and uses pmaddwd (s16 x s16 pairs into s32), which never saturates. Every variant gives the same
-// int32 bits; the kernel is written once against this interface.
+// int32 bits; the kernel is written once against this interface. DotVnni exists where the compile has
+// VNNI: AVX-512 VNNI (512-bit) at the avx512 level, AVX-VNNI (256-bit) at the avx2 level.
 #pragma once
 
 #ifndef ATTNKIT_KERNEL_NS
@@ -100,6 +101,24 @@ struct DotExact {
   static void store(Acc acc, std::int32_t* p) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), acc); }
 };
 
+#if defined(__AVXVNNI__)
+// AVX-VNNI (Intel cores since Alder Lake, AMD since Zen 5): the VEX-encoded 256-bit vpdpbusd, for the AVX2
+// level's VNNI variant (kernels_vnni/, compiled with -mavxvnni).
+struct DotVnni {
+  static constexpr int W = 8, MR = 6;  // 12 accumulators, 2 weight vectors, 1 broadcast: 15 of 16 registers
+  static constexpr int kQuadBytes = 4;
+  using Acc = __m256i;
+  using A = __m256i;
+  using B = __m256i;
+  static Acc zero() { return _mm256_setzero_si256(); }
+  static void pack_quad(const std::uint8_t* q, std::uint8_t* dst) { std::memcpy(dst, q, 4); }
+  static A broadcast(const std::uint8_t* a) { return _mm256_set1_epi32(load_quad(a)); }
+  static B load(const std::int8_t* w) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)); }
+  static Acc mac(Acc acc, A a, B b) { return _mm256_dpbusd_avx_epi32(acc, a, b); }
+  static void store(Acc acc, std::int32_t* p) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), acc); }
+};
+#endif
+
 #else  // plain lanes: the same algorithm, four columns at a time
 
 struct DotExact {
@@ -160,14 +179,20 @@ struct BlockDot {
   static Lanes add(Lanes a, float scale, Acc s) { return _mm256_fmadd_ps(_mm256_set1_ps(scale), _mm256_cvtepi32_ps(s), a); }
   static void store(Lanes a, float* out) { _mm256_storeu_ps(out, a); }
 };
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+#if (defined(__AVX512VNNI__) && defined(__AVX512VL__)) || defined(__AVXVNNI__)
 // The same lanes in one vpdpbusd (u8 x s8, four products into each int32 lane, no s16 step): the sums are
-// exact either way (|lane| < 2^16), so BlockDotVnni gives BlockDot's bits.
+// exact either way (|lane| < 2^16), so BlockDotVnni gives BlockDot's bits. EVEX form under AVX-512 VNNI,
+// VEX form (AVX-VNNI) under the AVX2 level.
 struct BlockDotVnni : BlockDot {
-  static Acc dot_u4(Wt w, X x) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, x); }
-  static Acc dot_s8(Wt w, X x) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+  static Acc dpbusd(Acc acc, Wt u, X s) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+    return _mm256_dpbusd_epi32(acc, u, s);
+#else
+    return _mm256_dpbusd_avx_epi32(acc, u, s);
+#endif
   }
+  static Acc dot_u4(Wt w, X x) { return dpbusd(_mm256_setzero_si256(), w, x); }
+  static Acc dot_s8(Wt w, X x) { return dpbusd(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w)); }
 };
 #endif
 #else
