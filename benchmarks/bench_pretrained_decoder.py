@@ -28,6 +28,21 @@ import numpy as np
 
 from _harness import Report, fmt_number, make_parser, parse_args
 
+# The environment before attnkit is imported (the report imports it, and attnkit sets OMP_WAIT_POLICY=PASSIVE
+# for its own runtime at import): each engine's process starts from it, so llama.cpp's OpenMP threads spin-wait
+# as they do for its users. Inheriting PASSIVE cut its 2-thread decode from ~89 to ~28 tokens/s. attnkit's
+# processes get PASSIVE explicitly, its default (this script imports torch first, whose runtime would otherwise
+# leave attnkit's threads spinning). No row spins attnkit's threads: an idle engine's spinning threads would take
+# a core from the engine being measured (llama.cpp's 2-thread decode fell to 10 tokens/s beside one).
+START_ENVIRONMENT = dict(os.environ)
+
+
+def _engine_environment(name, threads):
+    env = dict(START_ENVIRONMENT, OMP_NUM_THREADS=str(threads))
+    if name.startswith("attnkit"):
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
+    return env
+
 PROMPT = "Once upon a time, in a small village by the sea, there lived"
 NEW_TOKENS, PREFILL_TOKENS, CONTEXT = 256, 512, 1024
 
@@ -180,12 +195,11 @@ def serve_engine(engine_name, threads, data):
 def measure(engines, threads, repeats, data):
     """Every engine in its own process at ``threads``, measured in turns: ``repeats`` rounds, the order
     rotating each round."""
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     workers = {}
     for name in engines:
         workers[name] = subprocess.Popen(
             [sys.executable, __file__, "--engine", name, "--threads", str(threads), "--data", str(data), "--quick"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_engine_environment(name, threads))
         if workers[name].stdout.readline().strip() != "ready":
             sys.exit(f"{name} at {threads} thread(s) failed to load")
     results = {name: {"decode": [], "prefill": []} for name in engines}
