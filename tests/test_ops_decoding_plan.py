@@ -1,6 +1,7 @@
 """ops.decoding_plan: a plan's steps against a float64 NumPy step built from attnkit.reference (every ISA, 1 and
 2 kernel threads; float32 and block-quantised weights, LayerNorm/RMSNorm, every activation, rotary positions,
-grouped-query attention, biases or none), its key/value writes, and its argument errors."""
+grouped-query attention, biases or none), its key/value writes, the bits of one thread from a team of threads
+(plans large enough to run a step as one parallel region), and its argument errors."""
 
 import numpy as np
 import pytest
@@ -16,7 +17,9 @@ def _weight(rng, n_in, n_out, kind):
     return w if kind is None else ops.quantize_blocks(w, kind)
 
 
-def _layer(rng, *, norm, activation, bias, kind):
+def _layer(rng, *, norm, activation, bias, kind, d=D, heads=HEADS, kv_heads=KV_HEADS, ff=FF):
+    dh = d // heads
+
     def vec(n, scale=0.1, offset=0.0):
         return (offset + scale * rng.standard_normal(n)).astype(np.float32)
 
@@ -24,14 +27,14 @@ def _layer(rng, *, norm, activation, bias, kind):
         return vec(n) if bias else None
 
     def norm_params():
-        return vec(D, offset=1.0), (vec(D) if norm == "layer" else None)
+        return vec(d, offset=1.0), (vec(d) if norm == "layer" else None)
 
-    hidden = 2 * FF if activation == "swiglu" else FF
-    return ops.DecodingPlanLayer(norm_params(), norm_params(), _weight(rng, D, HEADS * DH, kind), b(HEADS * DH),
-                                 _weight(rng, D, KV_HEADS * DH, kind), b(KV_HEADS * DH),
-                                 _weight(rng, D, KV_HEADS * DH, kind), b(KV_HEADS * DH),
-                                 _weight(rng, HEADS * DH, D, kind), b(D), _weight(rng, D, hidden, kind), b(hidden),
-                                 _weight(rng, FF, D, kind), b(D))
+    hidden = 2 * ff if activation == "swiglu" else ff
+    return ops.DecodingPlanLayer(norm_params(), norm_params(), _weight(rng, d, heads * dh, kind), b(heads * dh),
+                                 _weight(rng, d, kv_heads * dh, kind), b(kv_heads * dh),
+                                 _weight(rng, d, kv_heads * dh, kind), b(kv_heads * dh),
+                                 _weight(rng, heads * dh, d, kind), b(d), _weight(rng, d, hidden, kind), b(hidden),
+                                 _weight(rng, ff, d, kind), b(d))
 
 
 def _product(x, w, bias):
@@ -108,6 +111,77 @@ def test_steps_equal_the_reference(isa, kernel_threads, norm, activation, bias, 
             np.testing.assert_allclose(got[:, :, : position + 1], want[:, :, : position + 1], rtol=1e-5, atol=1e-5)
         for k in keys:  # nothing beyond the new position is written
             assert not k[:, :, position + 1 :].any()
+
+
+# A plan past the size where a step runs as one parallel region of threads (src/thread_team.h):
+# 9.4-12.6 MB of float32 weights a step, 1.5-3.3 MB in blocks.
+BIG_D, BIG_HEADS, BIG_KV_HEADS, BIG_FF = 512, 8, 4, 1536
+
+
+def _big_plan(rng, *, norm, activation, bias, kind, int8=False):
+    layers = [_layer(rng, norm=norm, activation=activation, bias=bias, kind=kind, d=BIG_D, heads=BIG_HEADS,
+                     kv_heads=BIG_KV_HEADS, ff=BIG_FF) for _ in range(2)]
+    if int8:
+        layers = [layer._replace(**{f: getattr(layer, f).with_activations("int8")
+                                    for f in ("wq", "wk", "wv", "wo", "w1", "w2")}) for layer in layers]
+    final = (np.ones(BIG_D, np.float32), np.zeros(BIG_D, np.float32) if norm == "layer" else None)
+    return ops.DecodingPlan(layers, final, n_heads=BIG_HEADS, n_kv_heads=BIG_KV_HEADS, norm=norm, eps=1e-5,
+                            activation=activation, rotary_base=1e4)
+
+
+def _run_big(plan, xs):
+    keys = [np.zeros((xs.shape[1], BIG_KV_HEADS, 8, BIG_D // BIG_HEADS), np.float32) for _ in range(plan.n_layers)]
+    values = [np.zeros_like(k) for k in keys]
+    return [plan.step(x, position, keys, values) for position, x in enumerate(xs)] + keys + values
+
+
+@pytest.mark.parametrize(("norm", "activation", "bias", "kind", "int8"),
+                         [("layer", "gelu_tanh", True, None, False), ("rms", "swiglu", False, None, False),
+                          ("rms", "swiglu", False, "q4_1", False), ("rms", "swiglu", False, "q4_1", True),
+                          ("layer", "relu", True, "q8_0", True), ("layer", "gelu", True, "q8_0", False)])
+@pytest.mark.parametrize("batch", [1, 5])
+def test_a_team_of_threads_gives_one_threads_bits(isa, norm, activation, bias, kind, int8, batch):
+    """With 2 and 3 threads (more than some machines' cores, and shares of unequal size), a step's outputs and
+    cache writes have the bits of one thread, at every position."""
+    import attnkit
+
+    rng = np.random.default_rng(5)
+    plan = _big_plan(rng, norm=norm, activation=activation, bias=bias, kind=kind, int8=int8)
+    xs = rng.standard_normal((5, batch, BIG_D)).astype(np.float32)
+    before = attnkit.get_num_threads()
+    try:
+        attnkit.set_num_threads(1)
+        alone = _run_big(plan, xs)
+        for threads in (2, 3):
+            attnkit.set_num_threads(threads)
+            for got, want in zip(_run_big(plan, xs), alone):
+                np.testing.assert_array_equal(got, want)
+    finally:
+        attnkit.set_num_threads(before)
+    assert np.isfinite(alone[4]).all() and alone[4].std() > 0.5
+
+
+def test_teams_of_several_python_threads_at_once():
+    """Two plans stepped by four Python threads at once, each step a team of 2 kernel threads: more threads than
+    cores, so members wait asleep and plans fall back to one thread; no hang, and the bits of serial calls."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import attnkit
+
+    rng = np.random.default_rng(6)
+    plans = [_big_plan(rng, norm="rms", activation="swiglu", bias=False, kind=kind) for kind in ("q4_1", None)]
+    inputs = [rng.standard_normal((6, 1 + i % 2, BIG_D)).astype(np.float32) for i in range(8)]
+    before = attnkit.get_num_threads()
+    try:
+        attnkit.set_num_threads(2)
+        alone = [_run_big(plans[i % 2], x) for i, x in enumerate(inputs)]
+        with ThreadPoolExecutor(4) as pool:
+            together = list(pool.map(lambda i: _run_big(plans[i % 2], inputs[i]), range(len(inputs))))
+    finally:
+        attnkit.set_num_threads(before)
+    for a, b in zip(alone, together):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
 
 
 def test_errors():

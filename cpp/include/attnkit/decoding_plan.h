@@ -14,6 +14,9 @@
 
 namespace attnkit {
 
+struct KernelTable;
+struct ThreadTeam;
+
 // W (n_in, n_out) as x W: float32 row-major (`data`), or GGML blocks (`blocks`, n_out rows); bias optional.
 struct PlanWeight {
   const float* data = nullptr;
@@ -57,7 +60,8 @@ class DecodingPlan {
   DecodingPlan(const PlanShape& shape, std::vector<PlanLayer> layers, const PlanNorm& final_norm);
 
   // out (batch, d_model) = the stack's output for x (batch, d_model) at `position` (< every capacity);
-  // caches: one per layer. One step at a time per plan (a mutex): its workspace is shared.
+  // caches: one per layer. One step at a time per plan (a mutex): its workspace is shared. With more than
+  // one kernel thread, the step is one parallel region whose threads share every product (src/thread_team.h).
   void step(const float* x, float* out, std::int64_t batch, std::int64_t position, const PlanCache* caches);
 
   const PlanShape& shape() const { return shape_; }
@@ -65,11 +69,15 @@ class DecodingPlan {
 
  private:
   void reserve(std::int64_t batch);
+  void layers(const ThreadTeam& team, std::int64_t batch, std::int64_t position, const PlanCache* caches, float* out);
+  const float* activate(const ThreadTeam& team, const KernelTable& kt, std::int64_t batch);
 
   PlanShape shape_;
   std::vector<PlanLayer> layers_;
   PlanNorm final_norm_;
   std::mutex mutex_;
+  double team_work_ = 0.0;  // >= 1: a step is worth a team of threads (decoding_plan.cpp)
+  int solo_steps_ = 0;       // steps left on one thread since a team found the machine busy
   std::int64_t batch_capacity_ = 0;
   // Workspace, grown only when a larger batch arrives: residual stream, norm output, q, k, v, heads, the
   // feed-forward hidden and gated rows, the rotary table, the attention kernel's per-item offsets.
