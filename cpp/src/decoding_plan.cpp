@@ -137,9 +137,16 @@ void DecodingPlan::step(const float* x, float* out, std::int64_t batch, std::int
     }
     set_call_threads(own);
   }
-  // Members that kept falling asleep did not have their own cores: beside one busy process, SmolLM2 decoded
-  // 47 tokens/s with a team against 70 on one thread. One thread then, trying the team again 64 steps on.
-  if (barrier.sleeps() > 4) solo_steps_ = 64;
+  // Members that fell asleep at most meetings did not have their own cores: beside one busy process SmolLM2's
+  // steps slept at 271 of 271 and decoded 47 tokens/s against 70 on one thread. One thread then, for 64 steps,
+  // twice as many each time the machine is still busy after them (up to 4096). On a free machine 0-3 of a
+  // step's meetings sleep (44-66 in a rare step: a core lost for a while).
+  if (2 * unsigned(barrier.sleeps()) > barrier.meetings()) {
+    solo_steps_ = solo_period_;
+    solo_period_ = std::min(2 * solo_period_, 4096);
+  } else {
+    solo_period_ = 64;
+  }
 }
 
 void DecodingPlan::layers(const ThreadTeam& team, std::int64_t batch, std::int64_t position, const PlanCache* caches,

@@ -48,7 +48,8 @@ class SpinBarrier {
     }
   }
 
-  // How many times a member fell asleep waiting: a busy machine's sign.
+  // How many times the members met, and how many times one fell asleep waiting (a busy machine's sign).
+  unsigned meetings() const { return generation_.load(std::memory_order_relaxed); }
   int sleeps() const { return sleeps_.load(std::memory_order_relaxed); }
 
  private:

@@ -77,7 +77,8 @@ class DecodingPlan {
   PlanNorm final_norm_;
   std::mutex mutex_;
   double team_work_ = 0.0;  // >= 1: a step is worth a team of threads (decoding_plan.cpp)
-  int solo_steps_ = 0;       // steps left on one thread since a team found the machine busy
+  int solo_steps_ = 0;       // steps left on one thread since a team found the machine busy,
+  int solo_period_ = 64;     // and how many the next busy team step gives
   std::int64_t batch_capacity_ = 0;
   // Workspace, grown only when a larger batch arrives: residual stream, norm output, q, k, v, heads, the
   // feed-forward hidden and gated rows, the rotary table, the attention kernel's per-item offsets.
