@@ -64,101 +64,113 @@ void dequantize_row(const std::uint8_t* row, std::int64_t blocks, float* out) {
   for (std::int64_t b = 0; b < blocks; ++b) dequantize_block<K>(row + b * block_bytes(K), out + b * kBlockValues);
 }
 
-// Output rows computed in one pass over the blocks, sharing each block's x values (loaded once, from L1):
-// q4_1, 4 for one row of X (decoding), 2 for two, 1 above (the x values of 3-4 rows fill the registers).
-// q8_0 reads 34 bytes a block (not 20) and its one big matrix (the 576 x 49152 output) streams from DRAM,
-// where 4 interleaved row streams measured 4.8 ms against 3.5-3.6 ms for one row at a time (both with
-// the prefetch; 4.2-4.5 ms for the previous kernel): one row.
+// Stored rows computed in one pass over the blocks of X's rows (from L1): q4_1, 4 for one row of X
+// (decoding), 2 for more. q8_0 reads 34 bytes a block (not 20) and its one big matrix (the 576 x 49152
+// output) streams from DRAM, where 4 interleaved row streams measured 4.8 ms against 3.5-3.6 ms for one row
+// at a time (both with the prefetch; 4.2-4.5 ms for the previous kernel): one row.
 template <BlockKind K, int M>
-constexpr int kGroupRows = K == BlockKind::q8_0 ? 1 : M == 1 ? 4 : M == 2 ? 2 : 1;
+constexpr int kGroupRows = K == BlockKind::q8_0 ? 1 : M == 1 ? 4 : 2;
+// Batched decoding (striped, compute-bound) runs strips of kStripRows rows of X on groups of
+// kStripedGroupRows stored rows: 8 x 2 accumulators with AVX-512's 32 registers, 4 x 2 with AVX2's 16
+// (a step of 16 sequences of SmolLM2: 4 x 4 with AVX-512 took 37-39 ms of products, 8 x 2 36.5).
+constexpr int kStripRows = W >= 16 ? 8 : int(kThinRows);
+constexpr int kStripedGroupRows = 2;
+// q4_1's min parts of a strip's rows, one lane each: in a vector where it holds kStripRows lanes (every x86
+// ISA), else (one-lane targets) in scalars; xsum has kSumLanes lanes a block either way.
+constexpr bool kVectorMins = W >= kStripRows;
+constexpr int kSumLanes = kVectorMins ? W : kStripRows;
 
-// C[0:M, j + r] for r < R: per block b of row j + r, s = sum_t q[t] x_i[t] in two W-lane chains (the
-// block's first and second 16 values), then acc += d_b s (lanes); q4_1's min_part += m_b xsum_i[b], with
-// the 32-value sums of X's rows (xsum (M, blocks)) computed once per call. Every row runs the same
-// operations in the same order whatever R (and so whatever the thread count): only the x loads are shared.
+// C[0:M, j + r] for r < R, M <= kThinRows: per block b of stored row j + r, the weights w = d_b q (exact in
+// float: an 11-bit d times an 8-bit q) and acc_i += w x_i[b] lane by lane, one FMA chain per row over the
+// block's vectors in order; q4_1's min adds m_b times the 32-value sums of x, in lane i of a vector per stored
+// row (xsum (blocks, kSumLanes), lane i row i's sum, zeros past M), computed once per call. Every row of C runs the
+// same operations in the same order whatever M and R (so whatever the thread count and the rows beside it).
+// One FMA per W values and row: the dequantisation is shared by the M rows (a batched decoding step was
+// compute-bound at a fifth of the float GEMM's rate with products of q and x scaled per block).
 template <BlockKind K, int M, int R>
 inline void thin_group(const BlockQuantizedMatmulArgs& g, const float* xsum, std::int64_t j) {
+  static_assert(M <= kStripRows, "a strip has at most kStripRows rows");
   constexpr std::int64_t bb = block_bytes(K);
   constexpr int NV = kBlockValues / W, HALF = NV / 2;
   const std::int64_t blocks = g.n_in / kBlockValues, row_bytes = blocks * bb;
   const std::uint8_t* rows = g.blocks + j * row_bytes;
-  V acc[M][R];
-  float min_part[M][R];
-#pragma GCC unroll 4
-  for (int i = 0; i < M; ++i)
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) acc[i][r] = V::zero(), min_part[i][r] = 0.0f;
+  V acc[M][R], min_part[R];
+  alignas(64) float mins[R][kSumLanes] = {};
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    min_part[r] = V::zero();
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) acc[i][r] = V::zero();
+  }
   for (std::int64_t b = 0; b < blocks; ++b) {
-    V x[M][NV];
-#pragma GCC unroll 4
-    for (int i = 0; i < M; ++i)
-#pragma GCC unroll 32
-      for (int v = 0; v < NV; ++v) x[i][v] = V::load(g.x + i * g.x_row_stride + b * kBlockValues + v * W);
-#pragma GCC unroll 4
+    const float* xb = g.x + b * kBlockValues;
+#pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* block = rows + r * row_bytes + b * bb;
       if constexpr (kPrefetchBytes > 0) prefetch_bytes(block + kPrefetchBytes);
-      V s[M], t[M];
-      float d, m = 0.0f;
-#pragma GCC unroll 16
-      for (int v = 0; v < HALF; ++v) {
-        V q0, q1;
-        if constexpr (K == BlockKind::q8_0) {
-          const auto* q = reinterpret_cast<const std::int8_t*>(block + 2);
-          q0 = load_s8(q + v * W), q1 = load_s8(q + kBlockValues / 2 + v * W);
-        } else {
-          load_u4(block + 4 + v * W, q0, q1);
-        }
-#pragma GCC unroll 4
-        for (int i = 0; i < M; ++i) {
-          s[i] = v == 0 ? q0 * x[i][v] : V::fma(q0, x[i][v], s[i]);
-          t[i] = v == 0 ? q1 * x[i][HALF + v] : V::fma(q1, x[i][HALF + v], t[i]);
-        }
-      }
+      V w[NV];
       if constexpr (K == BlockKind::q8_0) {
-        d = half_to_float(block);
+        const V d = V::set1(half_to_float(block));
+        const auto* q = reinterpret_cast<const std::int8_t*>(block + 2);
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) w[v] = d * load_s8(q + v * W);
       } else {
+        float d, m;
         half_pair_to_float(block, d, m);
+        const V dv = V::set1(d);
+#pragma GCC unroll 16
+        for (int v = 0; v < HALF; ++v) {
+          V lo, hi;
+          load_u4(block + 4 + v * W, lo, hi);
+          w[v] = dv * lo, w[HALF + v] = dv * hi;
+        }
+        if constexpr (kVectorMins) {
+          min_part[r] = V::fma(V::set1(m), V::load(xsum + b * kSumLanes), min_part[r]);
+        } else {
+          for (int i = 0; i < M; ++i) mins[r][i] = fma_scalar(m, xsum[b * kSumLanes + i], mins[r][i]);
+        }
       }
-      const V dv = V::set1(d);
-#pragma GCC unroll 4
-      for (int i = 0; i < M; ++i) {
-        acc[i][r] = V::fma(dv, s[i] + t[i], acc[i][r]);
-        if constexpr (K == BlockKind::q4_1) min_part[i][r] = fma_scalar(m, xsum[i * blocks + b], min_part[i][r]);
-      }
+#pragma GCC unroll 8
+      for (int i = 0; i < M; ++i)
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) acc[i][r] = V::fma(w[v], V::load(xb + i * g.x_row_stride + v * W), acc[i][r]);
     }
   }
-#pragma GCC unroll 4
-  for (int i = 0; i < M; ++i)
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      float y = acc[i][r].reduce_add() + min_part[i][r];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    if constexpr (kVectorMins) min_part[r].store(mins[r]);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      float y = acc[i][r].reduce_add() + mins[r][i];
       if (g.bias) y += g.bias[j + r];
       g.c[i * g.c_row_stride + j + r] = y;
     }
+  }
 }
 
-// C[0:M, j] for j in [j0, j1), in groups of kGroupRows rows and single rows for the rest.
-template <BlockKind K, int M>
+// C[0:M, j] for j in [j0, j1), in groups of R stored rows and single rows for the rest.
+template <BlockKind K, int M, int R = kGroupRows<K, M>>
 void thin_rows(const BlockQuantizedMatmulArgs& g, const float* xsum, std::int64_t j0, std::int64_t j1) {
-  constexpr int R = kGroupRows<K, M>;
   std::int64_t j = j0;
   for (; j + R <= j1; j += R) thin_group<K, M, R>(g, xsum, j);
   for (; j < j1; ++j) thin_group<K, M, 1>(g, xsum, j);
 }
 
-// q4_1's 32-value sums of X's first m rows, (m, blocks); nothing for q8_0, which has no min.
+// q4_1's 32-value sums of X's rows for each strip of `strip_rows` rows: (strips, blocks, kSumLanes), lane i of
+// block b row i's sum (zeros past the strip's rows); nothing for q8_0, which has no min.
 template <BlockKind K>
-auto block_sums(const BlockQuantizedMatmulArgs& g, std::int64_t m) {
-  const std::int64_t blocks = g.n_in / kBlockValues;
-  auto xsum = aligned_buffer<float>(K == BlockKind::q4_1 ? m * blocks : 0);
+auto block_sums(const BlockQuantizedMatmulArgs& g, std::int64_t strip_rows) {
+  const std::int64_t blocks = g.n_in / kBlockValues, strips = (g.m + strip_rows - 1) / strip_rows;
+  const std::int64_t size = K == BlockKind::q4_1 ? strips * blocks * kSumLanes : 0;
+  auto xsum = aligned_buffer<float>(size);
+  for (std::int64_t e = 0; e < size; ++e) xsum.get()[e] = 0.0f;
   if constexpr (K == BlockKind::q4_1)
-    for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t i = 0; i < g.m; ++i)
       for (std::int64_t b = 0; b < blocks; ++b) {
         const float* x = g.x + i * g.x_row_stride + b * kBlockValues;
         V s = V::zero();
         for (int v = 0; v < kBlockValues; v += W) s = s + V::load(x + v);
-        xsum.get()[i * blocks + b] = s.reduce_add();
+        xsum.get()[((i / strip_rows) * blocks + b) * kSumLanes + i % strip_rows] = s.reduce_add();
       }
   return xsum;
 }
@@ -171,7 +183,7 @@ int thin_threads(const BlockQuantizedMatmulArgs& g) {
 
 template <BlockKind K, int M>
 void thin(const BlockQuantizedMatmulArgs& g) {
-  const auto xsum = block_sums<K>(g, M);
+  const auto xsum = block_sums<K>(g, kThinRows);
   over_row_ranges(g.n_out, thin_threads<K>(g),
                   [&](std::int64_t j0, std::int64_t j1) { thin_rows<K, M>(g, xsum.get(), j0, j1); });
 }
@@ -179,29 +191,50 @@ void thin(const BlockQuantizedMatmulArgs& g) {
 // kThinRows < m <= kStripedRows (batched decoding): strips of up to kThinRows rows of X, every strip run on
 // each stored row in turn, so the row's blocks come from DRAM once and from L1 for the other strips. A row
 // of C gets the thin path's operations (thin_group is the same for any R), so the same bits as alone.
+// Strip rows M of C, columns [j0, j1): groups of kStripedGroupRows stored rows, single rows for the rest.
+template <BlockKind K, int M>
+void strip_rows(const BlockQuantizedMatmulArgs& g, const float* xsum, std::int64_t j0, std::int64_t j1) {
+  thin_rows<K, M, kStripedGroupRows>(g, xsum, j0, j1);
+}
+
+template <BlockKind K>
+void strip_dispatch(const BlockQuantizedMatmulArgs& g, const float* xsum, std::int64_t j0, std::int64_t j1) {
+  switch (g.m) {
+    case 1: return strip_rows<K, 1>(g, xsum, j0, j1);
+    case 2: return strip_rows<K, 2>(g, xsum, j0, j1);
+    case 3: return strip_rows<K, 3>(g, xsum, j0, j1);
+    case 4: return strip_rows<K, 4>(g, xsum, j0, j1);
+  }
+  if constexpr (kStripRows > 4) {
+    switch (g.m) {
+      case 5: return strip_rows<K, 5>(g, xsum, j0, j1);
+      case 6: return strip_rows<K, 6>(g, xsum, j0, j1);
+      case 7: return strip_rows<K, 7>(g, xsum, j0, j1);
+      default: return strip_rows<K, kStripRows>(g, xsum, j0, j1);
+    }
+  }
+}
+
+// kThinRows < m <= kStripedRows (batched decoding): strips of up to kStripRows rows of X, every strip run on
+// each group of stored rows in turn, so the group's blocks come from DRAM once and from L1 for the other
+// strips. A row of C gets the thin path's operations (thin_group is the same for any M and R), so the same
+// bits as alone.
 template <BlockKind K>
 void striped(const BlockQuantizedMatmulArgs& g) {
-  constexpr std::int64_t kMaxStrips = kStripedRows / kThinRows;
-  const std::int64_t blocks = g.n_in / kBlockValues, strips = (g.m + kThinRows - 1) / kThinRows;
-  const auto xsum = block_sums<K>(g, g.m);
+  constexpr std::int64_t kMaxStrips = (kStripedRows + kStripRows - 1) / kStripRows;
+  const std::int64_t blocks = g.n_in / kBlockValues, strips = (g.m + kStripRows - 1) / kStripRows;
+  const auto xsum = block_sums<K>(g, kStripRows);
   BlockQuantizedMatmulArgs strip[kMaxStrips];
   for (std::int64_t s = 0; s < strips; ++s) {
     strip[s] = g;
-    strip[s].x = g.x + s * kThinRows * g.x_row_stride;
-    strip[s].c = g.c + s * kThinRows * g.c_row_stride;
-    strip[s].m = min_scalar(kThinRows, g.m - s * kThinRows);
+    strip[s].x = g.x + s * kStripRows * g.x_row_stride;
+    strip[s].c = g.c + s * kStripRows * g.c_row_stride;
+    strip[s].m = min_scalar<std::int64_t>(kStripRows, g.m - s * kStripRows);
   }
   over_row_ranges(g.n_out, thin_threads<K>(g), [&](std::int64_t j0, std::int64_t j1) {
-    for (std::int64_t j = j0; j < j1; ++j)
-      for (std::int64_t s = 0; s < strips; ++s) {
-        const float* xs = xsum.get() + s * kThinRows * blocks;
-        switch (strip[s].m) {
-          case 1: thin_group<K, 1, 1>(strip[s], xs, j); break;
-          case 2: thin_group<K, 2, 1>(strip[s], xs, j); break;
-          case 3: thin_group<K, 3, 1>(strip[s], xs, j); break;
-          default: thin_group<K, 4, 1>(strip[s], xs, j); break;
-        }
-      }
+    for (std::int64_t j = j0; j < j1; j += kStripedGroupRows)
+      for (std::int64_t s = 0; s < strips; ++s)
+        strip_dispatch<K>(strip[s], xsum.get() + s * blocks * kSumLanes, j, min_scalar<std::int64_t>(j + kStripedGroupRows, j1));
   });
 }
 

@@ -190,8 +190,9 @@ def block_quantized_matmul(x: ArrayLike, w: BlockQuantizedMatrix, *, bias: Array
     """``x @ W (+ bias)`` for a block-quantised ``W``, dequantised in registers.
 
     With ``w.activations == "float32"``: up to 32 rows of ``x`` (decoding, batched or not) stream the blocks,
-    in strips of 4 rows that share each pass: per block, ``d * sum(q * x) (+ m * sum(x))`` with the sums of
-    ``x`` over each block computed once per call; each row gets the same bits as it would alone. More rows
+    in strips of 4-8 rows that share each pass: per block, the weights ``d * q`` (exact in float32) times
+    ``x`` accumulated lane by lane, ``+ m * sum(x)`` with the sums of ``x`` over each block computed once per
+    call; each row gets the same bits as it would alone. More rows
     (a prompt) dequantise panels of 512 stored rows into a scratch buffer and run the packed GEMM of
     :func:`attnkit.ops.matmul`. Accumulation is float32 (error about ``n_in`` float32 roundings of
     ``sum |x| |W|``); a row's result does not depend on the thread count.
