@@ -1,20 +1,26 @@
 """The baseline of bench_serve.py: sentence-transformers behind the same ASGI stack as ``attnkit serve``
-(uvicorn + starlette), answering /v1/embeddings one request at a time: ``python _st_server.py MODEL``."""
+(uvicorn + starlette), answering /v1/embeddings one request at a time: ``python _st_server.py MODEL``, MODEL a
+checkpoint directory, zip or installed package as ``attnkit serve`` takes it."""
 
 import socket
 import sys
+import tempfile
 
 import uvicorn
-from sentence_transformers import SentenceTransformer
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from _pretrained_models import checkpoint_directory, sentence_transformer
+
 
 def main():
-    model = SentenceTransformer(sys.argv[1], device="cpu")
+    with tempfile.TemporaryDirectory() as scratch:  # a package's zip, extracted: ST reads only directories
+        serve(sentence_transformer(checkpoint_directory(sys.argv[1], scratch)))
 
+
+def serve(model):
     async def embeddings(request):
         body = await request.json()
         texts = [body["input"]] if isinstance(body["input"], str) else body["input"]

@@ -20,7 +20,11 @@ import sys
 import time
 from pathlib import Path
 
-import _harness as harness
+# The environment before attnkit is imported (the harness imports it, and attnkit sets OMP_WAIT_POLICY=PASSIVE at
+# import): the sentence-transformers server starts from it, so torch's threads wait as they do for its users.
+START_ENVIRONMENT = dict(os.environ)
+
+import _harness as harness  # noqa: E402
 
 DEFAULT_DATA = Path(os.environ["ATTNKIT_DATA"]) if os.environ.get("ATTNKIT_DATA") else \
     Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -36,8 +40,8 @@ def read_sst2_texts(path):
 class ServerProcess:
     """``attnkit serve`` (or another command printing ``on http://...``) in a child process."""
 
-    def __init__(self, command):
-        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    def __init__(self, command, env=None):
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         line = self.process.stdout.readline()
         found = READY.search(line)
         if not found:
@@ -105,15 +109,17 @@ def embeddings(args, report, texts):
     report.data["in_process_single_p50_s"] = statistics.median(single)
     servers = {"attnkit serve": [sys.executable, "-m", "attnkit", "serve", args.embedder, "--port", "0",
                                  "--threads", str(args.threads)]}
+    environments = {}
     try:
         import sentence_transformers  # noqa: F401
 
         servers["sentence-transformers"] = [sys.executable, str(Path(__file__).with_name("_st_server.py")),
                                             args.embedder]
+        environments = {"sentence-transformers": dict(START_ENVIRONMENT, OMP_NUM_THREADS=str(args.threads))}
     except ImportError:
         report.text("sentence-transformers", ["not importable in this interpreter: its row is not measured"])
     for name, command in servers.items():
-        server = ServerProcess(command)
+        server = ServerProcess(command, environments.get(name))
         try:
             for concurrency in args.concurrency:
                 n = min(len(texts), args.requests)
