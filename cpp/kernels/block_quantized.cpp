@@ -71,10 +71,11 @@ void dequantize_row(const std::uint8_t* row, std::int64_t blocks, float* out) {
 template <BlockKind K, int M>
 constexpr int kGroupRows = K == BlockKind::q8_0 ? 1 : M == 1 ? 4 : 2;
 // Batched decoding (striped, compute-bound) runs strips of kStripRows rows of X on groups of
-// kStripedGroupRows stored rows: 8 x 2 accumulators with AVX-512's 32 registers, 4 x 2 with AVX2's 16
-// (a step of 16 sequences of SmolLM2: 4 x 4 with AVX-512 took 37-39 ms of products, 8 x 2 36.5).
-constexpr int kStripRows = W >= 16 ? 8 : int(kThinRows);
-constexpr int kStripedGroupRows = 2;
+// kStripedGroupRows stored rows: 8 x 2 accumulators with AVX-512's 32 registers, 8 x 1 with AVX2's 16. The
+// products of a 16-sequence step of SmolLM2 on the 2-core Xeon: AVX-512 4 x 4 37-39 ms, 8 x 2 33-36.5;
+// AVX2 4 x 2 53-55 ms, 8 x 1 43-46.
+constexpr int kStripRows = W >= 8 ? 8 : int(kThinRows);
+constexpr int kStripedGroupRows = W >= 16 ? 2 : 1;
 // q4_1's min parts of a strip's rows, one lane each: in a vector where it holds kStripRows lanes (every x86
 // ISA), else (one-lane targets) in scalars; xsum has kSumLanes lanes a block either way.
 constexpr bool kVectorMins = W >= kStripRows;
