@@ -81,7 +81,7 @@ constexpr int kStripedGroupRows = W >= 16 ? 2 : 1;
 constexpr bool kVectorMins = W >= kStripRows;
 constexpr int kSumLanes = kVectorMins ? W : kStripRows;
 
-// C[0:M, j + r] for r < R, M <= kThinRows: per block b of stored row j + r, the weights w = d_b q (exact in
+// C[0:M, j + r] for r < R, M <= kStripRows: per block b of stored row j + r, the weights w = d_b q (exact in
 // float: an 11-bit d times an 8-bit q) and acc_i += w x_i[b] lane by lane, one FMA chain per row over the
 // block's vectors in order; q4_1's min adds m_b times the 32-value sums of x, in lane i of a vector per stored
 // row (xsum (blocks, kSumLanes), lane i row i's sum, zeros past M), computed once per call. Every row of C runs the
@@ -189,29 +189,21 @@ void thin(const BlockQuantizedMatmulArgs& g) {
                   [&](std::int64_t j0, std::int64_t j1) { thin_rows<K, M>(g, xsum.get(), j0, j1); });
 }
 
-// kThinRows < m <= kStripedRows (batched decoding): strips of up to kThinRows rows of X, every strip run on
-// each stored row in turn, so the row's blocks come from DRAM once and from L1 for the other strips. A row
-// of C gets the thin path's operations (thin_group is the same for any R), so the same bits as alone.
-// Strip rows M of C, columns [j0, j1): groups of kStripedGroupRows stored rows, single rows for the rest.
-template <BlockKind K, int M>
-void strip_rows(const BlockQuantizedMatmulArgs& g, const float* xsum, std::int64_t j0, std::int64_t j1) {
-  thin_rows<K, M, kStripedGroupRows>(g, xsum, j0, j1);
-}
-
+// Rows [0, g.m) of a strip, columns [j0, j1): groups of kStripedGroupRows stored rows, single rows for the rest.
 template <BlockKind K>
 void strip_dispatch(const BlockQuantizedMatmulArgs& g, const float* xsum, std::int64_t j0, std::int64_t j1) {
   switch (g.m) {
-    case 1: return strip_rows<K, 1>(g, xsum, j0, j1);
-    case 2: return strip_rows<K, 2>(g, xsum, j0, j1);
-    case 3: return strip_rows<K, 3>(g, xsum, j0, j1);
-    case 4: return strip_rows<K, 4>(g, xsum, j0, j1);
+    case 1: return thin_rows<K, 1, kStripedGroupRows>(g, xsum, j0, j1);
+    case 2: return thin_rows<K, 2, kStripedGroupRows>(g, xsum, j0, j1);
+    case 3: return thin_rows<K, 3, kStripedGroupRows>(g, xsum, j0, j1);
+    case 4: return thin_rows<K, 4, kStripedGroupRows>(g, xsum, j0, j1);
   }
   if constexpr (kStripRows > 4) {
     switch (g.m) {
-      case 5: return strip_rows<K, 5>(g, xsum, j0, j1);
-      case 6: return strip_rows<K, 6>(g, xsum, j0, j1);
-      case 7: return strip_rows<K, 7>(g, xsum, j0, j1);
-      default: return strip_rows<K, kStripRows>(g, xsum, j0, j1);
+      case 5: return thin_rows<K, 5, kStripedGroupRows>(g, xsum, j0, j1);
+      case 6: return thin_rows<K, 6, kStripedGroupRows>(g, xsum, j0, j1);
+      case 7: return thin_rows<K, 7, kStripedGroupRows>(g, xsum, j0, j1);
+      default: return thin_rows<K, kStripRows, kStripedGroupRows>(g, xsum, j0, j1);
     }
   }
 }
@@ -233,9 +225,11 @@ void striped(const BlockQuantizedMatmulArgs& g) {
     strip[s].m = min_scalar<std::int64_t>(kStripRows, g.m - s * kStripRows);
   }
   over_row_ranges(g.n_out, thin_threads<K>(g), [&](std::int64_t j0, std::int64_t j1) {
-    for (std::int64_t j = j0; j < j1; j += kStripedGroupRows)
+    for (std::int64_t j = j0; j < j1; j += kStripedGroupRows) {
+      const std::int64_t end = min_scalar<std::int64_t>(j + kStripedGroupRows, j1);
       for (std::int64_t s = 0; s < strips; ++s)
-        strip_dispatch<K>(strip[s], xsum.get() + s * blocks * kSumLanes, j, min_scalar<std::int64_t>(j + kStripedGroupRows, j1));
+        strip_dispatch<K>(strip[s], xsum.get() + s * blocks * kSumLanes, j, end);
+    }
   });
 }
 

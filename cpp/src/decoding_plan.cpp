@@ -46,7 +46,7 @@ void product(const ThreadTeam& team, const KernelTable& kt, BlockQuantizedKernel
 }
 
 // A weight's share of the work below which a step runs on one thread: a team's fork and ~9 barriers a layer
-// cost a step of 4 float32 layers of d = 64 62 us (43 us alone), on the 2-core Xeon it was measured on. Float32
+// made a step of 4 float32 layers of d = 64 take 105 us (43 us alone) on the 2-core Xeon measured. Float32
 // weights are read at ~30 GB/s and lost with a team at 7 MB, won 1.07x at 12.6 MB; Q4_1 blocks, dequantised as
 // they are read, at ~7 GB/s: lost at 0.5 MB, won 1.27x at 2 MB (1.72x at 8 MB, SmolLM2: 2x).
 double team_work(const PlanWeight& w) {
@@ -160,11 +160,7 @@ void DecodingPlan::layers(const ThreadTeam& team, std::int64_t batch, std::int64
   float* h = x_.data();
   // Phases end at team.sync() where the next reads what other members wrote; the O(B d) work between the
   // products (norms, residual adds, rotary turns, cache writes) is the lead's.
-  if (team.lead()) {
-    if (layers_.empty()) return norm(kt, s, final_norm_, h, out, batch);
-    norm(kt, s, layers_.front().norm1, h, n_.data(), batch);
-  }
-  if (layers_.empty()) return;
+  if (team.lead()) norm(kt, s, layers_.front().norm1, h, n_.data(), batch);  // a plan has layers (the binding)
   team.sync();
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const PlanLayer& layer = layers_[l];
