@@ -119,16 +119,20 @@ def test_matches_reference(isa, kind, m, blocks_per_row, n_out, layout, with_bia
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("m", [5, 8, 13, 32])
+@pytest.mark.parametrize("m", [5, 8, 13, 32, 33])
 def test_a_batched_decoding_step_gives_each_row_the_bits_it_has_alone(isa, kind, m):
-    # Up to 32 rows (a step of batched decoding) run in strips of 4 over each stored row: sequences decoded
-    # together get exactly what they get alone (1 row), so batching never changes a generation.
+    # Up to 32 rows (a step of batched decoding) run in strips over each stored row: sequences decoded together
+    # get exactly what they get alone (1 row), so batching never changes a generation. Past 32, the GEMM's rows
+    # are within the tolerance.
     n_in, n_out = 96, 70
     w = ops.quantize_blocks(_weight(4, n_in, n_out), kind)
     x = np.random.default_rng(5).standard_normal((m, n_in)).astype(np.float32)
     together = ops.block_quantized_matmul(x, w)
-    for i in range(m):
-        assert_array_equal(together[i], ops.block_quantized_matmul(x[i:i + 1], w)[0])
+    alone = np.concatenate([ops.block_quantized_matmul(x[i:i + 1], w) for i in range(m)])
+    if m <= 32:
+        assert_array_equal(together, alone)
+    else:
+        assert np.all(np.abs(together - alone) <= _tolerance(x, w))
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -160,9 +164,10 @@ def test_bit_identical_for_1_and_2_threads(isa, threads, kind, m):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("n_out", [513, 576, 1100])
 def test_many_rows_over_several_panels(isa, kind, n_out):
-    # More than 512 stored rows: the GEMM path cuts them into equal panels (576 = 288 + 288).
+    # More than 512 stored rows: the GEMM path (more rows of X than the strips take) cuts them into equal panels
+    # (576 = 288 + 288).
     w = ops.quantize_blocks(_weight(9, 96, n_out), kind)
-    x = np.random.default_rng(10).standard_normal((9, 96)).astype(np.float32)
+    x = np.random.default_rng(10).standard_normal((40, 96)).astype(np.float32)
     bias = np.linspace(-1, 1, n_out, dtype=np.float32)
     y = ops.block_quantized_matmul(x, w, bias=bias)
     assert np.all(np.abs(y - reference.block_quantized_matmul(x, w, bias=bias)) <= _tolerance(x, w, bias))

@@ -32,8 +32,10 @@ constexpr int W = V::W;
 // Rows of X at or below this take the matrix-vector path: its cost is a pass over the blocks per call
 // (memory-bound), the GEMM's is a dequantised panel per call plus packing, worth it only for many rows.
 constexpr std::int64_t kThinRows = 4;
-// Up to this many rows (batched decoding: a step of 8-32 sequences), strips of kThinRows rows share each
-// pass over the blocks (see striped); above, the panels' dequantise-and-pack cost is worth it.
+// Up to this many rows (batched decoding: a step of up to 32 sequences), strips of kStripRows rows share
+// each pass over the blocks (see striped); above, the panels' dequantise-and-pack cost is worth it.
+// SmolLM2's decoder products on the 2-core Xeon: striped 1.85 ms a row (AVX-512), 2.2-2.8 (AVX2); panels
+// at m = 32 / 48 / 64: 68 / 78 / 89 ms (AVX-512), 81 / 98 / 108 (AVX2).
 constexpr std::int64_t kStripedRows = 32;
 // Rows dequantised per GEMM panel: one NC block of the packed GEMM (kernels/matmul.cpp).
 constexpr std::int64_t kPanelRows = 512;
@@ -243,30 +245,44 @@ void thin_dispatch(const BlockQuantizedMatmulArgs& g) {
   }
 }
 
-// Panels of up to kPanelRows stored rows, dequantised (in parallel) into scratch as B transposed, then the GEMM.
+// Panels of up to kPanelRows stored rows, each dequantised into its thread's scratch as B transposed, then
+// multiplied by the GEMM on that thread: the threads share the panels (as many per thread), not each panel.
+// Sharing each panel (a parallel dequantisation, then the GEMM's own threads) cost two parallel regions per
+// panel and ran slower on 2 threads than on 1 (SmolLM2's 576 x 3072 at m = 33: 2.7 against 1.6 ms).
 template <BlockKind K>
 void panels(const BlockQuantizedMatmulArgs& g) {
   const std::int64_t blocks = g.n_in / kBlockValues, row_bytes = blocks * block_bytes(K);
-  // Panels of equal width (multiples of 32 columns): 576 = 288 + 288, not 512 + a thin 64 that two
-  // threads split badly (1536 x 576 at m = 512: 0.82x ops.matmul).
-  const std::int64_t count = (g.n_out + kPanelRows - 1) / kPanelRows;
+  const int threads = int(min_scalar<std::int64_t>(elementwise_threads(g.m * g.n_in * g.n_out / 64),
+                                                   (g.n_out + 31) / 32));
+  // Panels of equal width (multiples of 32 columns), a multiple of the threads in number: 576 = 288 + 288,
+  // not 512 + a thin 64 (1536 x 576 at m = 512: 0.82x ops.matmul).
+  std::int64_t count = (g.n_out + kPanelRows - 1) / kPanelRows;
+  count = (count + threads - 1) / threads * threads;
   const std::int64_t panel_rows = min_scalar(g.n_out, ((g.n_out + count - 1) / count + 31) / 32 * 32);
-  auto panel = aligned_buffer<float>(panel_rows * g.n_in);
-  const int threads = elementwise_threads(panel_rows * g.n_in);
-  for (std::int64_t j0 = 0; j0 < g.n_out; j0 += panel_rows) {
-    const std::int64_t rows = min_scalar(panel_rows, g.n_out - j0);
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-    for (std::int64_t r = 0; r < rows; ++r) dequantize_row<K>(g.blocks + (j0 + r) * row_bytes, blocks, panel.get() + r * g.n_in);
-    MatmulArgs<float> mg;
-    mg.a = g.x;
-    mg.b = panel.get();
-    mg.bias = g.bias ? g.bias + j0 : nullptr;
-    mg.c = g.c + j0;
-    mg.m = g.m, mg.k = g.n_in, mg.n = rows;
-    mg.a_row_stride = g.x_row_stride, mg.a_col_stride = 1;
-    mg.b_row_stride = 1, mg.b_col_stride = g.n_in;
-    mg.c_row_stride = g.c_row_stride;
-    matmul<float>(mg);
+  const std::int64_t n_panels = (g.n_out + panel_rows - 1) / panel_rows;
+  auto scratch = aligned_buffer<float>(threads * panel_rows * g.n_in);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    const int own = get_call_threads();
+    set_call_threads(1);  // the GEMM of a panel runs on its thread (a nested region would be one thread anyway)
+    float* panel = scratch.get() + std::int64_t(omp_get_thread_num()) * panel_rows * g.n_in;
+#pragma omp for schedule(static)
+    for (std::int64_t p = 0; p < n_panels; ++p) {
+      const std::int64_t j0 = p * panel_rows, rows = min_scalar(panel_rows, g.n_out - j0);
+      for (std::int64_t r = 0; r < rows; ++r)
+        dequantize_row<K>(g.blocks + (j0 + r) * row_bytes, blocks, panel + r * g.n_in);
+      MatmulArgs<float> mg;
+      mg.a = g.x;
+      mg.b = panel;
+      mg.bias = g.bias ? g.bias + j0 : nullptr;
+      mg.c = g.c + j0;
+      mg.m = g.m, mg.k = g.n_in, mg.n = rows;
+      mg.a_row_stride = g.x_row_stride, mg.a_col_stride = 1;
+      mg.b_row_stride = 1, mg.b_col_stride = g.n_in;
+      mg.c_row_stride = g.c_row_stride;
+      matmul<float>(mg);
+    }
+    set_call_threads(own);
   }
 }
 

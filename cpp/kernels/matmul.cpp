@@ -101,8 +101,15 @@ void pack_b(const MatmulArgs<T>& g, std::int64_t p0, std::int64_t kc, std::int64
       for (std::int64_t p = 0; p < kc; ++p)
         for (int j = 0; j < nr; ++j) bp[p * NR + j] = src[p * rs + j * cs];
     } else {
-      for (int j = 0; j < nr; ++j)
-        for (std::int64_t p = 0; p < kc; ++p) bp[p * NR + j] = src[p * rs + j * cs];
+      // B transposed (columns contiguous): a tile of kTile values of each column at a time, so the tile's
+      // kTile x NR panel rows stay in L1 while the columns are read one cache line each (the panel's whole
+      // kc x NR, 64 KB, did not: 2.2x slower at 576 x 3072).
+      constexpr std::int64_t kTile = 64 / sizeof(T);
+      for (std::int64_t p0 = 0; p0 < kc; p0 += kTile) {
+        const std::int64_t p1 = min_scalar(kc, p0 + kTile);
+        for (int j = 0; j < nr; ++j)
+          for (std::int64_t p = p0; p < p1; ++p) bp[p * NR + j] = src[p * rs + j * cs];
+      }
     }
     for (std::int64_t p = 0; p < kc; ++p)
       for (int j = nr; j < NR; ++j) bp[p * NR + j] = T(0);
