@@ -153,6 +153,30 @@ def test_beam_search(lm):
     assert np.all(np.isfinite(scores))
 
 
+def test_prompts_of_different_lengths_decode_together_as_alone(lm):
+    """Prompts of any lengths share decoding steps (one batch: rows at their own positions), each continued as
+    alone, also past the context length where rows re-read their last half window at different steps."""
+    prompts = ["the cat", "a", "the dog sat on the", "", "the cat"]
+    network, batches = lm._inference_network(), []
+    step = network.step
+
+    def counted(ids, cache):
+        batches.append(ids.shape[0])
+        return step(ids, cache)
+
+    network.step = counted
+    try:
+        together = lm.generate(prompts, 40)
+    finally:
+        del network.step
+    assert together == [lm.generate([p], 40)[0] for p in prompts]
+    assert max(batches) == len(prompts)  # one batch for all five lengths (fewer rows once some re-read)
+    beams = lm.generate(prompts[:3], 12, strategy="beam", num_beams=3, n_returns=2)
+    assert beams == [lm.generate([p], 12, strategy="beam", num_beams=3, n_returns=2)[0] for p in prompts[:3]]
+    sampled = lm.generate(prompts, 30, strategy="sample", random_state=3)
+    assert sampled[0] == lm.generate(prompts[:1], 30, strategy="sample", random_state=3)[0]
+
+
 def test_stream_pieces_join_into_the_generated_text(lm):
     for params in [dict(), dict(strategy="sample", random_state=4, temperature=0.9), dict(stop=["log", "\n"])]:
         pieces = list(lm.stream("the dog", 30, **params))
@@ -387,6 +411,12 @@ def test_a_pretrained_decoder_is_ready_without_fit(tiny_gguf):
     assert np.isfinite(lm.perplexity(["the cat sat on the mat"]))
     maps = lm.attention_maps(["Hello world"])[0]
     assert maps["tokens"][0] == "<|endoftext|>" and maps["layers"][0].shape[0] == 4
+
+
+def test_a_pretrained_decoder_decodes_prompts_of_different_lengths_together(tiny_gguf):
+    lm = CausalLanguageModel(pretrained=tiny_gguf, context_length=24)
+    prompts = ["Hello world", "the", "the cat sat on the mat and"]
+    assert lm.generate(prompts, 30) == [lm.generate([p], 30)[0] for p in prompts]
 
 
 def test_chat_writes_after_the_template(tiny_gguf):

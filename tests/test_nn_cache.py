@@ -223,3 +223,50 @@ def test_appending_several_positions_at_once_equals_one_at_a_time(window, sizes,
         for a, b in zip(together.keys_values(), apart.keys_values()):
             np.testing.assert_array_equal(a, b)
         np.testing.assert_array_equal(together.slot_order(), apart.slot_order())
+
+
+# ------------------------------------------------------------------------------------------------ join
+
+
+def test_join_stacks_rows_each_at_its_own_length():
+    rng = np.random.default_rng(9)
+    (a, ka, _), (b, kb, vb) = _filled(rng, 3, batch=2), _filled(rng, 6, capacity=4, batch=1)
+    joined = SelfAttentionCache.join([a, b])
+    assert joined.batch_size == 3 and joined.lengths.tolist() == [3, 3, 6]
+    assert joined._keys is not None and joined._values is not None and joined._keys.shape[2] >= 6
+    np.testing.assert_array_equal(joined._keys[:2, :, :3], ka)
+    np.testing.assert_array_equal(joined._values[2:, :, :6], vb)
+    with pytest.raises(ValueError, match="different positions"):
+        joined.length  # noqa: B018 (a property)
+    with pytest.raises(ValueError, match="different positions"):
+        joined.append(*_positions(rng, 1))  # the op-by-op step needs one length
+    joined.advance()
+    assert joined.lengths.tolist() == [4, 4, 7] and a.lengths.tolist() == [3, 3]  # the parts stay as they were
+    picked = joined.reorder(np.array([2, 0]))
+    assert picked.lengths.tolist() == [7, 4]
+    assert picked._keys is not None
+    np.testing.assert_array_equal(picked._keys[0, :, :6], kb[0])
+    assert SelfAttentionCache.join([picked.reorder(np.array([1])), a]).lengths.tolist() == [4, 3, 3]
+    assert SelfAttentionCache.join([a, a]).length == 3  # rows alike: one length
+
+
+def test_join_refuses_what_has_no_per_row_position():
+    rng = np.random.default_rng(10)
+    cache = _filled(rng, 2)[0]
+    window = SelfAttentionCache(B, 4, window=2)
+    window.append(*_positions(rng, 1))
+    linear = SelfAttentionCache(B, 4, _linear_state(rng, 1))
+    with pytest.raises(ValueError, match="at least one"):
+        SelfAttentionCache.join([])
+    with pytest.raises(ValueError, match="without a window"):
+        SelfAttentionCache.join([cache, window])
+    with pytest.raises(ValueError, match="without a window"):
+        SelfAttentionCache.join([linear])
+    with pytest.raises(ValueError, match="hold positions"):
+        SelfAttentionCache.join([cache, SelfAttentionCache(B, 4)])
+    other = SelfAttentionCache(1, 2)
+    other.append(rng.standard_normal((1, H + 1, 1, D)), rng.standard_normal((1, H + 1, 1, D)))
+    with pytest.raises(ValueError, match="one layer's shape"):
+        SelfAttentionCache.join([cache, other])
+    with pytest.raises(TypeError, match="SelfAttentionCache"):
+        SelfAttentionCache.join([cache, "cache"])

@@ -451,3 +451,54 @@ def test_hard_attention_switched_on_after_start_steps_op_by_op():
 def test_a_post_ln_decoder_has_no_plan():
     decoder = nn.CausalDecoder(2, 8, 2, 16, np.random.default_rng(0), norm_first=False)
     assert decoder.decoding_plan() is None and decoder.start(1).plan is None
+
+
+@pytest.mark.parametrize("name", list(PLAN_MODELS))
+def test_prompts_of_different_lengths_step_together_as_alone(name):
+    """Prompts of lengths 3, 7 and 3, each prefilled alone, joined into one cache (rows at their own positions)
+    and stepped together: each row's logits have the bits of its own steps alone, through a reorder (beam search),
+    a regrowth of the buffers and absolute positions (learned, sinusoidal) read per row."""
+    model = _plan_model(name)
+    assert model.steps_mixed_positions()
+    rng = np.random.default_rng(8)
+    prompts = [rng.integers(0, VOCAB, size=n) for n in (3, 7, 3)]
+    steps = rng.integers(0, VOCAB, size=(3, 12))
+
+    def alone(prompt, tokens):
+        cache = model.start(1, capacity=4)
+        out = [model.prefill(prompt[None], cache)]
+        return out + [model.step(tokens[t : t + 1], cache) for t in range(tokens.size)]
+
+    expected = [alone(p, steps[b]) for b, p in enumerate(prompts)]
+    caches = [model.start(1, capacity=4), model.start(1, capacity=4), model.start(1, capacity=4)]
+    first = [model.prefill(p[None], c) for p, c in zip(prompts, caches)]
+    joined = _counted(nn.DecoderCache.join(caches))
+    assert joined.lengths.tolist() == [3, 7, 3]
+    for b in range(3):
+        np.testing.assert_array_equal(first[b], expected[b][0])
+    for t in range(6):
+        logits = model.step(steps[:, t], joined)
+        for b in range(3):
+            np.testing.assert_array_equal(logits[b : b + 1], expected[b][t + 1])
+    order = np.array([1, 2])  # drop a row and swap the rest; the row at 13 positions goes on from there
+    joined = model.reorder(joined, order)
+    for t in range(6, 12):
+        logits = model.step(steps[order, t], joined)
+        for i, b in enumerate(order):
+            np.testing.assert_array_equal(logits[i : i + 1], expected[b][t + 1])
+    assert joined.plan.calls == 12 and joined.lengths.tolist() == [19, 15]
+
+
+def test_mixed_positions_need_a_plan():
+    model = nn.CausalLM(VOCAB, np.random.default_rng(5), d_model=8, n_heads=2, n_layers=2, max_len=12, window=2)
+    assert not model.steps_mixed_positions()
+    plain = _plan_model("gpt")
+    caches = [plain.start(1), plain.start(1)]
+    for n, cache in zip((2, 4), caches):
+        plain.prefill(np.ones((1, n), np.int64), cache)
+    joined = nn.DecoderCache.join(caches)
+    with hard_attention(plain), pytest.raises(ValueError, match="different positions"):
+        plain.step(np.ones(2, np.int64), joined)  # hard attention steps op by op, which needs one length
+    with pytest.raises(ValueError, match="decoder-only"):
+        nn.DecoderCache.join([nn.DecoderCache([(caches[0].layers[0], nn.CrossAttentionCache(np.zeros((1, 2, 1, 4)),
+                                                                                           np.zeros((1, 2, 1, 4))))])])

@@ -113,6 +113,33 @@ def test_steps_equal_the_reference(isa, kernel_threads, norm, activation, bias, 
             assert not k[:, :, position + 1 :].any()
 
 
+@pytest.mark.parametrize(("norm", "activation", "bias", "kind", "rotary_base"), CASES)
+def test_rows_at_their_own_positions_equal_the_reference(isa, kernel_threads, norm, activation, bias, kind,
+                                                         rotary_base):
+    """A batch whose rows are at different positions (prompts of different lengths decoded together): each row
+    is turned at, written at and attends up to its own position."""
+    rng = np.random.default_rng(3)
+    layers = [_layer(rng, norm=norm, activation=activation, bias=bias, kind=kind) for _ in range(2)]
+    final = (np.ones(D, np.float32), np.zeros(D, np.float32) if norm == "layer" else None)
+    plan = ops.DecodingPlan(layers, final, n_heads=HEADS, n_kv_heads=KV_HEADS, norm=norm, eps=1e-5,
+                            activation=activation, rotary_base=rotary_base)
+    lengths = np.array([2, 0, 5, 2])  # positions filled before (two rows alike, one empty)
+    keys = [rng.standard_normal((4, KV_HEADS, 9, DH)).astype(np.float32) for _ in layers]
+    values = [rng.standard_normal(k.shape).astype(np.float32) for k in keys]
+    ref_keys, ref_values = [k.copy() for k in keys], [v.copy() for v in values]
+    for step in range(3):
+        positions = lengths + step
+        x = rng.standard_normal((4, D)).astype(np.float32)
+        out = plan.step(x, positions, keys, values)
+        for b, position in enumerate(positions):
+            expected = _reference_step(layers, final, x[b : b + 1], position, [k[b : b + 1] for k in ref_keys],
+                                       [v[b : b + 1] for v in ref_values], eps=1e-5, activation=activation,
+                                       rotary_base=rotary_base)
+            np.testing.assert_allclose(out[b : b + 1], expected, rtol=1e-4, atol=1e-4)
+        for got, want in zip(keys + values, ref_keys + ref_values):  # written at each row's position, only there
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 # A plan past the size where a step runs as one parallel region of threads (src/thread_team.h):
 # 9.4-12.6 MB of float32 weights a step, 1.5-3.3 MB in blocks.
 BIG_D, BIG_HEADS, BIG_KV_HEADS, BIG_FF = 512, 8, 4, 1536
@@ -161,6 +188,36 @@ def test_a_team_of_threads_gives_one_threads_bits(isa, norm, activation, bias, k
     assert np.isfinite(alone[4]).all() and alone[4].std() > 0.5
 
 
+@pytest.mark.parametrize(("kind", "int8"), [(None, False), ("q4_1", False), ("q4_1", True), ("q8_0", False)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_row_gets_the_bits_it_gets_alone(isa, kind, int8, threads):
+    """A row of a batch at mixed positions has the output and cache entries of the same row stepped alone (what
+    lets a server decode prompts of different lengths together and answer each as if alone)."""
+    import attnkit
+
+    rng = np.random.default_rng(6)
+    plan = _big_plan(rng, norm="rms", activation="swiglu", bias=False, kind=kind, int8=int8)
+    positions = np.array([3, 0, 3, 6, 1])
+    shape = (5, BIG_KV_HEADS, 8, BIG_D // BIG_HEADS)
+    keys = [rng.standard_normal(shape).astype(np.float32) for _ in range(plan.n_layers)]
+    values = [rng.standard_normal(shape).astype(np.float32) for _ in range(plan.n_layers)]
+    x = rng.standard_normal((5, BIG_D)).astype(np.float32)
+    before = attnkit.get_num_threads()
+    try:
+        attnkit.set_num_threads(threads)
+        alone = []  # each row's output and cache buffers, stepped alone
+        for b in range(5):
+            row_keys, row_values = [k[b : b + 1].copy() for k in keys], [v[b : b + 1].copy() for v in values]
+            alone.append([plan.step(x[b : b + 1], int(positions[b]), row_keys, row_values)] + row_keys + row_values)
+        out = plan.step(x, positions, keys, values)
+    finally:
+        attnkit.set_num_threads(before)
+    for b in range(5):
+        np.testing.assert_array_equal(out[b : b + 1], alone[b][0])
+        for got, want in zip(keys + values, alone[b][1:]):
+            np.testing.assert_array_equal(got[b : b + 1], want)
+
+
 def test_teams_of_several_python_threads_at_once():
     """Two plans stepped by four Python threads at once, each step a team of 2 kernel threads: more threads than
     cores, so members wait asleep and plans fall back to one thread; no hang, and the bits of serial calls."""
@@ -202,8 +259,16 @@ def test_errors():
     plan = ops.DecodingPlan([layer], final, **kw)
     x = np.zeros((2, D), np.float32)
     keys, values = [np.zeros((2, KV_HEADS, 4, DH), np.float32)], [np.zeros((2, KV_HEADS, 4, DH), np.float32)]
-    with pytest.raises(ValueError, match="room at position"):
+    with pytest.raises(ValueError, match="room at every position"):
         plan.step(x, 4, keys, values)
+    with pytest.raises(ValueError, match="room at every position"):
+        plan.step(x, np.array([0, 4]), keys, values)
+    with pytest.raises(ValueError, match=">= 0"):
+        plan.step(x, np.array([1, -1]), keys, values)
+    with pytest.raises(ValueError, match="one position per row"):
+        plan.step(x, np.array([1, 1, 1]), keys, values)
+    with pytest.raises(ValueError, match="integer array"):
+        plan.step(x, np.array([1.0, 1.0]), keys, values)
     with pytest.raises(ValueError, match="keys and values must be"):
         plan.step(x[:1], 0, keys, values)
     with pytest.raises(ValueError, match="one buffer per layer"):

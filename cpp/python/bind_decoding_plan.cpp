@@ -5,6 +5,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -63,7 +64,8 @@ class PyDecodingPlan {
     plan_ = std::make_unique<DecodingPlan>(s, std::move(plan_layers), final_norm);
   }
 
-  py::array_t<float> step(CArray<float> x, std::int64_t position, const py::sequence& keys,
+  // positions: one per row of x (int64), each >= 0 and below every buffer's capacity.
+  py::array_t<float> step(CArray<float> x, CArray<std::int64_t> positions, const py::sequence& keys,
                           const py::sequence& values) {
     const PlanShape& s = shape_;
     require(x.ndim() == 2 && x.shape(1) == s.d_model, "x must be (batch, d_model)");
@@ -71,7 +73,10 @@ class PyDecodingPlan {
     require(batch >= 1, "x must hold at least one row");
     require(std::int64_t(keys.size()) == n_layers && std::int64_t(values.size()) == n_layers,
             "keys and values must hold one buffer per layer");
-    require(position >= 0, "position must be >= 0");
+    require(positions.ndim() == 1 && positions.shape(0) == batch, "positions must hold one position per row of x");
+    const std::int64_t* at = positions.data();
+    const std::int64_t last = *std::max_element(at, at + batch);
+    require(*std::min_element(at, at + batch) >= 0, "positions must be >= 0");
     std::vector<PlanCache> caches(static_cast<std::size_t>(n_layers));  // per call: two threads may step one plan
     for (std::int64_t l = 0; l < n_layers; ++l) {
       auto k = exactly<CArray<float>>(keys[py::size_t(l)], "keys");
@@ -81,7 +86,7 @@ class PyDecodingPlan {
                 "keys and values must be (batch, n_kv_heads, capacity, d_head)");
         require(a->writeable(), "keys and values must be writeable");
       }
-      require(k.shape(2) == v.shape(2) && position < k.shape(2), "keys and values must have room at position");
+      require(k.shape(2) == v.shape(2) && last < k.shape(2), "keys and values must have room at every position");
       caches[std::size_t(l)] = {k.mutable_data(), v.mutable_data(), k.shape(2)};
     }
     py::array_t<float> out({batch, s.d_model});
@@ -89,7 +94,7 @@ class PyDecodingPlan {
     const float* xs = x.data();
     {
       py::gil_scoped_release release;
-      plan_->step(xs, o, batch, position, caches.data());
+      plan_->step(xs, o, batch, at, caches.data());
     }
     return out;
   }
@@ -155,8 +160,9 @@ void bind_decoding_plan(py::module_& m) {
            py::arg("d_model"), py::arg("n_heads"), py::arg("n_kv_heads"), py::arg("d_head"), py::arg("d_ff"),
            py::arg("norm"), py::arg("eps"), py::arg("activation"), py::arg("rotary_base"), py::arg("layers"),
            py::arg("final_gamma"), py::arg("final_beta"))
-      .def("step", &PyDecodingPlan::step, py::arg("x").noconvert(), py::arg("position"), py::arg("keys"),
-           py::arg("values"), "The stack's output (batch, d_model) for x at position; writes the keys and values.");
+      .def("step", &PyDecodingPlan::step, py::arg("x").noconvert(), py::arg("positions").noconvert(),
+           py::arg("keys"), py::arg("values"),
+           "The stack's output (batch, d_model) for x, row b at positions[b]; writes the keys and values.");
 }
 
 }  // namespace attnkit

@@ -79,10 +79,7 @@ void rotate(float* x, std::int64_t heads, std::int64_t dh, const float* sin, con
 
 DecodingPlan::DecodingPlan(const PlanShape& shape, std::vector<PlanLayer> layers, const PlanNorm& final_norm)
     : shape_(shape), layers_(std::move(layers)), final_norm_(final_norm) {
-  const std::int64_t dh = shape_.d_head;
-  table_.resize(std::size_t(dh));
-  sin_.resize(std::size_t(dh / 2));
-  cos_.resize(std::size_t(dh / 2));
+  table_.resize(std::size_t(shape_.d_head));
   for (const PlanLayer& l : layers_)
     for (const PlanWeight* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w1, &l.w2}) team_work_ += team_work(*w);
 }
@@ -101,29 +98,37 @@ void DecodingPlan::reserve(std::int64_t batch) {
   heads_.resize(rows * std::size_t(inner));
   hidden_.resize(rows * std::size_t(hidden));
   gated_.resize(s.activation == PlanActivation::swiglu ? rows * std::size_t(s.d_ff) : 0);
+  sin_.resize(rows * std::size_t(s.d_head / 2));
+  cos_.resize(rows * std::size_t(s.d_head / 2));
   q_offset_.resize(rows * std::size_t(s.n_heads));
   kv_offset_.resize(rows * std::size_t(s.n_heads));
   batch_capacity_ = batch;
 }
 
-void DecodingPlan::step(const float* x, float* out, std::int64_t batch, std::int64_t position,
+void DecodingPlan::step(const float* x, float* out, std::int64_t batch, const std::int64_t* positions,
                         const PlanCache* caches) {
   std::lock_guard<std::mutex> lock(mutex_);
   reserve(batch);
   const KernelTable& kt = active_kernels();
   const PlanShape& s = shape_;
-  const std::int64_t dh = s.d_head;
-  if (s.rotary_base > 0.0) {  // (sin, cos) of each pair's angle at this position, in double as ops.rotary_positions
-    PositionsArgs<double> p{table_.data(), 1, dh, s.rotary_base, double(position)};
+  const std::int64_t dh = s.d_head, half = dh / 2;
+  for (std::int64_t b = 0; s.rotary_base > 0.0 && b < batch; ++b) {
+    // Row b's (sin, cos) of each pair's angle at its position, in double as ops.rotary_positions.
+    float *sin = sin_.data() + b * half, *cos = cos_.data() + b * half;
+    if (b > 0 && positions[b] == positions[b - 1]) {  // a batch of one prompt length: one table
+      std::copy_n(sin - half, half, sin), std::copy_n(cos - half, half, cos);
+      continue;
+    }
+    PositionsArgs<double> p{table_.data(), 1, dh, s.rotary_base, double(positions[b])};
     kt.f64.positions(p);
-    for (std::int64_t i = 0; i < dh / 2; ++i) sin_[i] = float(table_[2 * i]), cos_[i] = float(table_[2 * i + 1]);
+    for (std::int64_t i = 0; i < half; ++i) sin[i] = float(table_[2 * i]), cos[i] = float(table_[2 * i + 1]);
   }
   for (std::int64_t i = 0; i < batch * s.n_heads; ++i) q_offset_[i] = i * dh;
   std::copy(x, x + batch * s.d_model, x_.data());
 
   int threads = team_work_ >= 1.0 ? kernel_threads() : 1;
   if (solo_steps_ > 0) --solo_steps_, threads = 1;
-  if (threads == 1) return layers(ThreadTeam{}, batch, position, caches, out);
+  if (threads == 1) return layers(ThreadTeam{}, batch, positions, caches, out);
   SpinBarrier barrier(threads);
 #pragma omp parallel num_threads(threads)
   {
@@ -131,9 +136,9 @@ void DecodingPlan::step(const float* x, float* out, std::int64_t batch, std::int
     const int own = get_call_threads();
     set_call_threads(1);
     if (omp_get_num_threads() == threads) {
-      layers(ThreadTeam{omp_get_thread_num(), threads, &barrier}, batch, position, caches, out);
+      layers(ThreadTeam{omp_get_thread_num(), threads, &barrier}, batch, positions, caches, out);
     } else if (omp_get_thread_num() == 0) {  // fewer threads than asked for (a nested call): the lead alone
-      layers(ThreadTeam{}, batch, position, caches, out);
+      layers(ThreadTeam{}, batch, positions, caches, out);
     }
     set_call_threads(own);
   }
@@ -149,13 +154,13 @@ void DecodingPlan::step(const float* x, float* out, std::int64_t batch, std::int
   }
 }
 
-void DecodingPlan::layers(const ThreadTeam& team, std::int64_t batch, std::int64_t position, const PlanCache* caches,
-                          float* out) {
+void DecodingPlan::layers(const ThreadTeam& team, std::int64_t batch, const std::int64_t* positions,
+                          const PlanCache* caches, float* out) {
   const KernelTable& kt = active_kernels();
   const BlockQuantizedKernel blocked = active_block_quantized_matmul();
   const PlanShape& s = shape_;
   const std::int64_t d = s.d_model, dh = s.d_head, heads = s.n_heads, kv_heads = s.n_kv_heads;
-  const std::int64_t group = heads / kv_heads, inner = heads * dh, kv_inner = kv_heads * dh, nk = position + 1;
+  const std::int64_t group = heads / kv_heads, inner = heads * dh, kv_inner = kv_heads * dh;
   const bool rotary = s.rotary_base > 0.0;
   float* h = x_.data();
   // Phases end at team.sync() where the next reads what other members wrote; the O(B d) work between the
@@ -172,11 +177,12 @@ void DecodingPlan::layers(const ThreadTeam& team, std::int64_t batch, std::int64
     if (team.lead()) {
       for (std::int64_t b = 0; b < batch; ++b) {
         if (rotary) {
-          rotate(q_.data() + b * inner, heads, dh, sin_.data(), cos_.data());
-          rotate(k_.data() + b * kv_inner, kv_heads, dh, sin_.data(), cos_.data());
+          const float *sin = sin_.data() + b * (dh / 2), *cos = cos_.data() + b * (dh / 2);
+          rotate(q_.data() + b * inner, heads, dh, sin, cos);
+          rotate(k_.data() + b * kv_inner, kv_heads, dh, sin, cos);
         }
         for (std::int64_t g = 0; g < kv_heads; ++g) {
-          const std::int64_t slot = ((b * kv_heads + g) * cache.capacity + position) * dh;
+          const std::int64_t slot = ((b * kv_heads + g) * cache.capacity + positions[b]) * dh;
           std::copy_n(k_.data() + b * kv_inner + g * dh, dh, cache.keys + slot);
           std::copy_n(v_.data() + b * kv_inner + g * dh, dh, cache.values + slot);
         }
@@ -185,18 +191,7 @@ void DecodingPlan::layers(const ThreadTeam& team, std::int64_t batch, std::int64
       }
     }
     team.sync();
-    // One query per (row, head) against its shared key/value head: the tiled kernel, one item each.
-    const auto [i0, i1] = team.share(batch * heads, 1);
-    if (i0 < i1) {
-      AttentionArgs<float> a;
-      a.batch = i1 - i0, a.nq = 1, a.nk = nk, a.d = dh, a.dv = dh;
-      a.q = {q_.data(), q_offset_.data() + i0, dh};
-      a.k = {cache.keys, kv_offset_.data() + i0, dh};
-      a.v = {cache.values, kv_offset_.data() + i0, dh};
-      a.scale = float(1.0 / std::sqrt(double(dh)));
-      a.out = heads_.data() + i0 * dh;
-      kt.f32.attention(a);
-    }
+    attend(team, kt, batch, positions, cache);
     team.sync();
     product(team, kt, blocked, layer.wo, heads_.data(), batch, n_.data());
     team.sync();
@@ -217,6 +212,29 @@ void DecodingPlan::layers(const ThreadTeam& team, std::int64_t batch, std::int64
       norm(kt, s, last ? final_norm_ : layers_[l + 1].norm1, h, last ? out : n_.data(), batch);
     }
     team.sync();
+  }
+}
+
+// This member's share of the (row, head) items: one query each against its shared key/value head, over the
+// row's positions 0..positions[b]. A call per row (not one masked call over the longest) gives a row the very
+// operations it gets decoded alone, whatever the other rows' lengths.
+void DecodingPlan::attend(const ThreadTeam& team, const KernelTable& kt, std::int64_t batch,
+                          const std::int64_t* positions, const PlanCache& cache) {
+  const std::int64_t heads = shape_.n_heads, dh = shape_.d_head;
+  const auto [i0, i1] = team.share(batch * heads, 1);
+  for (std::int64_t i = i0; i < i1;) {
+    const std::int64_t b = i / heads;
+    std::int64_t end = std::min(i1, (b + 1) * heads);
+    while (end < i1 && positions[end / heads] == positions[b]) end = std::min(i1, end + heads);  // rows alike: one call
+    AttentionArgs<float> a;
+    a.batch = end - i, a.nq = 1, a.nk = positions[b] + 1, a.d = dh, a.dv = dh;
+    a.q = {q_.data(), q_offset_.data() + i, dh};
+    a.k = {cache.keys, kv_offset_.data() + i, dh};
+    a.v = {cache.values, kv_offset_.data() + i, dh};
+    a.scale = float(1.0 / std::sqrt(double(dh)));
+    a.out = heads_.data() + i * dh;
+    kt.f32.attention(a);
+    i = end;
   }
 }
 

@@ -1,10 +1,12 @@
 // One decoding step of a stack of pre-LN transformer blocks, composed in C++ from the kernel table (no Python
-// between the ops). For x (B, d) at position p, each block computes
+// between the ops). For row b of x (B, d) at its own position p = positions[b] (rows of a batch may be at
+// different positions: prompts of different lengths decoded together), each block computes
 //   n = Norm1(x);  q, k, v = n Wq + bq, n Wk + bk, n Wv + bv;  q, k turned by rotary positions at p (optional)
-//   K[:, :, p], V[:, :, p] = k, v;  a_h = softmax(q_h K_g^T / sqrt(dh)) V_g   (g: the key/value head of query head h)
+//   K[b, :, p], V[b, :, p] = k, v;  a_h = softmax(q_h K_g[:p+1]^T / sqrt(dh)) V_g[:p+1]   (g: the key/value head of h)
 //   x = x + a Wo + bo;  x = x + Act(Norm2(x) W1 + b1) W2 + b2    (swiglu: W1 = [W_gate | W_up], silu(gate) up)
 // and the stack ends with the final norm: out = NormF(x). K, V: (B, Hkv, capacity, dh) per layer, the caller's
-// buffers (positions 0..p-1 already filled). Every product is the float GEMM or the block-quantised kernel.
+// buffers (row b's positions 0..positions[b]-1 already filled). Every product is the float GEMM or the
+// block-quantised kernel.
 #pragma once
 #include <cstdint>
 #include <mutex>
@@ -59,17 +61,21 @@ class DecodingPlan {
  public:
   DecodingPlan(const PlanShape& shape, std::vector<PlanLayer> layers, const PlanNorm& final_norm);
 
-  // out (batch, d_model) = the stack's output for x (batch, d_model) at `position` (< every capacity);
-  // caches: one per layer. One step at a time per plan (a mutex): its workspace is shared. With more than
-  // one kernel thread, the step is one parallel region whose threads share every product (src/thread_team.h).
-  void step(const float* x, float* out, std::int64_t batch, std::int64_t position, const PlanCache* caches);
+  // out (batch, d_model) = the stack's output for x (batch, d_model), row b at positions[b] (< every
+  // capacity); caches: one per layer. A row's result depends on neither the other rows nor their positions.
+  // One step at a time per plan (a mutex): its workspace is shared. With more than one kernel thread, the
+  // step is one parallel region whose threads share every product (src/thread_team.h).
+  void step(const float* x, float* out, std::int64_t batch, const std::int64_t* positions, const PlanCache* caches);
 
   const PlanShape& shape() const { return shape_; }
   std::int64_t n_layers() const { return std::int64_t(layers_.size()); }
 
  private:
   void reserve(std::int64_t batch);
-  void layers(const ThreadTeam& team, std::int64_t batch, std::int64_t position, const PlanCache* caches, float* out);
+  void layers(const ThreadTeam& team, std::int64_t batch, const std::int64_t* positions, const PlanCache* caches,
+              float* out);
+  void attend(const ThreadTeam& team, const KernelTable& kt, std::int64_t batch, const std::int64_t* positions,
+              const PlanCache& cache);
   const float* activate(const ThreadTeam& team, const KernelTable& kt, std::int64_t batch);
 
   PlanShape shape_;
@@ -81,7 +87,7 @@ class DecodingPlan {
   int solo_period_ = 64;     // and how many the next busy team step gives
   std::int64_t batch_capacity_ = 0;
   // Workspace, grown only when a larger batch arrives: residual stream, norm output, q, k, v, heads, the
-  // feed-forward hidden and gated rows, the rotary table, the attention kernel's per-item offsets.
+  // feed-forward hidden and gated rows, each row's rotary sines and cosines, the attention kernel's per-item offsets.
   std::vector<float> x_, n_, q_, k_, v_, heads_, hidden_, gated_;
   std::vector<double> table_;
   std::vector<float> sin_, cos_;

@@ -19,6 +19,7 @@ from attnkit.estimators._training import History
 from attnkit.io import register_estimator
 from attnkit.nn import CrossEntropyLoss, decoding
 from attnkit.nn.attention import set_hard_attention
+from attnkit.nn.cache import DecoderCache
 from attnkit.nn.causal_lm import CausalLM
 from attnkit.nn.positional import MAX_POSITIONS
 from attnkit.text import TextCodec, Texts, check_texts
@@ -559,9 +560,12 @@ class CausalLanguageModel(TrainableEstimator):
         contexts = [self._prompt_ids(p) for p in prompts]
         per_input = decoding.input_generators(random_state, max(len(prompts), 1)) if strategy == "sample" else None
         out: list[Any] = [None] * len(prompts)
+        # Prompts of any lengths share decoding steps where the network steps rows at their own positions (a
+        # decoding plan); elsewhere, those of one length do.
         by_length: dict[int, list[int]] = {}
+        mixed = self._inference_network().steps_mixed_positions()
         for i, context in enumerate(contexts):
-            by_length.setdefault(context.size, []).append(i)
+            by_length.setdefault(0 if mixed else context.size, []).append(i)
         rows_per_batch = max(1, SCORING_ROWS // (n_returns * (num_beams if strategy == "beam" else 1)))
         for group in by_length.values():
             for chunk in range(0, len(group), rows_per_batch):
@@ -598,7 +602,7 @@ class CausalLanguageModel(TrainableEstimator):
         context = self._prompt_ids(prompt)
         rngs = decoding.input_generators(random_state, 1) if strategy == "sample" else None
         kwargs = {k: v for k, v in params.items() if k not in ("num_beams", "length_penalty", "num_return_sequences")}
-        tokens = decoding.stream(_PromptedModel(self, context[None, :]), bos_id=self.codec_.eot_id,
+        tokens = decoding.stream(_PromptedModel(self, [context]), bos_id=self.codec_.eot_id,
                                  eos_id=self.codec_.eot_id, random_state=rngs, context=context,
                                  suppress_tokens=self._suppressed(), **kwargs)
         return self._pieces(tokens, _Continuation(self.codec_, context, stop or []))
@@ -646,9 +650,9 @@ class CausalLanguageModel(TrainableEstimator):
         return [i for i in range(codec.specials) if i != codec.eot_id]
 
     def _generate_batch(self, contexts, params, stop, rngs):
-        """Continuations (lists of ``n_returns`` texts) of prompts of one length."""
+        """Continuations (lists of ``n_returns`` texts) of prompts decoded together."""
         codec = self.codec_
-        model = _PromptedModel(self, np.stack(contexts))
+        model = _PromptedModel(self, contexts)
         stop_fn = None
         if stop and params["strategy"] != "beam":
             checkers = [_Continuation(codec, c, stop) for c in contexts]
@@ -845,28 +849,38 @@ class CausalLanguageModel(TrainableEstimator):
 
 
 class _PromptedModel:
-    """:func:`attnkit.decoding.generate`'s decoding model over prompts of one length: ``start`` reads the prompts
-    (a prefill), the first ``step`` returns their next-token logits, and each later step feeds one token. When the
-    positions run out (absolute positions, or a cache without a window) the last half window is re-read."""
+    """:func:`attnkit.decoding.generate`'s decoding model over prompts: ``start`` reads the prompts (a prefill of
+    those of each length), the first ``step`` returns their next-token logits, and each later step feeds one token.
+    Prompts of different lengths (where the network :meth:`~attnkit.nn.CausalLM.steps_mixed_positions`) decode in
+    one cache whose rows are at their own positions. When a row's positions run out (absolute positions, or a
+    cache without a window) its last half window is re-read."""
 
     class State(NamedTuple):
         cache: Any
         pending: Any  # logits the next step returns without feeding a token (after a prefill)
-        tokens: np.ndarray  # (R, t) every row's tokens so far, to re-read
+        tokens: list  # every row's tokens so far (1-D arrays), to re-read
 
     def __init__(self, estimator, contexts):
-        self.network, self.contexts = estimator._inference_network(), contexts
+        self.network, self.contexts = estimator._inference_network(), [np.asarray(c) for c in contexts]
         self.width = estimator._input["context_length"]
         self.end_ids = list(estimator.codec_.end_ids)
         config = estimator._network_config
         # Positions that only count distances let a window's cache roll on past the context length.
         self.rolls = config.get("window") is not None and config.get("positional") in ("relative", "rotary", None)
 
-    def _read(self, tokens):
-        # The key/value buffers start at twice the prompt and double as needed: a long context costs only
-        # what generation uses.
-        cache = self.network.start(tokens.shape[0], capacity=min(self.width, max(64, 2 * tokens.shape[1])))
-        return cache, self._ends(self.network.prefill(tokens, cache))
+    def _read(self, rows):
+        """The cache and next-token logits after ``rows`` (1-D arrays of ids): those of each length prefilled
+        together, the caches joined (rows at their own positions) when the lengths differ."""
+        by_length: dict[int, list[int]] = {}
+        for i, row in enumerate(rows):
+            by_length.setdefault(row.size, []).append(i)
+        parts = []
+        for length, group in by_length.items():
+            # The key/value buffers start at twice the prompt and double as needed: a long context costs only
+            # what generation uses.
+            cache = self.network.start(len(group), capacity=min(self.width, max(64, 2 * length)))
+            parts.append((cache, self._ends(self.network.prefill(np.stack([rows[i] for i in group]), cache))))
+        return _joined(parts, [i for group in by_length.values() for i in group])
 
     def _ends(self, logits):
         """Logits where the end-of-text id stands for every end id: a pretrained model may end a text with any
@@ -879,20 +893,41 @@ class _PromptedModel:
 
     def start(self):
         cache, logits = self._read(self.contexts)
-        return self.State(cache, logits, self.contexts.copy())
+        return self.State(cache, logits, list(self.contexts))
 
     def step(self, tokens, state):
         if state.pending is not None:
             return state.pending, self.State(state.cache, None, state.tokens)
-        seen = np.concatenate([state.tokens, tokens[:, None]], axis=1)
-        if state.cache.length >= self.width and not self.rolls:
-            cache, logits = self._read(seen[:, -(self.width // 2 + 1) :])
-            return logits, self.State(cache, None, seen)
-        return self._ends(self.network.step(tokens, state.cache)), self.State(state.cache, None, seen)
+        seen = [np.append(row, token) for row, token in zip(state.tokens, tokens)]
+        full = np.flatnonzero(state.cache.lengths >= self.width) if not self.rolls else np.empty(0, np.intp)
+        if not full.size:
+            return self._ends(self.network.step(tokens, state.cache)), self.State(state.cache, None, seen)
+        # Rows out of positions read their last half window again; the others step on, as they would alone.
+        rest = np.setdiff1d(np.arange(len(seen)), full)
+        parts = [self._read([seen[i][-(self.width // 2 + 1) :] for i in full])]
+        if rest.size:
+            cache = state.cache.reorder(rest)
+            parts.insert(0, (cache, self._ends(self.network.step(tokens[rest], cache))))
+        cache, logits = _joined(parts, np.concatenate([rest, full]))
+        return logits, self.State(cache, None, seen)
 
     def reorder(self, state, indices):
         return self.State(state.cache.reorder(indices), None if state.pending is None else state.pending[indices],
-                          state.tokens[indices])
+                          [state.tokens[i] for i in indices])
+
+
+def _joined(parts, order):
+    """One (cache, logits) of the (cache, logits) ``parts``, whose rows in turn are rows ``order`` of the batch:
+    the caches joined (rows at their own positions), then put in the batch's order."""
+    if len(parts) == 1:
+        cache, logits = parts[0]
+    else:
+        cache, logits = DecoderCache.join([c for c, _ in parts]), np.concatenate([lg for _, lg in parts])
+    order = np.asarray(order)
+    if np.array_equal(order, np.arange(order.size)):
+        return cache, logits
+    back = np.argsort(order)
+    return cache.reorder(back), logits[back]
 
 
 class _Continuation:

@@ -17,7 +17,9 @@ O(T^2) work per layer; with these caches each step only computes the new positio
 
 Caches are updated in place by the layers' ``step`` methods. ``reorder(indices)`` returns a new cache
 whose batch row ``i`` is row ``indices[i]`` of this one (beam search: keep, repeat or drop rows); the
-old cache stays valid.
+old cache stays valid. ``join(caches)`` stacks the rows of caches of different lengths into one whose rows
+are at their own positions (``lengths``): prompts of different lengths, each read on its own, then decoded
+together by a decoding plan (:class:`attnkit.ops.DecodingPlan`), the one step that takes a position per row.
 """
 
 import numpy as np
@@ -59,17 +61,60 @@ class SelfAttentionCache:
 
     Attributes
     ----------
-    length : int
-        Positions decoded so far.
+    lengths : ndarray of int64, shape (batch_size,)
+        Positions decoded so far in each row: all alike, but in a :meth:`join` of caches of different lengths.
     """
 
     def __init__(self, batch_size, capacity, state=None, *, window=None):
         self.batch_size, self.capacity, self.state, self.window = batch_size, max(int(capacity), 1), state, window
         if window is not None:
             self.capacity = min(self.capacity, window + 1)
-        self.length = 0
+        self.lengths = np.zeros(batch_size, dtype=np.int64)
         self._keys: np.ndarray | None = None
         self._values: np.ndarray | None = None
+
+    @property
+    def length(self):
+        """Positions decoded so far, the same in every row (a ValueError where rows differ: see :meth:`join`)."""
+        first = int(self.lengths[0]) if self.batch_size else 0
+        if self.batch_size > 1 and not (self.lengths == first).all():
+            raise ValueError(f"the rows of this cache are at different positions ({self.lengths.tolist()}): only a "
+                             "decoding plan (attnkit.ops.DecodingPlan) steps them; this step needs one length")
+        return first
+
+    @classmethod
+    def join(cls, caches):
+        """One cache holding the rows of ``caches`` in turn, each row at its own position (``lengths``): softmax
+        attention caches without a window, of one layer's shape. Their buffers are copied; they stay valid."""
+        caches, buffers = list(caches), []
+        if not caches:
+            raise ValueError("join needs at least one cache")
+        for cache in caches:
+            if not isinstance(cache, SelfAttentionCache):
+                raise TypeError(f"join takes SelfAttentionCache objects, got {type(cache).__name__}")
+            if cache.state is not None or cache.window is not None:
+                raise ValueError("join takes softmax attention caches without a window (linear attention's sums and "
+                                 "a window's rolling slots have no per-row position)")
+            if cache._keys is None or cache._values is None:
+                raise ValueError("join takes caches that hold positions (an empty cache has no buffers yet)")
+            buffers.append((cache._keys, cache._values))
+        k0, v0 = buffers[0]
+        if any(k.shape[1] != k0.shape[1] or k.shape[3:] != k0.shape[3:] or v.shape[3:] != v0.shape[3:]
+               or k.dtype != k0.dtype for k, v in buffers):
+            raise ValueError("join takes caches of one layer's shape (heads, head width, dtype)")
+        lengths = np.concatenate([c.lengths for c in caches])
+        size = max(k.shape[2] for k, _ in buffers)
+        new = cls(int(lengths.size), size)
+        new.lengths = lengths
+        keys, values = (np.empty((int(lengths.size), a.shape[1], size) + a.shape[3:], a.dtype) for a in (k0, v0))
+        row = 0
+        for cache, (k, v) in zip(caches, buffers):
+            rows, kept = cache.batch_size, int(cache.lengths.max())
+            keys[row : row + rows, :, :kept] = k[:, :, :kept]
+            values[row : row + rows, :, :kept] = v[:, :, :kept]
+            row += rows
+        new._keys, new._values = keys, values
+        return new
 
     def append(self, k, v):
         """Add the keys and values of T new positions, each (B, H, T, d_head); grow the buffers by doubling (up
@@ -78,12 +123,12 @@ class SelfAttentionCache:
             for t in range(k.shape[2]):  # ring slots wrap: one position at a time
                 self.append(k[:, :, t : t + 1], v[:, :, t : t + 1])
             return
-        n = k.shape[2]
+        n, length = k.shape[2], self.length
         keys, values = self.reserve(n, k.shape[:2] + k.shape[3:], v.shape[3:], k.dtype)
-        slot = self.length if self.window is None else self.length % (self.window + 1)
+        slot = length if self.window is None else length % (self.window + 1)
         keys[:, :, slot : slot + n] = k
         values[:, :, slot : slot + n] = v
-        self.length += n
+        self.lengths += n
 
     def reserve(self, n, key_shape, value_width, dtype):
         """The key and value buffers, (B, H, capacity, d_head) each, with room for ``n`` more positions: made
@@ -92,12 +137,13 @@ class SelfAttentionCache:
         buffers itself, then counts the position with :meth:`advance`."""
         keys, values = self._keys, self._values
         limit = None if self.window is None else self.window + 1
+        longest = int(self.lengths.max()) if self.batch_size else 0
         if keys is None or values is None:
             shape = tuple(key_shape[:2]) + (max(self.capacity, n),)
             keys, values = np.empty(shape + tuple(key_shape[2:]), dtype), np.empty(shape + tuple(value_width), dtype)
-        elif self.length + n > keys.shape[2] and keys.shape[2] != limit:
+        elif longest + n > keys.shape[2] and keys.shape[2] != limit:
             size = keys.shape[2]
-            while size < self.length + n:
+            while size < longest + n:
                 size *= 2
             size = size if limit is None else min(size, limit)
             keys, values = (np.concatenate([a, np.empty(a.shape[:2] + (size - a.shape[2],) + a.shape[3:], a.dtype)],
@@ -126,8 +172,9 @@ class SelfAttentionCache:
         return order
 
     def advance(self):
-        """Count one more position (linear attention, or a decoding plan, which update the state themselves)."""
-        self.length += 1
+        """Count one more position in every row (linear attention, or a decoding plan, which update the state
+        themselves)."""
+        self.lengths += 1
 
     def reorder(self, indices):
         """A new cache whose row i is row ``indices[i]`` of this one (only the filled prefix is copied)."""
@@ -138,9 +185,9 @@ class SelfAttentionCache:
                      else _select_state(state, indices))
         new = SelfAttentionCache(indices.size, self.capacity if self._keys is None else self._keys.shape[2], state,
                                  window=self.window)
-        new.length = self.length
+        new.lengths = self.lengths[indices]
         if self._keys is not None and self._values is not None:
-            kept = self.kept()
+            kept = self.kept() if self.window is not None else int(self.lengths.max(initial=0))
             new._keys, new._values = (np.empty((indices.size,) + a.shape[1:], a.dtype)
                                       for a in (self._keys, self._values))
             new._keys[:, :, :kept] = self._keys[indices, :, :kept]
@@ -236,7 +283,29 @@ class DecoderCache:
 
     @property
     def length(self):
+        """Positions decoded so far, the same in every row (the layers' :attr:`SelfAttentionCache.length`)."""
         return self._self_attention(0).length
+
+    @property
+    def lengths(self):
+        """Positions decoded so far in each row, (batch_size,) int64 (rows differ after :meth:`join`)."""
+        return self._self_attention(0).lengths
+
+    @classmethod
+    def join(cls, caches):
+        """One cache holding the rows of ``caches`` (decoder-only caches of one network) in turn, each row at its own
+        position: :meth:`SelfAttentionCache.join`, layer by layer. The first cache's ``output_weight`` and ``plan``
+        are kept (a network's caches share them); only a plan steps rows at different positions."""
+        caches = list(caches)
+        if not caches:
+            raise ValueError("join needs at least one cache")
+        if any(not isinstance(c, DecoderCache) or len(c.layers) != len(caches[0].layers) for c in caches):
+            raise ValueError("join takes DecoderCache objects of one network (as many layers each)")
+        if any(not isinstance(entry, SelfAttentionCache) for c in caches for entry in c.layers):
+            raise ValueError("join takes decoder-only caches (an encoder-decoder's rows each read their own context)")
+        first = caches[0]
+        return cls((SelfAttentionCache.join(layer) for layer in zip(*(c.layers for c in caches))),
+                   first.output_weight, first.plan, first.plan_attentions)
 
     def reorder(self, indices):
         """A new cache whose row i is row ``indices[i]`` of this one."""

@@ -206,11 +206,20 @@ class CausalLM(Module):
     def step(self, ids, cache):
         """Next-token logits (B, vocab_size) after one new token per row, ``ids`` (B,), at position
         ``cache.length``; the cache is updated in place. Equals row ``cache.length`` of :meth:`forward` over the
-        whole prefix (inference mode)."""
+        whole prefix (inference mode). In a cache of rows at different positions (:meth:`DecoderCache.join`, when
+        :meth:`steps_mixed_positions`), row b's at ``cache.lengths[b]``."""
         ids = self._check_ids(ids, ndim=1)
         if ids.shape[0] != cache.batch_size:
             raise ValueError(f"ids must have shape (batch_size={cache.batch_size},), got {ids.shape}")
-        x = self.embedding.forward(ids[:, None], offset=cache.length)[0]
+        lengths = cache.lengths
+        if (lengths == lengths[0]).all():
+            x = self.embedding.forward(ids[:, None], offset=int(lengths[0]))[0]
+        else:  # the rows of each position together (embedding is row by row: the bits of each row alone)
+            x = None
+            for n in np.unique(lengths):
+                part = self.embedding.forward(ids[lengths == n, None], offset=int(n))[0]
+                x = np.empty((ids.shape[0],) + part.shape[1:], part.dtype) if x is None else x
+                x[lengths == n] = part
         h, _ = self.decoder.step(x, cache)
         return self._project(h[:, 0], weight=cache.output_weight)[0]
 
@@ -224,6 +233,13 @@ class CausalLM(Module):
         x = self.embedding.forward(ids, offset=cache.length)[0]
         h, _ = self.decoder.step(x, cache)
         return self._project(h[:, -1], weight=cache.output_weight)[0]
+
+    def steps_mixed_positions(self):
+        """Whether :meth:`step` decodes a batch whose rows are at different positions (a :meth:`DecoderCache.join`
+        of prompts of different lengths, each prefilled alone): when the decoder's steps run as a decoding plan
+        (:meth:`attnkit.nn.CausalDecoder.decoding_plan`: float32 or block-quantised weights, no hard attention),
+        the one step that takes a position per row."""
+        return self.decoder.decoding_plan() is not None
 
     def reorder(self, cache, indices):
         """A new cache whose batch row i is row ``indices[i]`` of ``cache`` (beam search); ``cache`` stays valid."""

@@ -168,11 +168,12 @@ class DecodingStack(Stack):
 
     @staticmethod
     def _plan_step(plan, x, cache):
-        """One position through the cache's :class:`attnkit.ops.DecodingPlan`: the layers' key/value buffers
-        get room for it here (made or doubled as :meth:`SelfAttentionCache.append` would), the plan fills it."""
-        position, shape, width = cache.length, (x.shape[0], plan.n_kv_heads, plan.d_head), (plan.d_head,)
+        """One position through the cache's :class:`attnkit.ops.DecodingPlan`, each row at its own (``cache.lengths``:
+        rows differ in a joined cache): the layers' key/value buffers get room for it here (made or doubled as
+        :meth:`SelfAttentionCache.append` would), the plan fills it."""
+        positions, shape, width = cache.lengths, (x.shape[0], plan.n_kv_heads, plan.d_head), (plan.d_head,)
         buffers = [c.reserve(1, shape, width, np.float32) for c in cache.layers]
-        out = plan.step(x.reshape(x.shape[0], -1), position, [k for k, _ in buffers], [v for _, v in buffers])
+        out = plan.step(x.reshape(x.shape[0], -1), positions, [k for k, _ in buffers], [v for _, v in buffers])
         for c in cache.layers:
             c.advance()
         return out.reshape(x.shape)

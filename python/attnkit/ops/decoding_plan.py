@@ -119,10 +119,21 @@ class DecodingPlan:
     def step(self, x, position, keys, values):
         """The stack's output (B, d_model) for ``x`` (B, d_model) float32 at ``position``.
 
+        ``position``: an int, every row's, or an integer array (B,) of each row's own (a batch of prompts of
+        different lengths decodes together; a row's output and cache entries are those it gets alone).
         ``keys``, ``values``: one buffer per layer, each (B, n_kv_heads, capacity, d_head) float32, C-contiguous,
-        holding positions ``0 .. position - 1``; the new key and value are written at ``position`` (< capacity).
+        holding row b's positions ``0 .. position[b] - 1``; its new key and value are written at ``position[b]``
+        (< capacity).
         """
         x = np.asarray(x)
         if x.dtype != np.float32:
             raise ValueError(f"x must be float32 (B, d_model={self.d_model}), got {x.dtype} {x.shape}")
-        return self._plan.step(np.ascontiguousarray(x), int(position), keys, values)
+        rows = x.shape[0] if x.ndim == 2 else 1
+        positions = np.asarray(position)
+        if positions.dtype.kind not in "iu" or positions.ndim > 1:
+            raise ValueError(f"position must be an int or a 1-D integer array, got {positions.dtype} of shape "
+                             f"{positions.shape}")
+        if positions.ndim == 1 and positions.shape[0] != rows:
+            raise ValueError(f"position must hold one position per row of x ({rows}), got {positions.shape[0]}")
+        positions = np.ascontiguousarray(np.broadcast_to(positions, (rows,)), dtype=np.int64)
+        return self._plan.step(np.ascontiguousarray(x), positions, keys, values)

@@ -8,9 +8,10 @@ and each job gets back its own rows, matched by its id. The estimator's kernels 
 loop keeps parsing requests while the model runs.
 
 Generation requests (not streamed) waiting together with the same options are decoded as one batch, up to
-``MAX_GENERATION_BATCH`` sequences: ``CausalLanguageModel.generate`` decodes a batch of prompts in shared steps,
-and each sequence gets the tokens it would get alone (greedy and beam search; sampling only without a seed,
-since a seeded request's draws must not depend on its neighbours, so seeded ones run alone). This is dynamic
+``MAX_GENERATION_BATCH`` sequences: ``CausalLanguageModel.generate`` decodes a batch of prompts in shared steps
+(prompts of any lengths, with a decoding plan), and each sequence gets the tokens it would get alone (greedy and
+beam search; sampling only without a seed, since a seeded request's draws must not depend on its neighbours, so
+seeded ones run alone). This is dynamic
 batching, not continuous batching: a request that arrives while a batch decodes waits for the batch to end, as
 the estimator has no entry point to add a sequence to decoding steps under way. Streams run one at a time, and
 one is stopped between two tokens when its client goes away (:meth:`Job.cancel`).
