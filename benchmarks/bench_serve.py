@@ -142,9 +142,8 @@ def generation(args, report):
                             str(args.threads)])
     table = report.table(f"Generation: {args.generator}, {args.max_tokens} tokens per request (greedy)", [
         "clients", "requests", "completion tokens/s (summed)", "p50 s", "x one client"],
-        note="Completions waiting together with the same options are decoded as one batch (up to 16 sequences; "
-             "dynamic batching: a request arriving mid-batch waits for the batch to end). Each client sends its "
-             "requests one after another.")
+        note="Completions share decoding steps (continuous batching, up to 16 sequences: a request arriving while "
+             "others decode joins them at the next step). Each client sends its requests one after another.")
     try:
         base = None
         for clients in args.clients:

@@ -177,6 +177,48 @@ def test_prompts_of_different_lengths_decode_together_as_alone(lm):
     assert sampled[0] == lm.generate(prompts[:1], 30, strategy="sample", random_state=3)[0]
 
 
+def test_shared_generation_continues_each_prompt_as_alone(lm):
+    """Continuous batching (attnkit serve's loop): prompts join at different steps, with different options,
+    streamed or not; each gets what generate() or stream() gives it alone, through re-reads past the context."""
+    shared = lm._shared_generation()
+    requests = {"a": ("the cat", dict(max_new_tokens=40)),
+                "b": ("a", dict(max_new_tokens=30, stop=["mat"])),
+                "c": ("the dog sat on the", dict(max_new_tokens=25, strategy="sample", random_state=3, n_returns=2,
+                                                  temperature=0.8)),
+                "d": ("", dict(max_new_tokens=20, stream=True, strategy="sample", random_state=1, top_p=0.9)),
+                "e": ("the", dict(max_new_tokens=35, stream=True, stop=["\n"])),
+                "g": ("the", dict(max_new_tokens=13, stream=True, stop=[" xyz"])),  # ends on a held-back " "
+                "f": ("dropped", dict(max_new_tokens=30))}
+    joins = {0: "abf", 3: "cg", 4: "d", 9: "e"}
+    pieces: dict = {key: [] for key in requests}
+    done: dict = {}
+    for t in range(200):
+        for key in joins.get(t, ""):
+            shared.add(key, requests[key][0], **requests[key][1])
+        if t == 5:
+            shared.remove("f")
+        for key, piece, texts in shared.step():
+            if piece:
+                pieces[key].append(piece)
+            if texts is not None:
+                done[key] = texts
+        if not len(shared) and t > 9:
+            break
+    assert set(done) == set("abcdeg") and not pieces["f"] and done["g"][0].endswith(" ")
+    for key in "abc":
+        prompt, options = requests[key]
+        want = lm.generate([prompt], **options)[0]
+        assert done[key] == (want if options.get("n_returns", 1) > 1 else [want]), key
+    for key in "deg":
+        prompt, options = requests[key]
+        options = {k: v for k, v in options.items() if k != "stream"}
+        assert pieces[key] == list(lm.stream(prompt, **options)) and done[key] == ["".join(pieces[key])], key
+    with pytest.raises(ValueError, match="beam"):
+        shared.add("g", "the", strategy="beam")
+    with pytest.raises(TypeError, match="prompt"):
+        shared.add("g", ["the"])
+
+
 def test_stream_pieces_join_into_the_generated_text(lm):
     for params in [dict(), dict(strategy="sample", random_state=4, temperature=0.9), dict(stop=["log", "\n"])]:
         pieces = list(lm.stream("the dog", 30, **params))

@@ -517,3 +517,85 @@ def test_stream_refuses_beam_search_and_bad_values():
         list(decoding.stream(PrefixModel(1), bos_id=BOS, eos_id=EOS, strategy="beam"))
     with pytest.raises(ValueError, match="'min_p'"):
         list(decoding.stream(PrefixModel(1), bos_id=BOS, eos_id=EOS, min_p=2.0))
+
+
+# ------------------------------------------------------------------------------------------ shared steps
+
+
+class Joining(PrefixModel):
+    """PrefixModel read from contexts ``[i, BOS]`` (input i, its start token), with states that join."""
+
+    def read(self, contexts):
+        state = [tuple(int(t) for t in c) for c in contexts]
+        self.calls.append(len(state))
+        return state, np.stack([self.logits(key) for key in state])
+
+    @staticmethod
+    def join(states):
+        return [key for state in states for key in state]
+
+
+class Alone(PrefixModel):
+    """PrefixModel's input ``i`` alone (one row), for generate()."""
+
+    def __init__(self, i, **kw):
+        super().__init__(i + 1, **kw)
+        self.i = i
+
+    def start(self):
+        return [(self.i,)]
+
+
+PARAMS = [dict(), dict(max_length=3), dict(min_length=4), dict(no_repeat_ngram_size=2),
+          dict(repetition_penalty=2.0), dict(strategy="sample", random_state=5),
+          dict(strategy="sample", random_state=6, num_return_sequences=3, top_k=4, temperature=0.7),
+          dict(strategy="sample", random_state=7, top_p=0.8, min_p=0.05)]
+
+
+def test_sequences_joining_and_leaving_shared_steps_get_what_they_get_alone():
+    """Eight sequences of different parameters start at different steps (some in one step), end at different
+    steps, one is removed half way, one stops at a stop rule: each gets generate()'s hypotheses for its input
+    alone, and the rows of each step are the sequences decoding then."""
+    kw = dict(vocab=6, seed=3, scale=1.5, eos_bias=np.full(8, -1.0))
+    model = Joining(8, **kw)
+    steps = decoding.SharedSteps(model, eos_id=EOS, bos_id=BOS, suppress_tokens=[1])
+    starts = {0: [0, 1, 2], 2: [3], 3: [4, 5], 6: [6, 7]}
+    stop = lambda tokens: tokens.size >= 2 and tokens[-1] == tokens[-2]  # noqa: E731
+    got: dict = {}
+    for t in range(40):
+        for i in starts.get(t, []):
+            extra = dict(stop=stop) if i == 2 else {}
+            steps.add(i, [i, BOS], **({"max_length": 12} | PARAMS[i] | extra))
+        if t == 5:
+            steps.remove(4)
+        for key, token, hypothesis in steps.step():
+            assert key[0] != 4 or t < 5
+            if hypothesis is not None:
+                got[key] = hypothesis
+                assert token is None or token == hypothesis.tokens[-1]
+        if not steps and t > 6:
+            break
+    assert len(steps) == 0 and max(model.calls) >= 4
+    for i in set(range(8)) - {4}:
+        extra = dict(stop=lambda _, tokens: stop(tokens)) if i == 2 else {}
+        alone = generate(Alone(i, **kw), 1, bos_id=BOS, eos_id=EOS, suppress_tokens=[1], context=[np.array([i, BOS])],
+                         **({"max_length": 12} | PARAMS[i] | extra))[0]
+        for j, want in enumerate(alone):
+            have = got[(i, j)]
+            np.testing.assert_array_equal(have.tokens, want.tokens)
+            assert (have.log_prob, have.score, have.finished) == (want.log_prob, want.score, want.finished)
+
+
+def test_shared_steps_errors():
+    steps = decoding.SharedSteps(Joining(1), eos_id=EOS)
+    with pytest.raises(ValueError, match="beam"):
+        steps.add(0, [0, BOS], strategy="beam")
+    with pytest.raises(ValueError, match="greedy"):
+        steps.add(0, [0, BOS], num_return_sequences=2)
+    with pytest.raises(ValueError, match="min_length"):
+        steps.add(0, [0, BOS], min_length=5, max_length=3)
+    with pytest.raises(ValueError, match="temperature"):
+        steps.add(0, [0, BOS], strategy="sample", temperature=-1)
+    with pytest.raises(ValueError, match="eos_id"):
+        decoding.SharedSteps(Joining(1), eos_id=EOS, suppress_tokens=[EOS])
+    assert steps.step() == [] and len(steps) == 0

@@ -63,7 +63,7 @@ def language_model(serve_models):
     return load_model(serve_models["lm"], threads=1)
 
 
-def test_queued_generations_with_the_same_options_decode_as_one_batch_each_as_it_would_alone(language_model):
+def test_queued_generations_share_decoding_steps_each_as_it_would_alone(language_model):
     greedy = {"strategy": "greedy", "max_new_tokens": 6}
     seeded = {"strategy": "sample", "temperature": 1.0, "top_p": 1.0, "random_state": 3, "max_new_tokens": 6}
     prompts = ["the film", "a movie was", "it", "the plot was not", "fun", "the acting"]
@@ -81,10 +81,32 @@ def test_queued_generations_with_the_same_options_decode_as_one_batch_each_as_it
     generations, metrics = asyncio.run(main())
     for (prompt, options), generation in zip(jobs, generations):
         assert generation.texts == language_model.generate(prompt, dict(options)).texts  # the same tokens as alone
-    # The 4 greedy requests in one call; the seeded samples alone (their draws must not depend on the batch);
-    # the last greedy one behind them in its own call.
-    calls, requests = _histogram_counts(metrics.batch_size)[()]
-    assert (calls, requests) == (4, len(jobs))
+    # Continuous batching: the seven requests (greedy and seeded samples: each sequence draws from its own
+    # generator) decode in the same steps, at most 6 (one token each), the first of them holding all seven.
+    steps, rows = _histogram_counts(metrics.batch_size)[()]
+    assert steps <= 6 and rows > len(jobs) * 3
+
+
+def test_a_request_arriving_mid_decoding_joins_the_steps_under_way(language_model):
+    """A long stream is decoding; a short request sent later is answered before the stream ends (it joined the
+    steps under way rather than waiting for them to end), with the text it gets alone."""
+    options = {"strategy": "greedy", "max_new_tokens": 400}
+
+    async def main():
+        batcher = Batcher(language_model, max_batch_tokens=1, max_queue=100, metrics=Metrics())
+        batcher.start()
+        pieces = await batcher.stream("the film", dict(options))
+        first = await pieces.__anext__()
+        short, _ = await batcher.submit("generate", ["a movie"], {"strategy": "greedy", "max_new_tokens": 3})
+        rest = [piece async for piece in pieces]
+        await asyncio.to_thread(batcher.close)
+        return short, first, rest
+
+    short, first, rest = asyncio.run(main())
+    assert short.texts == language_model.generate("a movie", {"strategy": "greedy", "max_new_tokens": 3}).texts
+    assert len(rest) > 5  # the stream was still going when the short request was answered
+    text = first + "".join(p for p in rest[:-1])
+    assert rest[-1].texts == [text] and text == "".join(language_model.stream("the film", dict(options)))
 
 
 def test_a_full_queue_refuses_and_close_finishes_the_queued_jobs(embedder):
@@ -127,9 +149,9 @@ def test_concurrent_http_requests_each_get_their_own_rows_bit_for_bit(embedding_
 
 @pytest.fixture(scope="module")
 def small_queue_server(serve_models):
-    """The language model served with --max-queue 4 (the last test of this module stops it with SIGTERM); long
-    generations allowed, to keep the worker busy."""
-    server = Server(serve_models["lm"], "--max-queue", "4", "--max-tokens", "100000")
+    """The language model served with --max-queue 4 and one sequence decoding at a time (the last test of this
+    module stops it with SIGTERM); long generations allowed, to keep the worker busy."""
+    server = Server(serve_models["lm"], "--max-queue", "4", "--max-batch-sequences", "1", "--max-tokens", "100000")
     yield server
     server.stop()
 

@@ -18,6 +18,8 @@ def add_arguments(parser):
                              "'Authorization: Bearer KEY'")
     parser.add_argument("--max-batch-tokens", type=int, default=16384,
                         help="most tokens of one embedding or classification call (default: 16384)")
+    parser.add_argument("--max-batch-sequences", type=int, default=16,
+                        help="most sequences generated in shared decoding steps (default: 16)")
     parser.add_argument("--max-queue", type=int, default=512,
                         help="most requests waiting; more are refused with 429 and Retry-After (default: 512)")
     parser.add_argument("--threads", type=int, default=None,
@@ -34,7 +36,8 @@ def run(args):
     """Load the model and serve it until SIGINT or SIGTERM; returns the exit code."""
     from attnkit.serve import require_serve_extra
 
-    for option in ("max_batch_tokens", "max_queue", "threads", "max_body_bytes", "max_inputs", "max_tokens"):
+    for option in ("max_batch_tokens", "max_batch_sequences", "max_queue", "threads", "max_body_bytes", "max_inputs",
+                   "max_tokens"):
         value = getattr(args, option)
         if value is not None and value < 1:
             print(f"attnkit serve: --{option.replace('_', '-')} must be >= 1, got {value}", file=sys.stderr)
@@ -66,6 +69,7 @@ def run(args):
         sock.close()
         print(f"attnkit serve: {error}", file=sys.stderr)
         return 2
-    serve(model, sock, api_keys=keys, max_batch_tokens=args.max_batch_tokens, max_queue=args.max_queue,
+    serve(model, sock, api_keys=keys, max_batch_tokens=args.max_batch_tokens,
+          max_batch_sequences=args.max_batch_sequences, max_queue=args.max_queue,
           max_body_bytes=args.max_body_bytes, limits=Limits(max_inputs=args.max_inputs, max_tokens=args.max_tokens))
     return 0

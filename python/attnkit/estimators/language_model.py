@@ -11,6 +11,7 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from attnkit import ops
+from attnkit._config import num_threads, resolve_n_jobs
 from attnkit._validation import Interval, Options, check_int, validate_params
 from attnkit.estimators import _decoder_start
 from attnkit.estimators._jobs import fit_context, threaded, threaded_iterator
@@ -638,6 +639,12 @@ class CausalLanguageModel(TrainableEstimator):
             raise ValueError(f"n_returns ({n_returns}) must be <= num_beams ({num_beams})")
         return params
 
+    def _shared_generation(self):
+        """A :class:`_SharedGeneration` of this model (continuous batching for ``attnkit serve``), or None where
+        its network decodes rows at one position only."""
+        self._ready()
+        return _SharedGeneration(self) if self._inference_network().steps_mixed_positions() else None
+
     def _prompt_ids(self, prompt):
         """The end-of-text token and the prompt's ids, cut to the last ``context_length`` tokens."""
         ids = np.concatenate([[self.codec_.eot_id], self.codec_.encode(prompt)]).astype(np.int64)
@@ -895,6 +902,17 @@ class _PromptedModel:
         cache, logits = self._read(self.contexts)
         return self.State(cache, logits, list(self.contexts))
 
+    def read(self, contexts):
+        """The state after ``contexts`` (1-D arrays of ids, each starting with the end-of-text token) and their
+        next-token logits: :class:`attnkit.decoding.SharedSteps`'s prefill of sequences joining."""
+        contexts = [np.asarray(c) for c in contexts]
+        cache, logits = self._read(contexts)
+        return self.State(cache, None, contexts), logits
+
+    def join(self, states):
+        """One state of the rows of ``states`` in turn, each row at its own position."""
+        return self.State(DecoderCache.join([s.cache for s in states]), None, [t for s in states for t in s.tokens])
+
     def step(self, tokens, state):
         if state.pending is not None:
             return state.pending, self.State(state.cache, None, state.tokens)
@@ -928,6 +946,90 @@ def _joined(parts, order):
         return cache, logits
     back = np.argsort(order)
     return cache.reorder(back), logits[back]
+
+
+class _SharedGeneration:
+    """Prompts joining and leaving shared decoding steps (continuous batching: ``attnkit serve``'s generation
+    loop), each continued as :meth:`CausalLanguageModel.generate` or :meth:`~CausalLanguageModel.stream` continues
+    it alone (greedy search and sampling; the same parameters, the same ``random_state``). Made by
+    :meth:`CausalLanguageModel._shared_generation` where the network steps rows at their own positions."""
+
+    class _Entry(NamedTuple):
+        prompt: str
+        checker: "_Continuation"  # the stop strings of generate's texts
+        text: "_Continuation | None"  # a stream's text so far, None for generate
+        texts: list  # generate's continuations, by sequence, as they end
+
+    def __init__(self, estimator):
+        self.estimator, self.codec = estimator, estimator.codec_
+        self.steps = decoding.SharedSteps(_PromptedModel(estimator, []), eos_id=self.codec.eot_id,
+                                          bos_id=self.codec.eot_id, suppress_tokens=estimator._suppressed())
+        self.entries: dict[Any, _SharedGeneration._Entry] = {}
+
+    def __len__(self):
+        """Sequences decoding or waiting to start."""
+        return len(self.steps)
+
+    def add(self, key, prompt, *, stream=False, max_new_tokens=100, strategy="greedy", temperature=1.0, top_k=0,
+            top_p=1.0, min_p=0.0, repetition_penalty=1.0, no_repeat_ngram_size=0, n_returns=1, stop=None,
+            random_state=None):
+        """Start continuing ``prompt`` at the next :meth:`step`: ``n_returns`` texts as ``generate([prompt], ...)``
+        gives them, or with ``stream=True`` its pieces as ``stream(prompt, ...)`` yields them. Errors in the
+        arguments raise here, as in those methods."""
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+        params = self.estimator._generation_params(max_new_tokens, strategy, temperature, top_k, top_p, min_p,
+                                                   repetition_penalty, no_repeat_ngram_size, n_returns, stop)
+        if strategy == "beam" or (stream and n_returns != 1):
+            raise ValueError("shared steps decode greedy search and sampling, one stream at a time per prompt; beam "
+                             "search runs in generate()")
+        context = self.estimator._prompt_ids(prompt)
+        checker = _Continuation(self.codec, context, stop or [])
+        # A stream's stop strings end it from its text (as stream's pieces do), generate's from its tokens.
+        until = (lambda tokens: checker.stopped_in(tokens)) if stop and not stream else None
+        kwargs = {k: v for k, v in params.items() if k not in ("num_beams", "length_penalty")}
+        self.steps.add(key, context, random_state=random_state, stop=until, **kwargs)
+        self.entries[key] = self._Entry(prompt, checker, _Continuation(self.codec, context, stop or [])
+                                        if stream else None, [None] * n_returns)
+
+    def remove(self, key):
+        """Stop ``key``'s sequences (its client went away)."""
+        self.steps.remove(key)
+        self.entries.pop(key, None)
+
+    def step(self):
+        """Start the prompts added since the last step and write one token of every sequence, on the estimator's
+        ``n_jobs`` threads.
+
+        Returns
+        -------
+        list of (key, piece, texts)
+            A stream's new text (``piece``, possibly "") at each step, None for generate; ``texts`` once the key
+            is done: generate's ``n_returns`` continuations, or a stream's whole text (a list of one).
+        """
+        with num_threads(resolve_n_jobs(self.estimator.n_jobs)):
+            events = self.steps.step()
+        out: list[tuple[Any, str | None, list[str] | None]] = []
+        for (key, j), token, hypothesis in events:
+            entry = self.entries.get(key)
+            if entry is None:
+                continue
+            if entry.text is not None:  # a stream
+                piece, stopped = entry.text.add(token) if token is not None else ("", False)
+                if stopped or hypothesis is not None:
+                    piece += "" if stopped else entry.text.finish()
+                    text = entry.text.text_of(entry.text.tokens)
+                    out.append((key, piece, [text]))
+                    self.remove(key)
+                else:
+                    out.append((key, piece, None))
+                continue
+            if hypothesis is not None:
+                entry.texts[j] = entry.checker.text_of(hypothesis.tokens)
+                if all(t is not None for t in entry.texts):
+                    out.append((key, None, list(entry.texts)))
+                    del self.entries[key]
+        return out
 
 
 class _Continuation:

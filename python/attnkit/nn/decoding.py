@@ -12,7 +12,9 @@ methods (the :class:`DecodingModel` protocol)::
 inputs that are finished), so ``state`` may be anything the model can index by rows, e.g. a
 :class:`attnkit.nn.DecoderCache`. Scores are normalised here with a log-softmax, so logits will do.
 :class:`DecoderModel` is that protocol for an encoder-decoder: an embedding function, an
-:class:`attnkit.nn.Decoder` with its key/value cache, and an output projection.
+:class:`attnkit.nn.Decoder` with its key/value cache, and an output projection. :class:`SharedSteps` runs
+greedy search and sampling of sequences that join and leave one batch between steps (continuous batching, a
+server's loop), for a model that can also ``read`` contexts and ``join`` states.
 
 The logit processors are small pure functions, usable on their own: :func:`apply_temperature`,
 :func:`top_k_filter`, :func:`top_p_filter`, :func:`min_p_filter`. Each takes and returns an array of shape
@@ -42,6 +44,7 @@ __all__ = [
     "DecoderModel",
     "DecodingModel",
     "Hypothesis",
+    "SharedSteps",
     "apply_temperature",
     "check_generation_params",
     "generate",
@@ -547,20 +550,7 @@ class _Run:
     def log_probs(self, tokens, state, history, inputs):
         """The model's step, normalised; and a copy with blocked tokens at -inf (min_length, n-grams)."""
         scores, state = self.model.step(tokens, state)
-        scores = np.asarray(scores)
-        if scores.ndim != 2 or scores.shape[0] != tokens.shape[0] or scores.dtype.kind != "f":
-            raise ValueError(f"model.step must return float scores of shape (rows={tokens.shape[0]}, V), got "
-                             f"{scores.dtype} {scores.shape}")
-        if self.eos_id >= scores.shape[1] or self.bos_id >= scores.shape[1]:
-            raise ValueError(f"bos_id ({self.bos_id}) and eos_id ({self.eos_id}) must be < V, the model's "
-                             f"vocabulary size ({scores.shape[1]})")
-        logp = ops.log_softmax(scores.astype(np.float64), axis=-1)
-        if np.isnan(logp).any():
-            raise ValueError("model.step returned NaN scores (or +inf): the model's weights or inputs are not finite")
-        if self.suppress.size and not (0 <= self.suppress.min() and self.suppress.max() < scores.shape[1]):
-            raise ValueError(f"suppress_tokens must be ids in [0, {scores.shape[1]}) (the model's vocabulary size)")
-        allowed = logp.copy()
-        allowed[:, self.suppress] = -np.inf
+        logp, allowed = _normalised(scores, tokens.shape[0], self.bos_id, self.eos_id, self.suppress)
         if history.shape[1] < self.p["min_length"]:
             allowed[:, self.eos_id] = -np.inf
         context = [np.empty(0, np.int64)] * len(inputs) if self.context is None else [self.context[i] for i in inputs]
@@ -671,6 +661,172 @@ class _Run:
         which made a huge num_beams run for hours."""
         pool.sort(key=lambda hypothesis: -hypothesis.score)
         del pool[self.p["num_beams"] :]
+
+
+def _normalised(scores, rows, bos_id, eos_id, suppress):
+    """A model step's scores (rows, V) as log-probabilities, and a copy with the suppressed tokens at -inf."""
+    scores = np.asarray(scores)
+    if scores.ndim != 2 or scores.shape[0] != rows or scores.dtype.kind != "f":
+        raise ValueError(f"model.step must return float scores of shape (rows={rows}, V), got "
+                         f"{scores.dtype} {scores.shape}")
+    if eos_id >= scores.shape[1] or bos_id >= scores.shape[1]:
+        raise ValueError(f"bos_id ({bos_id}) and eos_id ({eos_id}) must be < V, the model's "
+                         f"vocabulary size ({scores.shape[1]})")
+    logp = ops.log_softmax(scores.astype(np.float64), axis=-1)
+    if np.isnan(logp).any():
+        raise ValueError("model.step returned NaN scores (or +inf): the model's weights or inputs are not finite")
+    if suppress.size and not (0 <= suppress.min() and suppress.max() < scores.shape[1]):
+        raise ValueError(f"suppress_tokens must be ids in [0, {scores.shape[1]}) (the model's vocabulary size)")
+    allowed = logp.copy()
+    allowed[:, suppress] = -np.inf
+    return logp, allowed
+
+
+# ------------------------------------------------------------------------------------ shared steps
+
+
+class _Sequence:
+    """One sequence of :class:`SharedSteps`: its context, parameters, generator and what it wrote so far."""
+
+    def __init__(self, key, context, params, rng, stop):
+        self.key, self.context, self.params, self.rng, self.stop = key, context, params, rng, stop
+        self.history: list[int] = []
+        self.log_prob = 0.0
+        self.removed = False
+
+
+class SharedSteps:
+    """Greedy search and sampling of sequences that join and leave one batch between steps (continuous
+    batching: a server's generation loop). Each sequence gets the tokens :func:`generate` (and :func:`stream`)
+    give its context alone, with the same parameters and ``random_state``: its rows never see the others.
+
+    Parameters
+    ----------
+    model
+        A decoding model that reads contexts and joins states: ``read(contexts) -> (state, scores)`` (a
+        prefill of the token arrays ``contexts``, one row each, and their next-token scores),
+        ``join(states) -> state`` (rows of each state in turn), ``step(tokens, state) -> (scores, state)`` and
+        ``reorder(state, indices) -> state`` as in :class:`DecodingModel`. A context holds the start token.
+    eos_id : int
+        The end token.
+    bos_id : int, default=0
+        Checked against the vocabulary as :func:`generate` checks it (contexts hold it already).
+    suppress_tokens : sequence of int
+        Ids never written.
+    """
+
+    def __init__(self, model, *, eos_id, bos_id=0, suppress_tokens=()):
+        self.model, self.eos_id, self.bos_id = model, check_int(eos_id, "eos_id", minimum=0), bos_id
+        self.suppress = np.asarray(suppress_tokens, dtype=np.int64).reshape(-1)
+        if np.isin(self.eos_id, self.suppress):
+            raise ValueError(f"suppress_tokens must not hold eos_id ({eos_id}): every sequence must be able to end")
+        self._rows: list[_Sequence] = []  # decoding, in the state's row order
+        self._waiting: list[_Sequence] = []  # added, read at the next step
+        self._state: Any = None
+        self._tokens = np.empty(0, np.int64)  # each row's last token, fed at the next step
+
+    def __len__(self):
+        """Sequences decoding or waiting to start."""
+        return len(self._rows) + len(self._waiting)
+
+    def add(self, key, context, *, strategy="greedy", max_length=64, min_length=0, no_repeat_ngram_size=0,
+            temperature=1.0, top_k=0, top_p=1.0, min_p=0.0, repetition_penalty=1.0, num_return_sequences=1,
+            random_state=None, stop=None):
+        """Start ``num_return_sequences`` sequences continuing ``context`` (token ids) at the next :meth:`step`,
+        keyed ``(key, 0)``, ``(key, 1)``, ...: what :func:`generate` gives for this one input with these
+        parameters (greedy search or sampling; ``stop(tokens)`` ends a sequence as generate's ``stop`` does)."""
+        params = dict(strategy=strategy, max_length=max_length, min_length=min_length, num_beams=1,
+                      length_penalty=1.0, no_repeat_ngram_size=no_repeat_ngram_size, temperature=temperature,
+                      top_k=top_k, top_p=top_p, min_p=min_p, repetition_penalty=repetition_penalty,
+                      num_return_sequences=num_return_sequences)
+        check_generation_params(params, "SharedSteps.add")
+        if strategy == "beam":
+            raise ValueError("SharedSteps decodes greedy search and sampling; beam search runs in generate()")
+        if strategy == "greedy" and num_return_sequences != 1:
+            raise ValueError(f"num_return_sequences must be 1 for greedy search, got {num_return_sequences}")
+        if min_length > max_length:
+            raise ValueError(f"min_length ({min_length}) must be <= max_length ({max_length})")
+        context = np.asarray(context, dtype=np.int64).reshape(-1)
+        rngs = (_row_generators(random_state, 1, num_return_sequences) if strategy == "sample"
+                else [None] * num_return_sequences)
+        self._waiting += [_Sequence((key, j), context, params, rng, stop) for j, rng in enumerate(rngs)]
+
+    def remove(self, key):
+        """Stop the sequences of ``key`` (a client went away): they leave at the next step, unanswered."""
+        for seq in self._rows + self._waiting:
+            if seq.key[0] == key:
+                seq.removed = True
+
+    def step(self):
+        """Read the sequences added since the last step, and write one token of every sequence.
+
+        Returns
+        -------
+        list of (key, token, hypothesis)
+            For each sequence this step: its key ``(key, j)``; the token written (None when it ended without
+            writing one: the end token, or every token blocked); and once it ended its :class:`Hypothesis`
+            (as :func:`generate` returns it), else None. Ended sequences leave the batch.
+        """
+        self._drop([i for i, seq in enumerate(self._rows) if seq.removed])
+        self._waiting = [seq for seq in self._waiting if not seq.removed]
+        states, scores = [], []
+        if self._rows:
+            rows_scores, state = self.model.step(self._tokens, self._state)
+            states.append(state)
+            scores.append(np.asarray(rows_scores))
+        if self._waiting:
+            state, rows_scores = self.model.read([seq.context for seq in self._waiting])
+            states.append(state)
+            scores.append(np.asarray(rows_scores))
+            self._rows += self._waiting
+            self._waiting = []
+        if not states:
+            return []
+        self._state = states[0] if len(states) == 1 else self.model.join(states)
+        logp, allowed = _normalised(np.concatenate(scores), len(self._rows), self.bos_id, self.eos_id, self.suppress)
+        events, ended, tokens = [], [], np.empty(len(self._rows), np.int64)
+        for i, seq in enumerate(self._rows):
+            choice, blocked = self._choose(seq, allowed[i : i + 1])
+            seq.log_prob += 0.0 if blocked else float(logp[i, choice])
+            seq.history.append(choice)
+            t = len(seq.history)
+            done = blocked or choice == self.eos_id or t == seq.params["max_length"]
+            if not done and seq.stop is not None:
+                done = bool(seq.stop(np.asarray(seq.history, np.int64)))
+            written = None if blocked or choice == self.eos_id else choice
+            hypothesis = None
+            if done:
+                finished = not blocked and choice == self.eos_id
+                length = t - (blocked or finished)
+                hypothesis = Hypothesis(np.asarray(seq.history[:length], np.int64), seq.log_prob,
+                                        seq.log_prob / max(length + finished, 1), finished)
+                ended.append(i)
+            events.append((seq.key, written, hypothesis))
+            tokens[i] = choice
+        self._tokens = tokens
+        self._drop(ended)
+        return events
+
+    def _choose(self, seq, allowed):
+        """This step's token of ``seq`` from its row of allowed log-probabilities (1, V), and whether every
+        token was blocked: the rules of generate's greedy search and sampling, for one row."""
+        p, history = seq.params, np.asarray(seq.history, np.int64)[None, :]
+        if history.shape[1] < p["min_length"]:
+            allowed[:, self.eos_id] = -np.inf
+        _penalise_repeats(allowed, history, [seq.context], p["repetition_penalty"])
+        _block_repeated_ngrams(allowed, history, p["no_repeat_ngram_size"])
+        blocked = np.all(allowed == -np.inf, axis=1)
+        choice = np.argmax(allowed, axis=1) if seq.rng is None else _sample(allowed, blocked, [seq.rng], p)
+        return int(choice[0]), bool(blocked[0])
+
+    def _drop(self, rows):
+        """Rows ``rows`` leave the batch (its state and last tokens)."""
+        if not rows:
+            return
+        keep = np.setdiff1d(np.arange(len(self._rows)), rows)
+        self._rows = [self._rows[i] for i in keep]
+        self._tokens = self._tokens[keep]
+        self._state = self.model.reorder(self._state, keep) if keep.size else None
 
 
 def _room_for(history, t):

@@ -73,8 +73,8 @@ async def _read_body(request, limit):
 
 
 def create_app(model: ServedModel, *, api_keys: list[bytes] | None = None, max_batch_tokens: int = 16384,
-               max_queue: int = 512, max_body_bytes: int = 2**21, limits: Limits | None = None,
-               on_ready: Any = None) -> Any:
+               max_batch_sequences: int = 16, max_queue: int = 512, max_body_bytes: int = 2**21,
+               limits: Limits | None = None, on_ready: Any = None) -> Any:
     """The ASGI application serving ``model``.
 
     Parameters
@@ -82,8 +82,9 @@ def create_app(model: ServedModel, *, api_keys: list[bytes] | None = None, max_b
     model : ServedModel
     api_keys : list of bytes, optional
         When given, every route but ``/health`` needs ``Authorization: Bearer`` one of them (401 otherwise).
-    max_batch_tokens, max_queue : int
-        The batcher's token budget per call and most requests waiting (:class:`attnkit.serve.batcher.Batcher`).
+    max_batch_tokens, max_batch_sequences, max_queue : int
+        The batcher's token budget per call, most sequences generated together and most requests waiting
+        (:class:`attnkit.serve.batcher.Batcher`).
     max_body_bytes : int
         Larger request bodies are refused (413).
     limits : Limits, optional
@@ -97,7 +98,8 @@ def create_app(model: ServedModel, *, api_keys: list[bytes] | None = None, max_b
     """
     limits = limits or Limits()
     metrics = Metrics()
-    batcher = Batcher(model, max_batch_tokens=max_batch_tokens, max_queue=max_queue, metrics=metrics)
+    batcher = Batcher(model, max_batch_tokens=max_batch_tokens, max_batch_sequences=max_batch_sequences,
+                      max_queue=max_queue, metrics=metrics)
     created = int(time.time())
 
     @asynccontextmanager

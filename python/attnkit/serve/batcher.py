@@ -7,14 +7,14 @@ dynamic batching by token budget: the worker takes what has queued while it was 
 and each job gets back its own rows, matched by its id. The estimator's kernels release the GIL, so the event
 loop keeps parsing requests while the model runs.
 
-Generation requests (not streamed) waiting together with the same options are decoded as one batch, up to
-``MAX_GENERATION_BATCH`` sequences: ``CausalLanguageModel.generate`` decodes a batch of prompts in shared steps
-(prompts of any lengths, with a decoding plan), and each sequence gets the tokens it would get alone (greedy and
-beam search; sampling only without a seed, since a seeded request's draws must not depend on its neighbours, so
-seeded ones run alone). This is dynamic
-batching, not continuous batching: a request that arrives while a batch decodes waits for the batch to end, as
-the estimator has no entry point to add a sequence to decoding steps under way. Streams run one at a time, and
-one is stopped between two tokens when its client goes away (:meth:`Job.cancel`).
+Generation requests and streams share decoding steps (continuous batching) where the model decodes rows at their
+own positions (a decoding plan, ``CausalLanguageModel._shared_generation``): a request arriving while others
+decode joins them at the next step, up to ``max_batch_sequences`` sequences, and one that ends (or whose
+client goes away, :meth:`Job.cancel`) leaves at once; each gets the tokens it would get alone (greedy search
+and sampling, seeded or not: every sequence draws from its own generator). Beam search runs a request at a time.
+Elsewhere, generation requests (not streamed) waiting together with the same options are decoded as one batch
+(``CausalLanguageModel.generate``; seeded sampling alone, since its draws would depend on its place in the
+batch), and streams run one at a time.
 
 Why one worker: a second would only take cores from the first (the kernels already run on ``--threads``
 threads) and would make the results of a request depend on what ran beside it.
@@ -38,9 +38,6 @@ from attnkit.serve.models import ServedModel
 __all__ = ["Batcher", "Job", "QueueFull", "ShuttingDown"]
 
 BATCHED = ("embed", "classify")  # the job kinds whose inputs are joined into one call
-# Sequences decoded together at most: decoding steps of up to 32 rows stream a quantised model's weights in
-# shared passes (ops.block_quantized_matmul), and 16 keep a batch's wait for its longest answer bounded.
-MAX_GENERATION_BATCH = 16
 _END = object()  # the last item of a stream's queue
 
 
@@ -103,13 +100,19 @@ class Batcher:
     max_batch_tokens : int
         Most tokens (as the model reads them) of one embedding or classification call; a single request of
         more runs alone.
+    max_batch_sequences : int, default=16
+        Most sequences generated in shared steps (a request of ``n`` continuations counts ``n``; one of more
+        runs alone). Steps of up to 32 rows stream a quantised model's weights in shared passes
+        (ops.block_quantized_matmul): SmolLM2's step of 16 rows costs about 4.4 steps of one.
     max_queue : int
         Most requests waiting; one more is refused with :class:`QueueFull`.
     metrics : Metrics
     """
 
-    def __init__(self, model: ServedModel, *, max_batch_tokens: int, max_queue: int, metrics: Metrics):
+    def __init__(self, model: ServedModel, *, max_batch_tokens: int, max_queue: int, metrics: Metrics,
+                 max_batch_sequences: int = 16):
         self.model, self.max_batch_tokens, self.max_queue, self.metrics = model, max_batch_tokens, max_queue, metrics
+        self.max_batch_sequences = max_batch_sequences
         self._queue: collections.deque[Job] = collections.deque()
         self._ready = threading.Condition()
         self._closing = False
@@ -209,7 +212,7 @@ class Batcher:
         elif jobs[0].kind == "generate" and _batchable(jobs[0].options):
             sequences = _sequences(jobs[0].options)
             while (self._queue and self._queue[0].kind == "generate" and self._queue[0].options == jobs[0].options
-                   and sequences + _sequences(jobs[0].options) <= MAX_GENERATION_BATCH):
+                   and sequences + _sequences(jobs[0].options) <= self.max_batch_sequences):
                 sequences += _sequences(jobs[0].options)
                 jobs.append(self._queue.popleft())
         return jobs
@@ -218,6 +221,10 @@ class Batcher:
         live = [job for job in jobs if not job.cancelled.is_set()]
         if not live:
             return
+        if live[0].kind in ("generate", "stream") and _shareable(live[0].options):
+            shared = self.model.shared_generation()
+            if shared is not None:
+                return self._decode(shared, live)
         try:
             if live[0].kind in BATCHED:
                 self._batch(live)
@@ -247,6 +254,69 @@ class Batcher:
         for job, start, stop in zip(jobs, offsets[:-1], offsets[1:]):
             job.resolve(rows[start:stop])
 
+    def _decode(self, shared, jobs):
+        """Continuous batching: ``jobs`` and the generation jobs queued behind them, as long as they can share
+        steps, decoded in shared steps until every one is answered."""
+        live: dict[int, Job] = {}
+        for job in jobs:
+            self._admit(shared, job, live)
+        while live:
+            with self._ready:  # requests that arrived meanwhile join at this step, in their order
+                while (self._queue and self._queue[0].kind in ("generate", "stream")
+                       and _shareable(self._queue[0].options)
+                       and len(shared) + _sequences(self._queue[0].options) <= self.max_batch_sequences):
+                    job = self._queue.popleft()
+                    self.metrics.queue_seconds.observe(time.perf_counter() - job.queued_at)
+                    self._admit(shared, job, live)
+                self.metrics.queue_depth.set(len(self._queue))
+            for key in [key for key, job in live.items() if job.cancelled.is_set()]:
+                shared.remove(key)
+                if live.pop(key).kind == "stream":
+                    self.metrics.streams_cancelled.inc()
+            if not live:
+                break
+            self.metrics.batch_size.observe(len(shared))
+            try:
+                events = shared.step()
+            except Exception as error:  # the model failed: every request decoding with it gets the error
+                traceback.print_exc(file=sys.stderr)
+                for job in live.values():
+                    job.resolve(error=error)
+                    if job.pieces is not None:
+                        job.put(_END)
+                return
+            for key, piece, texts in events:
+                job = live[key]
+                if piece:
+                    job.put(piece)
+                if texts is not None:
+                    del live[key]
+                    self._answer(job, texts)
+
+    def _admit(self, shared, job, live):
+        """Start ``job`` in the shared steps, or answer its error (its arguments, checked as generate checks them)."""
+        if job.cancelled.is_set():
+            return
+        options = dict(job.options)
+        try:
+            shared.add(job.id, self.model.prompt_of(job.inputs[0]), stream=job.kind == "stream", **options)
+        except Exception as error:
+            job.resolve(error=error)
+            if job.pieces is not None:
+                job.put(_END)
+            return
+        live[job.id] = job
+
+    def _answer(self, job, texts):
+        prompt = self.model.prompt_of(job.inputs[0])
+        if job.kind == "stream":
+            generation = self.model.finished(prompt, texts[0], job.options)
+            job.put(_END)
+        else:
+            generation = self.model.generation_of(prompt, texts, job.options)
+        self._count(generation)
+        job.resolve(generation)
+
     def _generate(self, jobs):
         generations = self.model.generate_many([job.inputs[0] for job in jobs], jobs[0].options)
         self.metrics.batch_size.observe(len(jobs))
@@ -275,6 +345,11 @@ class Batcher:
     def _count(self, generation):
         self.metrics.tokens.inc(generation.prompt_tokens, kind="input")
         self.metrics.tokens.inc(sum(generation.completion_tokens), kind="generated")
+
+
+def _shareable(options):
+    """Whether a generation may join shared decoding steps: greedy search and sampling."""
+    return options.get("strategy") != "beam"
 
 
 def _batchable(options):

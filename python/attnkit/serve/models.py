@@ -97,9 +97,18 @@ class ServedModel:
         several = options.get("n_returns", 1) > 1
         return [self._generation(prompt, out if several else [out], options) for prompt, out in zip(prompts, outs)]
 
+    def shared_generation(self) -> Any:
+        """The estimator's continuous batching (``CausalLanguageModel._shared_generation``): prompts joining and
+        leaving shared decoding steps; None where the network decodes rows at one position only."""
+        return self.estimator._shared_generation() if self.kind == "language-model" else None
+
     def stream(self, prompt: str, options: dict[str, Any]) -> Iterator[str]:
         """The pieces of one continuation of ``prompt``, as ``CausalLanguageModel.stream``."""
         return self.estimator.stream(prompt, **options)
+
+    def generation_of(self, request_prompt: str, texts: list[str], options: dict[str, Any]) -> "Generation":
+        """The :class:`Generation` of ``texts``, the continuations of the prompt ``request_prompt``."""
+        return self._generation(request_prompt, texts, options)
 
     def _generation(self, prompt, texts, options):
         codec, limit = self.estimator.codec_, options["max_new_tokens"]

@@ -35,7 +35,7 @@ def bind(host: str = "127.0.0.1", port: int = 8000) -> socket.socket:
 
 
 def run(model: Any, sock: socket.socket, *, api_keys: list[bytes] | None = None, max_batch_tokens: int = 16384,
-        max_queue: int = 512, max_body_bytes: int = 2**21, limits: Limits | None = None,
+        max_batch_sequences: int = 16, max_queue: int = 512, max_body_bytes: int = 2**21, limits: Limits | None = None,
         log_level: str = "warning") -> None:
     """Serve ``model`` (a :class:`~attnkit.serve.models.ServedModel`) on ``sock`` (from :func:`bind`) until SIGINT
     or SIGTERM, then close the socket.
@@ -54,7 +54,8 @@ def run(model: Any, sock: socket.socket, *, api_keys: list[bytes] | None = None,
               f"({', '.join(('/v1/models', '/health', '/metrics', *model.endpoints))}); "
               f"{'API key required' if api_keys else 'no API key'}; Ctrl-C or SIGTERM stops it", flush=True)
 
-    app = create_app(model, api_keys=api_keys, max_batch_tokens=max_batch_tokens, max_queue=max_queue,
+    app = create_app(model, api_keys=api_keys, max_batch_tokens=max_batch_tokens,
+                     max_batch_sequences=max_batch_sequences, max_queue=max_queue,
                      max_body_bytes=max_body_bytes, limits=limits, on_ready=announce)
     config = uvicorn.Config(app, log_level=log_level, lifespan="on", access_log=False, server_header=False)
     # uvicorn stops gracefully on SIGINT / SIGTERM, then raises the signal again for the handler it found:
