@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from attnkit.batching import inference_batches, length_sorted_batches, pad_sequences, training_batches
+from attnkit.batching import balanced_batches, inference_batches, length_sorted_batches, pad_sequences, training_batches
 
 
 @pytest.mark.parametrize("bucket", [False, True])
@@ -79,3 +79,15 @@ def test_length_sorted_batches_cover_every_item_with_little_padding():
         assert lengths.tolist() == [len(sequences[r]) for r in rows]
         assert ids.shape == (len(rows), max(1, max(lengths)))
     assert [lengths.tolist() for _, _, lengths in batches] == [[0, 1, 1], [2, 3, 4], [5]]
+
+
+@given(lengths=st.lists(st.integers(0, 300), max_size=80), parts=st.integers(1, 6))
+def test_balanced_batches_share_the_tokens_out(lengths, parts):
+    batches = list(balanced_batches(lengths, parts))
+    assert len(batches) <= parts and all(b.size for b in batches)
+    order = np.concatenate(batches) if batches else np.empty(0, np.int64)
+    assert np.array_equal(order, np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable"))  # sorted, once
+    tokens = [int(np.maximum(np.asarray(lengths)[b], 1).sum()) for b in batches]
+    if tokens:  # each batch within one sample of an equal share
+        longest = max(max(lengths), 1)
+        assert max(tokens) <= sum(tokens) / parts + longest

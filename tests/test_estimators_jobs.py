@@ -60,7 +60,9 @@ def _seq2seq(tmp_path):
 
 
 def _embedder(tmp_path):
-    texts = ["the film was good", "a bad movie"]
+    # Of uneven lengths, so that transform runs its two texts in turn, each op on n_jobs threads (texts that
+    # share out evenly run one per thread, each op on one: test_embedder_on_batches_at_once_...).
+    texts = ["the film was good and the plot was fun", "bad"]
     estimator = TransformerEmbedder(str(write_tiny_bert(tmp_path / "tiny-bert")))
     calls = {"fit": lambda e: e.fit(texts), "transform": lambda e: e.transform(texts),
              "fit_transform": lambda e: e.fit_transform(texts), "attention_maps": lambda e: e.attention_maps(texts)}
@@ -292,3 +294,12 @@ def test_embedder_on_batches_at_once_equals_one_thread_bit_for_bit(tmp_path, dty
     if dtype == "float32":
         assert any(name.startswith("attnkit-batch") for name in batch_threads)
     np.testing.assert_array_equal(got, expected)
+    # A call of at most one batch (a server's few requests), of lengths that halve unevenly by count: cut into
+    # two batches of equal tokens, one per thread, with the same bits.
+    few = texts[:3] + [texts[11] + " " + texts[10]]
+    model.set_params(batch_size=8)
+    batch_threads.clear()
+    np.testing.assert_array_equal(model.set_params(n_jobs=2).transform(few),
+                                  model.set_params(n_jobs=1).transform(few))
+    if dtype == "float32":
+        assert sum(name.startswith("attnkit-batch") for name in batch_threads) >= 1

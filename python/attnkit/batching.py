@@ -4,7 +4,8 @@
 :func:`training_batches` shuffles the samples, sorts pools of ``BUCKET_POOL`` batches by length, cuts them and
 shuffles the batches: padding shrinks while each pass still sees new batches. :func:`inference_batches` sorts
 the samples by length and cuts the order where a batch would pass ``max_tokens`` padded tokens or
-``max_samples`` samples. :func:`length_sorted_batches` pads the id lists of each inference batch
+``max_samples`` samples; :func:`balanced_batches` cuts it into a given number of batches of equal tokens (one per
+thread, for a call of few samples). :func:`length_sorted_batches` pads the id lists of each inference batch
 (:func:`pad_sequences`).
 """
 
@@ -12,7 +13,8 @@ import math
 
 import numpy as np
 
-__all__ = ["BUCKET_POOL", "inference_batches", "pad_sequences", "length_sorted_batches", "training_batches"]
+__all__ = ["BUCKET_POOL", "balanced_batches", "inference_batches", "pad_sequences", "length_sorted_batches",
+           "training_batches"]
 
 #: Training batches are cut from pools of this many batches' worth of samples sorted by length: the samples
 #: of a batch have similar lengths (little padding) while the pools keep the order random.
@@ -77,6 +79,43 @@ def inference_batches(lengths, *, max_tokens=None, max_samples=None):
             stop += 1
         yield order[start:stop]
         start = stop
+
+
+def balanced_batches(lengths, parts):
+    """Index arrays of at most ``parts`` inference batches of about equal tokens: samples sorted by length
+    (stable), the order cut where the running sum of lengths (an empty sample counting as 1) passes each
+    ``1 / parts`` of the total. For padding-free models, whose work is their real tokens: ``parts`` threads
+    each take one batch of a call too small to share out as :func:`inference_batches` cuts it (16 short and
+    16 long texts, where the longer half is twice the work).
+
+    Parameters
+    ----------
+    lengths : array of int, shape (n_samples,)
+    parts : int
+        At least 1.
+
+    Yields
+    ------
+    ndarray of int
+        The samples of each batch, shortest first; no empty batch.
+
+    Examples
+    --------
+    >>> [b.tolist() for b in balanced_batches([5, 1, 1, 1, 2], 2)]
+    [[1, 2, 3, 4], [0]]
+    """
+    lengths = np.asarray(lengths, dtype=np.int64).reshape(-1)
+    parts = max(1, int(parts))
+    order = np.argsort(lengths, kind="stable")
+    if not order.size:
+        return
+    running = np.concatenate([[0], np.cumsum(np.maximum(lengths[order], 1))])  # tokens before each cut
+    targets = running[-1] * np.arange(1, parts) / parts
+    after = np.clip(np.searchsorted(running, targets), 1, order.size)  # the first cut at or past each share
+    cuts = np.where(running[after] - targets < targets - running[after - 1], after, after - 1)  # the nearer
+    for batch in np.split(order, np.unique(cuts)):
+        if batch.size:
+            yield batch
 
 
 def length_sorted_batches(sequences, batch_size, *, pad_id=0):
