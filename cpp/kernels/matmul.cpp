@@ -68,11 +68,21 @@ void pack_a(const MatmulArgs<T>& g, std::int64_t i0, int mr, std::int64_t p0, st
   T* tail = ap + kv * MR;  // the columns kv.. in the columns layout
   for (std::int64_t p = 0; p < kv; p += W)
     for (int i = 0; i < MR; ++i) (i < mr ? V::load(src + i * rs + p) : V::zero()).store(ap + p * MR + i * W);
+  constexpr int kRun = (MR + W - 1) / W * W;  // MR values rounded up to whole vectors
   if (cs == 1 || (rs != 1 && (cs < 0 ? -cs : cs) <= (rs < 0 ? -rs : rs))) {
     for (int i = 0; i < mr; ++i) {
       const T* row = src + i * rs;
       for (std::int64_t p = kv; p < kc; ++p) tail[(p - kv) * MR + i] = row[p * cs];
     }
+  } else if (rs == 1 && mr == MR && i0 + kRun <= g.m) {
+    // A transposed (x.T: a training step's weight gradients): each column's MR values are one run, copied as
+    // whole vectors; the kRun - MR values past it land in the next column's slot (written after) or the
+    // panel's padding. (512 x 4096).T @ (4096 x 512), 1 thread on the Xeon: 24.8 -> 23.6 ms under AVX2,
+    // 14.9 -> 14.3 under AVX-512 (row-major A: 20.0, 12.4; the rest of the gap is not in this copy).
+    for (std::int64_t p = kv; p < kc; ++p)
+#pragma GCC unroll 4
+      for (int v = 0; v < kRun; v += W) V::load(src + p * cs + v).store(tail + (p - kv) * MR + v);
+    return;
   } else {
     for (std::int64_t p = kv; p < kc; ++p)
       for (int i = 0; i < mr; ++i) tail[(p - kv) * MR + i] = src[p * cs + i * rs];
@@ -350,7 +360,8 @@ void matmul(const MatmulArgs<T>& g) {
   constexpr std::int64_t align = 64 / sizeof(T);
   const std::int64_t kc_max = max_scalar<std::int64_t>(1, min_scalar(S::KC, k));
   const std::int64_t nc_max = min_scalar(S::NC, (tiles_n + grid.cols - 1) / grid.cols * S::NR);
-  const std::int64_t a_size = round_up(S::MR * kc_max, align), b_size = round_up(kc_max * nc_max, align);
+  // A's panel with room for pack_a's whole-vector runs past its end.
+  const std::int64_t a_size = round_up(S::MR * kc_max + S::W, align), b_size = round_up(kc_max * nc_max, align);
   auto scratch = aligned_buffer<T>(parts * (a_size + b_size));
 #pragma omp parallel for num_threads(parts) schedule(static, 1) if (parts > 1)
   for (int part = 0; part < parts; ++part) {
