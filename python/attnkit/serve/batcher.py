@@ -118,7 +118,8 @@ class Batcher:
         self._closing = False
         self._ids = itertools.count()
         self._worker = threading.Thread(target=self._run, name="attnkit-serve-batcher", daemon=True)
-        self._busy_seconds = 1.0  # a running mean of a job's time, for Retry-After
+        # A running mean of the time a job holds the worker (between answers, in shared steps), for Retry-After.
+        self._busy_seconds = 1.0
 
     # -- the event loop's side --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -197,8 +198,8 @@ class Batcher:
             start = time.perf_counter()
             for job in jobs:
                 self.metrics.queue_seconds.observe(start - job.queued_at)
-            self._work(jobs)
-            self._busy_seconds = 0.8 * self._busy_seconds + 0.2 * (time.perf_counter() - start)
+            if not self._work(jobs):
+                self._note_busy(time.perf_counter() - start)
 
     def _take(self):
         """The next job, and with an embedding or classification job those of its kind queued behind it, within
@@ -217,14 +218,20 @@ class Batcher:
                 jobs.append(self._queue.popleft())
         return jobs
 
+    def _note_busy(self, seconds):
+        self._busy_seconds = 0.8 * self._busy_seconds + 0.2 * seconds
+
     def _work(self, jobs):
+        """Run ``jobs``; True when the work noted its own time (shared steps note the time between answers: a
+        loop of shared steps can last as long as requests keep arriving)."""
         live = [job for job in jobs if not job.cancelled.is_set()]
         if not live:
-            return
+            return False
         if live[0].kind in ("generate", "stream") and _shareable(live[0].options):
             shared = self.model.shared_generation()
             if shared is not None:
-                return self._decode(shared, live)
+                self._decode(shared, live)
+                return True
         try:
             if live[0].kind in BATCHED:
                 self._batch(live)
@@ -236,12 +243,13 @@ class Batcher:
             if len(live) > 1:  # one request's failure is its own, not its batch's: each runs again alone
                 for job in live:
                     self._work([job])
-                return
+                return False
             traceback.print_exc(file=sys.stderr)
             for job in live:
                 job.resolve(error=error)
                 if job.pieces is not None:
                     job.put(_END)
+        return False
 
     def _batch(self, jobs):
         texts = [text for job in jobs for text in job.inputs]
@@ -258,6 +266,7 @@ class Batcher:
         """Continuous batching: ``jobs`` and the generation jobs queued behind them, as long as they can share
         steps, decoded in shared steps until every one is answered."""
         live: dict[int, Job] = {}
+        last = time.perf_counter()  # the last answer
         for job in jobs:
             self._admit(shared, job, live)
         while live:
@@ -292,6 +301,9 @@ class Batcher:
                 if texts is not None:
                     del live[key]
                     self._answer(job, texts)
+                    now = time.perf_counter()
+                    self._note_busy(now - last)
+                    last = now
 
     def _admit(self, shared, job, live):
         """Start ``job`` in the shared steps, or answer its error (its arguments, checked as generate checks them)."""
