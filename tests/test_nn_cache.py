@@ -250,6 +250,22 @@ def test_join_stacks_rows_each_at_its_own_length():
     assert SelfAttentionCache.join([a, a]).length == 3  # rows alike: one length
 
 
+def test_join_in_an_order_equals_join_then_reorder():
+    rng = np.random.default_rng(11)
+    parts = [_filled(rng, 3, batch=2)[0], _filled(rng, 5, capacity=8, batch=2)[0], _filled(rng, 1, batch=1)[0]]
+    order = np.array([3, 0, 4, 2, 1])
+    once, twice = SelfAttentionCache.join(parts, order), SelfAttentionCache.join(parts).reorder(order)
+    assert once.lengths.tolist() == twice.lengths.tolist() == [5, 3, 1, 5, 3]
+    assert once._keys is not None and twice._keys is not None and once._values is not None
+    assert twice._values is not None
+    for row, n in enumerate(once.lengths):
+        np.testing.assert_array_equal(once._keys[row, :, :n], twice._keys[row, :, :n])
+        np.testing.assert_array_equal(once._values[row, :, :n], twice._values[row, :, :n])
+    for bad in ([0, 1, 2, 3], [0, 0, 1, 2, 3], [0, 1, 2, 3, 5]):
+        with pytest.raises(ValueError, match="permutation|indices"):
+            SelfAttentionCache.join(parts, np.array(bad))
+
+
 def test_join_refuses_what_has_no_per_row_position():
     rng = np.random.default_rng(10)
     cache = _filled(rng, 2)[0]

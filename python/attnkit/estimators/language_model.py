@@ -937,15 +937,13 @@ class _PromptedModel:
 def _joined(parts, order):
     """One (cache, logits) of the (cache, logits) ``parts``, whose rows in turn are rows ``order`` of the batch:
     the caches joined (rows at their own positions), then put in the batch's order."""
+    order = np.asarray(order)
+    back = None if np.array_equal(order, np.arange(order.size)) else np.argsort(order)
     if len(parts) == 1:
         cache, logits = parts[0]
-    else:
-        cache, logits = DecoderCache.join([c for c, _ in parts]), np.concatenate([lg for _, lg in parts])
-    order = np.asarray(order)
-    if np.array_equal(order, np.arange(order.size)):
-        return cache, logits
-    back = np.argsort(order)
-    return cache.reorder(back), logits[back]
+        return (cache, logits) if back is None else (cache.reorder(back), logits[back])
+    logits = np.concatenate([lg for _, lg in parts])
+    return DecoderCache.join([c for c, _ in parts], back), logits if back is None else logits[back]
 
 
 class _SharedGeneration:

@@ -83,9 +83,11 @@ class SelfAttentionCache:
         return first
 
     @classmethod
-    def join(cls, caches):
+    def join(cls, caches, order=None):
         """One cache holding the rows of ``caches`` in turn, each row at its own position (``lengths``): softmax
-        attention caches without a window, of one layer's shape. Their buffers are copied; they stay valid."""
+        attention caches without a window, of one layer's shape. Their buffers are copied; they stay valid.
+        ``order``, a permutation of those rows: the new cache's row i is their row ``order[i]`` (one copy where
+        a join and a :meth:`reorder` would make two)."""
         caches, buffers = list(caches), []
         if not caches:
             raise ValueError("join needs at least one cache")
@@ -103,16 +105,23 @@ class SelfAttentionCache:
                or k.dtype != k0.dtype for k, v in buffers):
             raise ValueError("join takes caches of one layer's shape (heads, head width, dtype)")
         lengths = np.concatenate([c.lengths for c in caches])
+        where = np.arange(lengths.size)  # the new row of each joined row
+        if order is not None:
+            order = _check_indices(order, lengths.size)
+            if order.size != lengths.size or np.unique(order).size != order.size:
+                raise ValueError(f"order must be a permutation of the {lengths.size} joined rows, got {order.tolist()}")
+            where[order] = np.arange(order.size)
         size = max(k.shape[2] for k, _ in buffers)
         new = cls(int(lengths.size), size)
-        new.lengths = lengths
+        new.lengths = np.empty_like(lengths)
+        new.lengths[where] = lengths
         keys, values = (np.empty((int(lengths.size), a.shape[1], size) + a.shape[3:], a.dtype) for a in (k0, v0))
         row = 0
         for cache, (k, v) in zip(caches, buffers):
-            rows, kept = cache.batch_size, int(cache.lengths.max())
-            keys[row : row + rows, :, :kept] = k[:, :, :kept]
-            values[row : row + rows, :, :kept] = v[:, :, :kept]
-            row += rows
+            rows, kept = where[row : row + cache.batch_size], int(cache.lengths.max())
+            keys[rows, :, :kept] = k[:, :, :kept]
+            values[rows, :, :kept] = v[:, :, :kept]
+            row += cache.batch_size
         new._keys, new._values = keys, values
         return new
 
@@ -292,10 +301,11 @@ class DecoderCache:
         return self._self_attention(0).lengths
 
     @classmethod
-    def join(cls, caches):
+    def join(cls, caches, order=None):
         """One cache holding the rows of ``caches`` (decoder-only caches of one network) in turn, each row at its own
-        position: :meth:`SelfAttentionCache.join`, layer by layer. The first cache's ``output_weight`` and ``plan``
-        are kept (a network's caches share them); only a plan steps rows at different positions."""
+        position: :meth:`SelfAttentionCache.join`, layer by layer (``order``: its permutation of the rows). The
+        first cache's ``output_weight`` and ``plan`` are kept (a network's caches share them); only a plan steps
+        rows at different positions."""
         caches = list(caches)
         if not caches:
             raise ValueError("join needs at least one cache")
@@ -304,7 +314,7 @@ class DecoderCache:
         if any(not isinstance(entry, SelfAttentionCache) for c in caches for entry in c.layers):
             raise ValueError("join takes decoder-only caches (an encoder-decoder's rows each read their own context)")
         first = caches[0]
-        return cls((SelfAttentionCache.join(layer) for layer in zip(*(c.layers for c in caches))),
+        return cls((SelfAttentionCache.join(layer, order) for layer in zip(*(c.layers for c in caches))),
                    first.output_weight, first.plan, first.plan_attentions)
 
     def reorder(self, indices):
