@@ -22,6 +22,8 @@ threads) and would make the results of a request depend on what ran beside it.
 
 import asyncio
 import collections
+import ctypes
+import functools
 import itertools
 import sys
 import threading
@@ -120,6 +122,7 @@ class Batcher:
         self._worker = threading.Thread(target=self._run, name="attnkit-serve-batcher", daemon=True)
         # A running mean of the time a job holds the worker (between answers, in shared steps), for Retry-After.
         self._busy_seconds = 1.0
+        self._trimmed = 0.0  # when the worker last handed freed memory back (time.monotonic)
 
     # -- the event loop's side --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -189,6 +192,9 @@ class Batcher:
     def _run(self):
         while True:
             with self._ready:
+                if not self._queue and not self._closing and time.monotonic() - self._trimmed > 1.0:
+                    _release_freed_memory()  # idle, at most once a second: after a burst, before waiting
+                    self._trimmed = time.monotonic()
                 while not self._queue and not self._closing:
                     self._ready.wait()
                 if not self._queue:
@@ -357,6 +363,22 @@ class Batcher:
     def _count(self, generation):
         self.metrics.tokens.inc(generation.prompt_tokens, kind="input")
         self.metrics.tokens.inc(sum(generation.completion_tokens), kind="generated")
+
+
+def _release_freed_memory():
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing elsewhere). A burst of
+    shared decoding steps frees its key/value caches into the worker thread's heap, which kept them resident:
+    a soak of 6,000 requests to SmolLM2 ended 14-17% above its resident size after warm-up, with nothing leaked
+    (3,000 sequences decoded 16 at a time in one process stayed at 417-457 MiB throughout)."""
+    try:
+        _libc().malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+@functools.cache
+def _libc():
+    return ctypes.CDLL(None)
 
 
 def _shareable(options):
