@@ -953,7 +953,6 @@ class _SharedGeneration:
     :meth:`CausalLanguageModel._shared_generation` where the network steps rows at their own positions."""
 
     class _Entry(NamedTuple):
-        prompt: str
         checker: "_Continuation"  # the stop strings of generate's texts
         text: "_Continuation | None"  # a stream's text so far, None for generate
         texts: list  # generate's continuations, by sequence, as they end
@@ -987,8 +986,8 @@ class _SharedGeneration:
         until = (lambda tokens: checker.stopped_in(tokens)) if stop and not stream else None
         kwargs = {k: v for k, v in params.items() if k not in ("num_beams", "length_penalty")}
         self.steps.add(key, context, random_state=random_state, stop=until, **kwargs)
-        self.entries[key] = self._Entry(prompt, checker, _Continuation(self.codec, context, stop or [])
-                                        if stream else None, [None] * n_returns)
+        self.entries[key] = self._Entry(checker, _Continuation(self.codec, context, stop or []) if stream else None,
+                                        [None] * n_returns)
 
     def remove(self, key):
         """Stop ``key``'s sequences (its client went away)."""
