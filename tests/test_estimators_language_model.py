@@ -455,6 +455,19 @@ def test_a_pretrained_decoder_is_ready_without_fit(tiny_gguf):
     assert maps["tokens"][0] == "<|endoftext|>" and maps["layers"][0].shape[0] == 4
 
 
+def test_prompts_are_read_in_calls_of_similar_lengths():
+    from attnkit.estimators.language_model import _similar_lengths
+
+    def calls(lengths):
+        return [np.asarray(lengths)[g].tolist() for g in _similar_lengths(np.asarray(lengths))]
+
+    assert calls([9, 9, 10, 10, 10]) == [[9, 9, 10, 10, 10]]  # padding 2 of 48 tokens
+    assert calls([10, 20]) == [[10], [20]]  # padding 10 of 30
+    assert calls([5]) == [[5]]
+    assert calls([91, 100, 113, 122, 175, 182, 218]) == [[91, 100, 113, 122], [175, 182, 218]]
+    assert sum(len(c) for c in calls(list(range(1, 200, 7)))) == len(range(1, 200, 7))
+
+
 def test_a_pretrained_decoder_decodes_prompts_of_different_lengths_together(tiny_gguf):
     lm = CausalLanguageModel(pretrained=tiny_gguf, context_length=24)
     prompts = ["Hello world", "the", "the cat sat on the mat and"]

@@ -502,3 +502,44 @@ def test_mixed_positions_need_a_plan():
     with pytest.raises(ValueError, match="decoder-only"):
         nn.DecoderCache.join([nn.DecoderCache([(caches[0].layers[0], nn.CrossAttentionCache(np.zeros((1, 2, 1, 4)),
                                                                                            np.zeros((1, 2, 1, 4))))])])
+
+
+@pytest.mark.parametrize("name", ["gpt", "gpt-sinusoidal-rms-relu", "llama", "llama-q4_1"])
+def test_a_padded_prefill_reads_prompts_of_different_lengths_as_alone(name):
+    """Prompts of lengths 2, 6 and 4, right-padded and read in one prefill with their lengths: each row's logits
+    and its next steps have the bits of the prompt read alone (18 rows: the float GEMM's and the block kernels'
+    rows do not depend on the rows beside them; past 32 rows the block products take the GEMM instead)."""
+    model = _plan_model(name)
+    rng = np.random.default_rng(9)
+    prompts = [rng.integers(0, VOCAB, size=n) for n in (2, 6, 4)]
+    steps = rng.integers(0, VOCAB, size=(3, 5))
+    padded = np.zeros((3, 6), np.int64)
+    for i, p in enumerate(prompts):
+        padded[i, : p.size] = p
+    cache = model.start(3, capacity=4)
+    got = [model.prefill(padded, cache, lengths=np.array([2, 6, 4]))]
+    assert cache.lengths.tolist() == [2, 6, 4]
+    got += [model.step(steps[:, t], cache) for t in range(5)]
+    for b, p in enumerate(prompts):
+        alone = model.start(1, capacity=4)
+        want = [model.prefill(p[None], alone)] + [model.step(steps[b, t : t + 1], alone) for t in range(5)]
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g[b : b + 1], w)
+
+
+def test_padded_prefill_errors():
+    model = _plan_model("gpt")
+    ids = np.ones((2, 3), np.int64)
+    cache = model.start(2)
+    with pytest.raises(ValueError, match="one length in"):
+        model.prefill(ids, cache, lengths=np.array([0, 3]))
+    with pytest.raises(ValueError, match="one length in"):
+        model.prefill(ids, cache, lengths=np.array([2, 4]))
+    with pytest.raises(ValueError, match="one length in"):
+        model.prefill(ids, cache, lengths=np.array([2]))
+    model.prefill(ids, cache)
+    with pytest.raises(ValueError, match="empty cache"):
+        model.prefill(ids, cache, lengths=np.array([2, 3]))
+    windowed = nn.CausalLM(VOCAB, np.random.default_rng(5), d_model=8, n_heads=2, n_layers=2, max_len=12, window=2)
+    with pytest.raises(ValueError, match="empty cache"):
+        windowed.prefill(ids, windowed.start(2), lengths=np.array([2, 3]))

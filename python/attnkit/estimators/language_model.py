@@ -874,20 +874,31 @@ class _PromptedModel:
         config = estimator._network_config
         # Positions that only count distances let a window's cache roll on past the context length.
         self.rolls = config.get("window") is not None and config.get("positional") in ("relative", "rotary", None)
+        self.mixed = self.network.steps_mixed_positions()
 
     def _read(self, rows):
-        """The cache and next-token logits after ``rows`` (1-D arrays of ids): those of each length prefilled
-        together, the caches joined (rows at their own positions) when the lengths differ."""
-        by_length: dict[int, list[int]] = {}
-        for i, row in enumerate(rows):
-            by_length.setdefault(row.size, []).append(i)
-        parts = []
-        for length, group in by_length.items():
+        """The cache and next-token logits after ``rows`` (1-D arrays of ids, of one length unless the network
+        steps rows at their own positions). Prompts of similar lengths are read in one call, right-padded; the
+        calls' caches are joined, rows at their own positions."""
+        lengths = np.array([row.size for row in rows])
+        if np.unique(lengths).size > 1 and not self.mixed:
+            raise ValueError("prompts of different lengths need a network that steps rows at their own positions")
+        parts, order = [], np.argsort(lengths, kind="stable")
+        for group in _similar_lengths(lengths[order]):
+            members = order[group]
+            longest = int(lengths[members].max())
             # The key/value buffers start at twice the prompt and double as needed: a long context costs only
             # what generation uses.
-            cache = self.network.start(len(group), capacity=min(self.width, max(64, 2 * length)))
-            parts.append((cache, self._ends(self.network.prefill(np.stack([rows[i] for i in group]), cache))))
-        return _joined(parts, [i for group in by_length.values() for i in group])
+            cache = self.network.start(members.size, capacity=min(self.width, max(64, 2 * longest)))
+            if (lengths[members] == longest).all():
+                logits = self.network.prefill(np.stack([rows[i] for i in members]), cache)
+            else:
+                padded = np.full((members.size, longest), rows[0][0], dtype=np.int64)
+                for j, i in enumerate(members):
+                    padded[j, : rows[i].size] = rows[i]
+                logits = self.network.prefill(padded, cache, lengths=lengths[members])
+            parts.append((cache, self._ends(logits)))
+        return _joined(parts, order)
 
     def _ends(self, logits):
         """Logits where the end-of-text id stands for every end id: a pretrained model may end a text with any
@@ -932,6 +943,18 @@ class _PromptedModel:
     def reorder(self, state, indices):
         return self.State(state.cache.reorder(indices), None if state.pending is None else state.pending[indices],
                           [state.tokens[i] for i in indices])
+
+
+def _similar_lengths(lengths):
+    """Index ranges of ``lengths`` (sorted) read in one call each: a call takes the next prompt while its padding
+    stays within a quarter of its tokens. One pass over the weights for several lengths pays the GEMM's per-call
+    cost once, padding costs rows: SmolLM2 continuing 16 BBC openings of 16 lengths (91-218 tokens) by 16 tokens,
+    5.33 s a call per length, 5.47 s all in one call, 4.61 s so; 16 prompts of 9-10 tokens by 32, 1.73 -> 1.54 s."""
+    start = 0
+    for i in range(1, lengths.size + 1):
+        if i == lengths.size or (i - start + 1) * lengths[i] > 1.25 * (lengths[start:i + 1].sum()):
+            yield slice(start, i)
+            start = i
 
 
 def _joined(parts, order):

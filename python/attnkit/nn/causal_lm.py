@@ -223,16 +223,35 @@ class CausalLM(Module):
         h, _ = self.decoder.step(x, cache)
         return self._project(h[:, 0], weight=cache.output_weight)[0]
 
-    def prefill(self, ids, cache):
+    def prefill(self, ids, cache, *, lengths=None):
         """Next-token logits (B, vocab_size) after feeding a whole prompt, ``ids`` (B, T), at positions
         ``cache.length, ...``: :meth:`step` for each column in turn, at once (one causal attention call per layer
-        with softmax attention). Only the last position is projected to the vocabulary."""
+        with softmax attention). Only the last position is projected to the vocabulary.
+
+        ``lengths`` (B,): prompts of different lengths, right-padded in ``ids``, read in one call into an empty
+        cache where :meth:`steps_mixed_positions`: row b's logits are those after its ``lengths[b]`` tokens, and
+        its cache holds them at its own length (causal attention never lets a prompt's tokens see the padding
+        after them; what the padding writes past a row's length is never read, and its next step overwrites it).
+        """
         ids = self._check_ids(ids, ndim=2)
         if ids.shape[0] != cache.batch_size or ids.shape[1] < 1:
             raise ValueError(f"ids must have shape (batch_size={cache.batch_size}, T >= 1), got {ids.shape}")
-        x = self.embedding.forward(ids, offset=cache.length)[0]
+        if lengths is None:
+            x = self.embedding.forward(ids, offset=cache.length)[0]
+            h, _ = self.decoder.step(x, cache)
+            return self._project(h[:, -1], weight=cache.output_weight)[0]
+        lengths = np.asarray(lengths)
+        if lengths.shape != (ids.shape[0],) or lengths.dtype.kind not in "iu" or lengths.min() < 1 \
+                or lengths.max() > ids.shape[1]:
+            raise ValueError(f"lengths must hold one length in [1, {ids.shape[1]}] per row of ids, got {lengths!r}")
+        if cache.length != 0 or cache.plan is None:
+            raise ValueError("lengths needs an empty cache of a decoder that steps rows at their own positions "
+                             "(steps_mixed_positions())")
+        x = self.embedding.forward(ids, offset=0)[0]
         h, _ = self.decoder.step(x, cache)
-        return self._project(h[:, -1], weight=cache.output_weight)[0]
+        for layer in cache.layers:
+            layer.lengths = lengths.astype(np.int64)
+        return self._project(h[np.arange(ids.shape[0]), lengths - 1], weight=cache.output_weight)[0]
 
     def steps_mixed_positions(self):
         """Whether :meth:`step` decodes a batch whose rows are at different positions (a :meth:`DecoderCache.join`
