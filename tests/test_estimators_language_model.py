@@ -474,6 +474,24 @@ def test_a_pretrained_decoder_decodes_prompts_of_different_lengths_together(tiny
     assert lm.generate(prompts, 30) == [lm.generate([p], 30)[0] for p in prompts]
 
 
+def test_prompts_read_together_have_the_bits_they_have_alone(tiny_gguf):
+    """A block-quantised model reading 9 prompts of 7 tokens (63 rows) and 34 of 40: the short ones in calls of at
+    most 32 rows (the block kernels' strips, whose rows have the bits of one row alone), the long ones in calls of
+    at most 32 prompts (the output layer's rows), so each prompt's next-token logits are those it gets alone."""
+    from attnkit.estimators.language_model import _PromptedModel
+
+    lm = CausalLanguageModel(pretrained=tiny_gguf)
+    weights = lm.model_.decoder.layer0.self_attention.sublayer.params
+    assert isinstance(weights["wq"], ops.BlockQuantizedMatrix)
+    rng = np.random.default_rng(0)
+    contexts = [rng.integers(3, 200, size=7) for _ in range(9)] + [rng.integers(3, 200, size=40) for _ in range(34)]
+    state = _PromptedModel(lm, contexts).start()
+    for i, context in enumerate(contexts):
+        alone = _PromptedModel(lm, [context]).start()
+        np.testing.assert_array_equal(state.pending[i], alone.pending[0])
+    assert state.cache.lengths.tolist() == [7] * 9 + [40] * 34
+
+
 def test_chat_writes_after_the_template(tiny_gguf):
     from attnkit.pretrained.gguf_tokenizer import chat_prompt
     from attnkit.testing.gguf import CHAT_TEMPLATE

@@ -29,6 +29,7 @@ def test_a_missing_serve_extra_is_named(monkeypatch):
 @pytest.mark.parametrize(("options", "message"), [
     (["--max-queue", "0"], "--max-queue must be >= 1, got 0"),
     (["--max-batch-sequences", "0"], "--max-batch-sequences must be >= 1, got 0"),
+    (["--max-batch-sequences", "33"], "--max-batch-sequences must be from 1 to 32"),
     (["--port", "70000"], "--port must be from 0 to 65535"),
     (["--api-key-file", "/nonexistent/keys"], "No such file"),
 ])

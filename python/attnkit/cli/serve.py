@@ -19,7 +19,7 @@ def add_arguments(parser):
     parser.add_argument("--max-batch-tokens", type=int, default=16384,
                         help="most tokens of one embedding or classification call (default: 16384)")
     parser.add_argument("--max-batch-sequences", type=int, default=16,
-                        help="most sequences generated in shared decoding steps (default: 16)")
+                        help="most sequences generated in shared decoding steps, 1 to 32 (default: 16)")
     parser.add_argument("--max-queue", type=int, default=512,
                         help="most requests waiting; more are refused with 429 and Retry-After (default: 512)")
     parser.add_argument("--threads", type=int, default=None,
@@ -42,6 +42,10 @@ def run(args):
         if value is not None and value < 1:
             print(f"attnkit serve: --{option.replace('_', '-')} must be >= 1, got {value}", file=sys.stderr)
             return 2
+    if args.max_batch_sequences > 32:  # block-quantised steps of more rows round differently from one row's
+        print(f"attnkit serve: --max-batch-sequences must be from 1 to 32 (steps of more rows would not give each "
+              f"sequence the bits it gets alone), got {args.max_batch_sequences}", file=sys.stderr)
+        return 2
     if not 0 <= args.port < 65536:
         print(f"attnkit serve: --port must be from 0 to 65535, got {args.port}", file=sys.stderr)
         return 2

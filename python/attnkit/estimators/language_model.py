@@ -33,6 +33,9 @@ __all__ = ["CausalLanguageModel"]
 MAX_VALIDATION_TOKENS = 65_536
 # Windows per forward pass when scoring (perplexity, validation), and the most logits such a pass may hold.
 SCORING_ROWS = 32
+# Rows of a block-quantised product up to which each row has the bits it has alone (ops.block_quantized_matmul's
+# strips; float32 products have them at any count): prompts read together, and decoding steps, stay within it.
+EXACT_ROWS = 32
 SCORING_LOGITS = 2**25
 # max_iter="auto": passes over the training tokens, and the bounds on the updates they make.
 # On Tiny Shakespeare (1.0M training characters) that is 4,900 updates of 16 x 128: validation loss 1.537 in
@@ -885,20 +888,32 @@ class _PromptedModel:
             raise ValueError("prompts of different lengths need a network that steps rows at their own positions")
         parts, order = [], np.argsort(lengths, kind="stable")
         for group in _similar_lengths(lengths[order]):
-            members = order[group]
-            longest = int(lengths[members].max())
-            # The key/value buffers start at twice the prompt and double as needed: a long context costs only
-            # what generation uses.
-            cache = self.network.start(members.size, capacity=min(self.width, max(64, 2 * longest)))
-            if (lengths[members] == longest).all():
-                logits = self.network.prefill(np.stack([rows[i] for i in members]), cache)
-            else:
-                padded = np.full((members.size, longest), rows[0][0], dtype=np.int64)
-                for j, i in enumerate(members):
-                    padded[j, : rows[i].size] = rows[i]
-                logits = self.network.prefill(padded, cache, lengths=lengths[members])
-            parts.append((cache, self._ends(logits)))
+            longest = int(lengths[order[group]].max())
+            # Prompts of at most EXACT_ROWS tokens read alone take the block kernels' strips, whose rows have the
+            # bits of one row alone; read together in more rows, the GEMM, whose last bits differ. So they are
+            # read in calls of at most EXACT_ROWS rows, and longer ones (the GEMM either way) in calls of at most
+            # EXACT_ROWS prompts, for the output layer's product of their last positions (where calls' caches can
+            # be joined: with a plan).
+            per_call = (group.stop - group.start if not self.mixed
+                        else max(1, EXACT_ROWS // longest) if longest <= EXACT_ROWS else EXACT_ROWS)
+            for first in range(group.start, group.stop, per_call):
+                members = order[first : min(first + per_call, group.stop)]
+                parts.append(self._prefill([rows[i] for i in members]))
         return _joined(parts, order)
+
+    def _prefill(self, rows):
+        """The cache and next-token logits of one call reading ``rows``, right-padded if their lengths differ."""
+        lengths = np.array([row.size for row in rows])
+        longest = int(lengths.max())
+        # The key/value buffers start at twice the prompt and double as needed: a long context costs only what
+        # generation uses.
+        cache = self.network.start(len(rows), capacity=min(self.width, max(64, 2 * longest)))
+        if (lengths == longest).all():
+            return cache, self._ends(self.network.prefill(np.stack(rows), cache))
+        padded = np.full((len(rows), longest), rows[0][0], dtype=np.int64)
+        for j, row in enumerate(rows):
+            padded[j, : row.size] = row
+        return cache, self._ends(self.network.prefill(padded, cache, lengths=lengths))
 
     def _ends(self, logits):
         """Logits where the end-of-text id stands for every end id: a pretrained model may end a text with any
