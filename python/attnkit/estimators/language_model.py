@@ -13,6 +13,7 @@ from sklearn.utils.validation import check_is_fitted
 from attnkit import ops
 from attnkit._config import num_threads, resolve_n_jobs
 from attnkit._validation import Interval, Options, check_int, validate_params
+from attnkit.batching import pad_sequences
 from attnkit.estimators import _decoder_start
 from attnkit.estimators._jobs import fit_context, threaded, threaded_iterator
 from attnkit.estimators._trainable import Samples, TrainableEstimator
@@ -859,8 +860,9 @@ class CausalLanguageModel(TrainableEstimator):
 
 
 class _PromptedModel:
-    """:func:`attnkit.decoding.generate`'s decoding model over prompts: ``start`` reads the prompts (a prefill of
-    those of each length), the first ``step`` returns their next-token logits, and each later step feeds one token.
+    """:func:`attnkit.decoding.generate`'s decoding model over prompts: ``start`` reads the prompts (prefills of
+    those of similar lengths), the first ``step`` returns their next-token logits, and each later step feeds one
+    token.
     Prompts of different lengths (where the network :meth:`~attnkit.nn.CausalLM.steps_mixed_positions`) decode in
     one cache whose rows are at their own positions. When a row's positions run out (absolute positions, or a
     cache without a window) its last half window is re-read."""
@@ -903,17 +905,12 @@ class _PromptedModel:
 
     def _prefill(self, rows):
         """The cache and next-token logits of one call reading ``rows``, right-padded if their lengths differ."""
-        lengths = np.array([row.size for row in rows])
-        longest = int(lengths.max())
+        ids, lengths = pad_sequences(rows, pad_id=int(rows[0][0]))
         # The key/value buffers start at twice the prompt and double as needed: a long context costs only what
         # generation uses.
-        cache = self.network.start(len(rows), capacity=min(self.width, max(64, 2 * longest)))
-        if (lengths == longest).all():
-            return cache, self._ends(self.network.prefill(np.stack(rows), cache))
-        padded = np.full((len(rows), longest), rows[0][0], dtype=np.int64)
-        for j, row in enumerate(rows):
-            padded[j, : row.size] = row
-        return cache, self._ends(self.network.prefill(padded, cache, lengths=lengths))
+        cache = self.network.start(len(rows), capacity=min(self.width, max(64, 2 * ids.shape[1])))
+        uniform = (lengths == ids.shape[1]).all()
+        return cache, self._ends(self.network.prefill(ids, cache, lengths=None if uniform else lengths))
 
     def _ends(self, logits):
         """Logits where the end-of-text id stands for every end id: a pretrained model may end a text with any

@@ -254,8 +254,8 @@ class CausalLM(Module):
         return self._project(h[np.arange(ids.shape[0]), lengths - 1], weight=cache.output_weight)[0]
 
     def steps_mixed_positions(self):
-        """Whether :meth:`step` decodes a batch whose rows are at different positions (a :meth:`DecoderCache.join`
-        of prompts of different lengths, each prefilled alone): when the decoder's steps run as a decoding plan
+        """Whether :meth:`step` decodes a batch whose rows are at different positions (prompts of different lengths:
+        a :meth:`prefill` with ``lengths``, or a :meth:`DecoderCache.join`): when the decoder's steps run as a plan
         (:meth:`attnkit.nn.CausalDecoder.decoding_plan`: float32 or block-quantised weights, no hard attention),
         the one step that takes a position per row."""
         return self.decoder.decoding_plan() is not None

@@ -326,12 +326,9 @@ class Batcher:
         live[job.id] = job
 
     def _answer(self, job, texts):
-        prompt = self.model.prompt_of(job.inputs[0])
+        generation = self.model.generation_of(self.model.prompt_of(job.inputs[0]), texts, job.options)
         if job.kind == "stream":
-            generation = self.model.finished(prompt, texts[0], job.options)
             job.put(_END)
-        else:
-            generation = self.model.generation_of(prompt, texts, job.options)
         self._count(generation)
         job.resolve(generation)
 
@@ -355,7 +352,7 @@ class Batcher:
                 job.put(piece)
         finally:
             pieces.close()  # type: ignore[attr-defined]
-        generation = self.model.finished(prompt, "".join(text), job.options)
+        generation = self.model.generation_of(prompt, ["".join(text)], job.options)
         self._count(generation)
         job.put(_END)
         job.resolve(generation)

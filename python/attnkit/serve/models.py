@@ -95,7 +95,7 @@ class ServedModel:
         prompts = [self.prompt_of(request) for request in requests]
         outs = self.estimator.generate(prompts, **options)
         several = options.get("n_returns", 1) > 1
-        return [self._generation(prompt, out if several else [out], options) for prompt, out in zip(prompts, outs)]
+        return [self.generation_of(prompt, out if several else [out], options) for prompt, out in zip(prompts, outs)]
 
     def shared_generation(self) -> Any:
         """The estimator's continuous batching (``CausalLanguageModel._shared_generation``): prompts joining and
@@ -106,20 +106,13 @@ class ServedModel:
         """The pieces of one continuation of ``prompt``, as ``CausalLanguageModel.stream``."""
         return self.estimator.stream(prompt, **options)
 
-    def generation_of(self, request_prompt: str, texts: list[str], options: dict[str, Any]) -> "Generation":
-        """The :class:`Generation` of ``texts``, the continuations of the prompt ``request_prompt``."""
-        return self._generation(request_prompt, texts, options)
-
-    def _generation(self, prompt, texts, options):
+    def generation_of(self, prompt: str, texts: list[str], options: dict[str, Any]) -> "Generation":
+        """The :class:`Generation` of ``texts``, the continuations of ``prompt`` generated with ``options``."""
         codec, limit = self.estimator.codec_, options["max_new_tokens"]
         counts = [len(codec.encode(t)) for t in texts]
         # A continuation as long as the limit was cut by it (re-encoding its text counts its tokens).
         return Generation(texts, self.count_tokens([prompt])[0], counts,
                           ["length" if c >= limit else "stop" for c in counts])
-
-    def finished(self, prompt: str, text: str, options: dict[str, Any]) -> "Generation":
-        """The summary of a streamed continuation ``text`` of ``prompt``."""
-        return self._generation(prompt, [text], options)
 
     @property
     def max_positions(self) -> int:
