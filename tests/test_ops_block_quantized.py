@@ -119,7 +119,7 @@ def test_matches_reference(isa, kind, m, blocks_per_row, n_out, layout, with_bia
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("m", [5, 8, 13, 32, 33])
+@pytest.mark.parametrize("m", [5, 8, 9, 12, 13, 16, 23, 24, 25, 32, 33])
 def test_a_batched_decoding_step_gives_each_row_the_bits_it_has_alone(isa, kind, m):
     # Up to 32 rows (a step of batched decoding) run in strips over each stored row: sequences decoded together
     # get exactly what they get alone (1 row), so batching never changes a generation. Past 32, the GEMM's rows

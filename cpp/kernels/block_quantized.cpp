@@ -72,12 +72,13 @@ void dequantize_row(const std::uint8_t* row, std::int64_t blocks, float* out) {
 // at a time (both with the prefetch; 4.2-4.5 ms for the previous kernel): one row.
 template <BlockKind K, int M>
 constexpr int kGroupRows = K == BlockKind::q8_0 ? 1 : M == 1 ? 4 : 2;
-// Batched decoding (striped, compute-bound) runs strips of kStripRows rows of X on groups of
-// kStripedGroupRows stored rows: 8 x 2 accumulators with AVX-512's 32 registers, 8 x 1 with AVX2's 16. The
-// products of a 16-sequence step of SmolLM2 on the 2-core Xeon: AVX-512 4 x 4 37-39 ms, 8 x 2 33-36.5;
-// AVX2 4 x 2 53-55 ms, 8 x 1 43-46.
-constexpr int kStripRows = W >= 8 ? 8 : int(kThinRows);
-constexpr int kStripedGroupRows = W >= 16 ? 2 : 1;
+// Batched decoding (striped, compute-bound) runs strips of up to kStripRows rows of X on groups of
+// kStripGroupRows stored rows: 12 x 2 accumulators with AVX-512's 32 registers, 8 x 1 with AVX2's 16. The
+// products of a 16-sequence step of SmolLM2 on the 2-core Xeon (AVX-512): 8 x 2 33-38 ms, 29-31 with x read
+// packed (below); 16 x 1 (packed) 28.5-31, and 58-60 ms for 32 rows where 12 x 2 (11 + 11 + 10) takes 52-56.
+// AVX2: 4 x 2 53-55 ms, 8 x 1 43-46, 38.5 packed.
+constexpr int kStripRows = W >= 16 ? 12 : W >= 8 ? 8 : int(kThinRows);
+constexpr int kStripGroupRows = W >= 16 ? 2 : 1;
 // q4_1's min parts of a strip's rows, one lane each: in a vector where it holds kStripRows lanes (every x86
 // ISA), else (one-lane targets) in scalars; xsum has kSumLanes lanes a block either way.
 constexpr bool kVectorMins = W >= kStripRows;
@@ -90,7 +91,7 @@ constexpr int kSumLanes = kVectorMins ? W : kStripRows;
 // same operations in the same order whatever M and R (so whatever the thread count and the rows beside it).
 // One FMA per W values and row: the dequantisation is shared by the M rows (a batched decoding step was
 // compute-bound at a fifth of the float GEMM's rate with products of q and x scaled per block).
-template <BlockKind K, int M, int R>
+template <BlockKind K, int M, int R, bool Packed = false>
 inline void thin_group(const BlockQuantizedMatmulArgs& g, const float* xsum, std::int64_t j) {
   static_assert(M <= kStripRows, "a strip has at most kStripRows rows");
   constexpr std::int64_t bb = block_bytes(K);
@@ -102,11 +103,11 @@ inline void thin_group(const BlockQuantizedMatmulArgs& g, const float* xsum, std
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     min_part[r] = V::zero();
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int i = 0; i < M; ++i) acc[i][r] = V::zero();
   }
   for (std::int64_t b = 0; b < blocks; ++b) {
-    const float* xb = g.x + b * kBlockValues;
+    const float* xb = g.x + b * (Packed ? M * kBlockValues : kBlockValues);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* block = rows + r * row_bytes + b * bb;
@@ -133,16 +134,19 @@ inline void thin_group(const BlockQuantizedMatmulArgs& g, const float* xsum, std
           for (int i = 0; i < M; ++i) mins[r][i] = fma_scalar(m, xsum[b * kSumLanes + i], mins[r][i]);
         }
       }
-#pragma GCC unroll 8
+#pragma GCC unroll 16
       for (int i = 0; i < M; ++i)
 #pragma GCC unroll 16
-        for (int v = 0; v < NV; ++v) acc[i][r] = V::fma(w[v], V::load(xb + i * g.x_row_stride + v * W), acc[i][r]);
+        for (int v = 0; v < NV; ++v) {
+          const float* xv = Packed ? xb + (v * M + i) * W : xb + i * g.x_row_stride + v * W;
+          acc[i][r] = V::fma(w[v], V::load(xv), acc[i][r]);
+        }
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     if constexpr (kVectorMins) min_part[r].store(mins[r]);
-#pragma GCC unroll 8
+#pragma GCC unroll 16
     for (int i = 0; i < M; ++i) {
       float y = acc[i][r].reduce_add() + mins[r][i];
       if (g.bias) y += g.bias[j + r];
@@ -152,11 +156,11 @@ inline void thin_group(const BlockQuantizedMatmulArgs& g, const float* xsum, std
 }
 
 // C[0:M, j] for j in [j0, j1), in groups of R stored rows and single rows for the rest.
-template <BlockKind K, int M, int R = kGroupRows<K, M>>
+template <BlockKind K, int M, int R = kGroupRows<K, M>, bool Packed = false>
 void thin_rows(const BlockQuantizedMatmulArgs& g, const float* xsum, std::int64_t j0, std::int64_t j1) {
   std::int64_t j = j0;
-  for (; j + R <= j1; j += R) thin_group<K, M, R>(g, xsum, j);
-  for (; j < j1; ++j) thin_group<K, M, 1>(g, xsum, j);
+  for (; j + R <= j1; j += R) thin_group<K, M, R, Packed>(g, xsum, j);
+  for (; j < j1; ++j) thin_group<K, M, 1, Packed>(g, xsum, j);
 }
 
 // q4_1's 32-value sums of X's rows for each strip of `strip_rows` rows: (strips, blocks, kSumLanes), lane i of
@@ -191,23 +195,13 @@ void thin(const BlockQuantizedMatmulArgs& g) {
                   [&](std::int64_t j0, std::int64_t j1) { thin_rows<K, M>(g, xsum.get(), j0, j1); });
 }
 
-// Rows [0, g.m) of a strip, columns [j0, j1): groups of kStripedGroupRows stored rows, single rows for the rest.
-template <BlockKind K>
+// Rows [0, g.m) of a strip, columns [j0, j1): groups of kStripGroupRows stored rows, single rows for the rest.
+template <BlockKind K, int M = 1>
 void strip_dispatch(const BlockQuantizedMatmulArgs& g, const float* xsum, std::int64_t j0, std::int64_t j1) {
-  switch (g.m) {
-    case 1: return thin_rows<K, 1, kStripedGroupRows>(g, xsum, j0, j1);
-    case 2: return thin_rows<K, 2, kStripedGroupRows>(g, xsum, j0, j1);
-    case 3: return thin_rows<K, 3, kStripedGroupRows>(g, xsum, j0, j1);
-    case 4: return thin_rows<K, 4, kStripedGroupRows>(g, xsum, j0, j1);
+  if constexpr (M < kStripRows) {
+    if (g.m != M) return strip_dispatch<K, M + 1>(g, xsum, j0, j1);
   }
-  if constexpr (kStripRows > 4) {
-    switch (g.m) {
-      case 5: return thin_rows<K, 5, kStripedGroupRows>(g, xsum, j0, j1);
-      case 6: return thin_rows<K, 6, kStripedGroupRows>(g, xsum, j0, j1);
-      case 7: return thin_rows<K, 7, kStripedGroupRows>(g, xsum, j0, j1);
-      default: return thin_rows<K, kStripRows, kStripedGroupRows>(g, xsum, j0, j1);
-    }
-  }
+  return thin_rows<K, M, kStripGroupRows, true>(g, xsum, j0, j1);
 }
 
 // kThinRows < m <= kStripedRows (batched decoding): strips of up to kStripRows rows of X, every strip run on
@@ -217,18 +211,29 @@ void strip_dispatch(const BlockQuantizedMatmulArgs& g, const float* xsum, std::i
 template <BlockKind K>
 void striped(const BlockQuantizedMatmulArgs& g) {
   constexpr std::int64_t kMaxStrips = (kStripedRows + kStripRows - 1) / kStripRows;
+  // Strips of equal rows (16 = 8 + 8, not 12 + 4): a strip's cost is a dequantisation plus its rows' FMAs.
   const std::int64_t blocks = g.n_in / kBlockValues, strips = (g.m + kStripRows - 1) / kStripRows;
-  const auto xsum = block_sums<K>(g, kStripRows);
+  const std::int64_t strip_rows = (g.m + strips - 1) / strips;
+  const auto xsum = block_sums<K>(g, strip_rows);
   BlockQuantizedMatmulArgs strip[kMaxStrips];
+  // Each strip's rows interleaved by vector, (blocks, W-value vectors, rows, W): the kernel's loads are then
+  // fixed offsets from one pointer (a strip's rows at a row stride held as many address registers, and spilled them).
+  auto packed = aligned_buffer<float>(g.m * g.n_in);
   for (std::int64_t s = 0; s < strips; ++s) {
+    const std::int64_t m = min_scalar(strip_rows, g.m - s * strip_rows);
+    float* xp = packed.get() + s * strip_rows * g.n_in;
+    for (std::int64_t i = 0; i < m; ++i) {
+      const float* x = g.x + (s * strip_rows + i) * g.x_row_stride;
+      for (std::int64_t v = 0; v < g.n_in / W; ++v) V::load(x + v * W).store(xp + (v * m + i) * W);
+    }
     strip[s] = g;
-    strip[s].x = g.x + s * kStripRows * g.x_row_stride;
-    strip[s].c = g.c + s * kStripRows * g.c_row_stride;
-    strip[s].m = min_scalar<std::int64_t>(kStripRows, g.m - s * kStripRows);
+    strip[s].x = xp;
+    strip[s].c = g.c + s * strip_rows * g.c_row_stride;
+    strip[s].m = m;
   }
   over_row_ranges(g.n_out, thin_threads<K>(g), [&](std::int64_t j0, std::int64_t j1) {
-    for (std::int64_t j = j0; j < j1; j += kStripedGroupRows) {
-      const std::int64_t end = min_scalar<std::int64_t>(j + kStripedGroupRows, j1);
+    for (std::int64_t j = j0; j < j1; j += kStripGroupRows) {
+      const std::int64_t end = min_scalar<std::int64_t>(j + kStripGroupRows, j1);
       for (std::int64_t s = 0; s < strips; ++s)
         strip_dispatch<K>(strip[s], xsum.get() + s * blocks * kSumLanes, j, end);
     }
