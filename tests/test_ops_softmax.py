@@ -125,6 +125,33 @@ def test_rejects_bad_axis_and_rank(name):
         fn(np.float64(1.0))
 
 
+@pytest.mark.parametrize("name", FUNCTIONS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_out_in_place_or_apart_gives_the_same_bits(isa, name, dtype):
+    fn = getattr(ops, name)
+    x = (np.random.default_rng(8).standard_normal((4, 3, 70)) * 6).astype(dtype)
+    x[1, 2] = -np.inf
+    want = fn(x)
+    apart = np.empty_like(x)
+    assert fn(x, out=apart) is apart
+    assert_array_equal(apart, want)
+    in_place = x.copy()
+    assert fn(in_place, axis=2, out=in_place) is in_place
+    assert_array_equal(in_place, want)
+    strided = np.asfortranarray(x)  # a copy of x's rows is read, the result written to out
+    assert_array_equal(fn(strided, out=np.empty_like(x)), want)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_out_errors(name):
+    fn, x = getattr(ops, name), np.zeros((2, 3), np.float32)
+    for out in (np.zeros((2, 3)), np.zeros((3, 2), np.float32), np.zeros((3, 2), np.float32).T, [[0.0] * 3] * 2):
+        with pytest.raises(ValueError, match="out must be a writeable C-contiguous float32 array of x's shape"):
+            fn(x, out=out)
+    with pytest.raises(ValueError, match="axis the last"):
+        fn(x, axis=0, out=np.zeros((2, 3), np.float32))
+
+
 # -- backward --------------------------------------------------------------------------------------
 
 

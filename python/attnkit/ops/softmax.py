@@ -11,7 +11,7 @@ from attnkit._validation import check_int, check_ndim, float_array
 __all__ = ["log_softmax", "log_softmax_backward", "softmax", "softmax_backward"]
 
 
-def softmax(x: ArrayLike, axis: int = -1) -> np.ndarray:
+def softmax(x: ArrayLike, axis: int = -1, *, out: np.ndarray | None = None) -> np.ndarray:
     """Softmax along ``axis``, computed stably (the maximum is subtracted first).
 
     ``softmax(x)_i = exp(x_i - max(x)) / sum_j exp(x_j - max(x))``.
@@ -22,6 +22,9 @@ def softmax(x: ArrayLike, axis: int = -1) -> np.ndarray:
         Input; float16 is widened to float32. At least 1-D.
     axis : int, default=-1
         The axis to normalise over.
+    out : ndarray, optional
+        Written and returned: ``x``'s shape and dtype, C-contiguous, with ``axis`` the last. It may be ``x``
+        itself (in place: no new array, which for a batch of vocabulary-wide rows saves the pages of one).
 
     Returns
     -------
@@ -34,10 +37,10 @@ def softmax(x: ArrayLike, axis: int = -1) -> np.ndarray:
     >>> attnkit.softmax([0.0, 0.0]).tolist()
     [0.5, 0.5]
     """
-    return _softmax(x, axis, log=False)
+    return _softmax(x, axis, log=False, out=out)
 
 
-def log_softmax(x: ArrayLike, axis: int = -1) -> np.ndarray:
+def log_softmax(x: ArrayLike, axis: int = -1, *, out: np.ndarray | None = None) -> np.ndarray:
     """Logarithm of :func:`softmax` along ``axis``: ``x_i - max(x) - log(sum_j exp(x_j - max(x)))``.
 
     Parameters
@@ -46,13 +49,15 @@ def log_softmax(x: ArrayLike, axis: int = -1) -> np.ndarray:
         Input, at least 1-D.
     axis : int, default=-1
         The axis to normalise over.
+    out : ndarray, optional
+        As for :func:`softmax`: written and returned; may be ``x`` itself.
 
     Returns
     -------
     ndarray
         Same shape and dtype as ``x``. A slice of all ``-inf`` stays ``-inf``.
     """
-    return _softmax(x, axis, log=True)
+    return _softmax(x, axis, log=True, out=out)
 
 
 def softmax_backward(y: ArrayLike, dy: ArrayLike, axis: int = -1) -> np.ndarray:
@@ -119,14 +124,22 @@ def _rows(a, axis, dtype):
     return rows, moved.shape
 
 
-def _softmax(x, axis, *, log):
+def _softmax(x, axis, *, log, out=None):
     x = float_array(x, "x")
     check_ndim(x, "x", 1)
     axis = _check_axis(axis, x, "x")
     rows, shape = _rows(x, axis, x.dtype)
-    out = np.empty_like(rows)
-    _core.softmax(rows, out, log)
-    return np.moveaxis(out.reshape(shape), -1, axis)
+    if out is None:
+        result = np.empty_like(rows)
+    else:
+        if not (isinstance(out, np.ndarray) and out.dtype == x.dtype and out.shape == x.shape
+                and out.flags.c_contiguous and out.flags.writeable and axis % x.ndim == x.ndim - 1):
+            raise ValueError(f"out must be a writeable C-contiguous {x.dtype} array of x's shape {x.shape}, with axis "
+                             f"the last; got {getattr(out, 'dtype', type(out).__name__)} "
+                             f"{getattr(out, 'shape', '')} (axis {axis})")
+        result = out.reshape(rows.shape)
+    _core.softmax(rows, result, log)
+    return out if out is not None else np.moveaxis(result.reshape(shape), -1, axis)
 
 
 def _softmax_backward(y, dy, axis, *, log):
