@@ -177,9 +177,20 @@ def test_prompts_of_different_lengths_decode_together_as_alone(lm):
     assert sampled[0] == lm.generate(prompts[:1], 30, strategy="sample", random_state=3)[0]
 
 
-def test_shared_generation_continues_each_prompt_as_alone(lm):
+def test_shared_generation_continues_each_prompt_as_alone(lm, monkeypatch):
     """Continuous batching (attnkit serve's loop): prompts join at different steps, with different options,
-    streamed or not; each gets what generate() or stream() gives it alone, through re-reads past the context."""
+    streamed or not; each gets what generate() or stream() gives it alone, through re-reads past the context,
+    and joining prompts are read in the decoding rows' step."""
+    from attnkit.estimators.language_model import _PromptedModel
+
+    together, merged = _PromptedModel.step_and_read, []
+
+    def counted(self, *args):
+        result = together(self, *args)
+        merged.append(result is not None)
+        return result
+
+    monkeypatch.setattr(_PromptedModel, "step_and_read", counted)
     shared = lm._shared_generation()
     requests = {"a": ("the cat", dict(max_new_tokens=40)),
                 "b": ("a", dict(max_new_tokens=30, stop=["mat"])),
@@ -205,6 +216,9 @@ def test_shared_generation_continues_each_prompt_as_alone(lm):
         if not len(shared) and t > 9:
             break
     assert set(done) == set("abcdeg") and not pieces["f"] and done["g"][0].endswith(" ")
+    # Joining in the rows' step at 4; apart at 3 (c's two samples of 20 tokens and g: 47 rows with the 3 decoding,
+    # past EXACT_ROWS) and at 9 (c's rows out of positions: re-read).
+    assert merged == [False, True, False]
     for key in "abc":
         prompt, options = requests[key]
         want = lm.generate([prompt], **options)[0]

@@ -266,6 +266,16 @@ def test_join_in_an_order_equals_join_then_reorder():
             SelfAttentionCache.join(parts, np.array(bad))
 
 
+def test_join_adds_the_rows_of_empty_caches_at_position_0():
+    rng = np.random.default_rng(12)
+    held, k, v = _filled(rng, 3, batch=2)
+    joined = SelfAttentionCache.join([SelfAttentionCache(1, 8), held], np.array([1, 0, 2]))
+    assert joined.lengths.tolist() == [3, 0, 3] and joined._keys is not None and joined._values is not None
+    assert joined._keys.shape[2] == 8  # the empty cache's capacity, the larger
+    np.testing.assert_array_equal(joined._keys[[0, 2], :, :3], k)
+    np.testing.assert_array_equal(joined._values[[0, 2], :, :3], v)
+
+
 def test_join_refuses_what_has_no_per_row_position():
     rng = np.random.default_rng(10)
     cache = _filled(rng, 2)[0]
@@ -278,8 +288,8 @@ def test_join_refuses_what_has_no_per_row_position():
         SelfAttentionCache.join([cache, window])
     with pytest.raises(ValueError, match="without a window"):
         SelfAttentionCache.join([linear])
-    with pytest.raises(ValueError, match="hold positions"):
-        SelfAttentionCache.join([cache, SelfAttentionCache(B, 4)])
+    with pytest.raises(ValueError, match="a cache that holds positions"):
+        SelfAttentionCache.join([SelfAttentionCache(B, 4), SelfAttentionCache(1, 4)])
     other = SelfAttentionCache(1, 2)
     other.append(rng.standard_normal((1, H + 1, 1, D)), rng.standard_normal((1, H + 1, 1, D)))
     with pytest.raises(ValueError, match="one layer's shape"):

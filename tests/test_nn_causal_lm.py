@@ -379,9 +379,9 @@ def _counted(cache):
     plan, step = cache.plan, cache.plan.step
     plan.calls = 0
 
-    def counting(*args):
+    def counting(*args, **kwargs):
         plan.calls += 1
-        return step(*args)
+        return step(*args, **kwargs)
 
     plan.step = counting
     return cache
@@ -404,7 +404,7 @@ def test_plan_steps_equal_the_op_by_op_steps_and_the_forward(name, batch):
         assert got.dtype == np.float32
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(got, full[:, t], rtol=1e-5, atol=1e-5)
-    assert planned.plan.calls == 9 and planned.length == python.length == 14
+    assert planned.plan.calls == 10 and planned.length == python.length == 14  # the prompt read in one plan step
     # beam search: rows repeated, dropped, reordered (the batch grows from 1 to 2), then the steps continue
     indices = np.array([0, 0]) if batch == 1 else np.array([2, 0, 0, 1])
     planned, python = model.reorder(planned, indices), model.reorder(python, indices)
@@ -414,7 +414,7 @@ def test_plan_steps_equal_the_op_by_op_steps_and_the_forward(name, batch):
         got, want = model.step(rows[:, t], planned), model.step(rows[:, t], python)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(got, model.forward(rows)[0][:, -1], rtol=1e-5, atol=1e-5)
-    assert planned.plan.calls == 19
+    assert planned.plan.calls == 20
 
 
 @pytest.mark.parametrize("options", [dict(window=2), dict(positional="relative"), dict(attention="linear"),
@@ -507,8 +507,8 @@ def test_mixed_positions_need_a_plan():
 @pytest.mark.parametrize("name", ["gpt", "gpt-sinusoidal-rms-relu", "llama", "llama-q4_1"])
 def test_a_padded_prefill_reads_prompts_of_different_lengths_as_alone(name):
     """Prompts of lengths 2, 6 and 4, right-padded and read in one prefill with their lengths: each row's logits
-    and its next steps have the bits of the prompt read alone (18 rows: the float GEMM's and the block kernels'
-    rows do not depend on the rows beside them; past 32 rows the block products take the GEMM instead)."""
+    and its next steps have the bits of the prompt read alone (12 rows through the plan, whose rows do not
+    depend on the rows beside them)."""
     model = _plan_model(name)
     rng = np.random.default_rng(9)
     prompts = [rng.integers(0, VOCAB, size=n) for n in (2, 6, 4)]
@@ -525,6 +525,30 @@ def test_a_padded_prefill_reads_prompts_of_different_lengths_as_alone(name):
         want = [model.prefill(p[None], alone)] + [model.step(steps[b, t : t + 1], alone) for t in range(5)]
         for g, w in zip(got, want):
             np.testing.assert_array_equal(g[b : b + 1], w)
+
+
+@pytest.mark.parametrize("name", list(PLAN_MODELS))
+def test_a_short_prompt_is_read_with_the_bits_of_its_steps(name):
+    """Prompts of up to PLAN_READ_ROWS tokens in all (padding aside) are read as rows of one plan step, after what
+    the cache holds: each prompt's logits and cache have the bits of stepping its tokens one by one. Longer, the
+    op-by-op path's one causal call per layer: the forward's logits to float32 rounding."""
+    model = _plan_model(name)
+    rng = np.random.default_rng(10)
+    ids = rng.integers(0, VOCAB, size=(2, 16))
+    cache = model.start(2, capacity=4)
+    first = model.prefill(ids[:, :9], cache)  # 18 rows
+    second = model.prefill(ids[:, 9:16], cache)  # 14 more, after 9 held
+    stepped = model.start(2, capacity=4)
+    steps = [model.step(ids[:, t], stepped) for t in range(16)]
+    np.testing.assert_array_equal(first, steps[8])
+    np.testing.assert_array_equal(second, steps[15])
+    for got, want in zip(cache.layers, stepped.layers):
+        for a, b in zip(got.keys_values(), want.keys_values()):
+            np.testing.assert_array_equal(a, b)
+    assert cache.lengths.tolist() == [16, 16]
+    long_ids = rng.integers(0, VOCAB, size=(1, nn.transformer.PLAN_READ_ROWS + 4))
+    np.testing.assert_allclose(model.prefill(long_ids, model.start(1)), model.forward(long_ids)[0][:, -1],
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_padded_prefill_errors():

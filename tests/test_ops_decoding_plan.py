@@ -218,6 +218,40 @@ def test_a_row_gets_the_bits_it_gets_alone(isa, kind, int8, threads):
             np.testing.assert_array_equal(got[b : b + 1], want)
 
 
+@pytest.mark.parametrize(("kind", "int8"), [(None, False), ("q4_1", False), ("q4_1", True), ("q8_0", False)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_rows_of_one_sequence_read_a_prompt_with_the_bits_of_steps(isa, kind, int8, threads):
+    """Rows mapped to cache sequences (``sequences``) at consecutive positions read prompts in one step, after
+    what a sequence holds already: each row gets the output and cache entries of stepping its tokens one at a
+    time (what lets generation read short prompts, and decode beside them, in one plan step)."""
+    import attnkit
+
+    rng = np.random.default_rng(7)
+    plan = _big_plan(rng, norm="rms", activation="swiglu", bias=False, kind=kind, int8=int8)
+    shape = (3, BIG_KV_HEADS, 12, BIG_D // BIG_HEADS)
+    keys = [rng.standard_normal(shape).astype(np.float32) for _ in range(plan.n_layers)]
+    values = [rng.standard_normal(shape).astype(np.float32) for _ in range(plan.n_layers)]
+    # sequence 0: a prompt of 4 from empty; 1: one token after 5 held; 2: 3 tokens after 2, rows interleaved
+    sequences = np.array([0, 2, 0, 1, 2, 0, 2, 0])
+    positions = np.array([0, 2, 1, 5, 3, 2, 4, 3])
+    x = rng.standard_normal((8, BIG_D)).astype(np.float32)
+    steps_keys, steps_values = [k.copy() for k in keys], [v.copy() for v in values]
+    before = attnkit.get_num_threads()
+    try:
+        attnkit.set_num_threads(threads)
+        by_steps = np.empty((8, BIG_D), np.float32)
+        for b in np.lexsort((positions, sequences)):  # each sequence's tokens in order, one step each
+            s = sequences[b]
+            row_keys, row_values = [k[s : s + 1] for k in steps_keys], [v[s : s + 1] for v in steps_values]
+            by_steps[b] = plan.step(x[b : b + 1], int(positions[b]), row_keys, row_values)[0]
+        out = plan.step(x, positions, keys, values, sequences=sequences)
+    finally:
+        attnkit.set_num_threads(before)
+    np.testing.assert_array_equal(out, by_steps)
+    for got, want in zip(keys + values, steps_keys + steps_values):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_teams_of_several_python_threads_at_once():
     """Two plans stepped by four Python threads at once, each step a team of 2 kernel threads: more threads than
     cores, so members wait asleep and plans fall back to one thread; no hang, and the bits of serial calls."""
@@ -275,6 +309,18 @@ def test_errors():
         plan.step(x, 0, keys * 2, values)
     with pytest.raises(ValueError, match="x must be float32"):
         plan.step(x.astype(np.float64), 0, keys, values)
+    with pytest.raises(ValueError, match="cache rows in"):
+        plan.step(x, 0, keys, values, sequences=np.array([0, 2]))
+    with pytest.raises(ValueError, match="cache rows in"):
+        plan.step(x, 0, keys, values, sequences=np.array([-1, 0]))
+    with pytest.raises(ValueError, match="one \\(sequence, position\\)"):
+        plan.step(x, 1, keys, values, sequences=np.array([1, 1]))
+    with pytest.raises(ValueError, match="one cache row per row"):
+        plan.step(x, 0, keys, values, sequences=np.array([0, 1, 1]))
+    with pytest.raises(ValueError, match="sequences must be an int or a 1-D integer array"):
+        plan.step(x, 0, keys, values, sequences=np.array([0.0, 1.0]))
+    one_row = [k[:1] for k in keys], [v[:1] for v in values]  # a prompt's two rows into a one-row cache
+    plan.step(x, np.array([0, 1]), *one_row, sequences=np.array([0, 0]))
 
 
 def test_threads_stepping_one_plan_get_their_own_results():

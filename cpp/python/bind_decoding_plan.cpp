@@ -64,9 +64,10 @@ class PyDecodingPlan {
     plan_ = std::make_unique<DecodingPlan>(s, std::move(plan_layers), final_norm);
   }
 
-  // positions: one per row of x (int64), each >= 0 and below every buffer's capacity.
+  // positions: one per row of x (int64), each >= 0 and below every buffer's capacity. sequences (None: row b's
+  // own): each row's cache row, no two rows at one (sequence, position).
   py::array_t<float> step(CArray<float> x, CArray<std::int64_t> positions, const py::sequence& keys,
-                          const py::sequence& values) {
+                          const py::sequence& values, const py::object& sequences) {
     const PlanShape& s = shape_;
     require(x.ndim() == 2 && x.shape(1) == s.d_model, "x must be (batch, d_model)");
     const std::int64_t batch = x.shape(0), n_layers = plan_->n_layers();
@@ -77,12 +78,29 @@ class PyDecodingPlan {
     const std::int64_t* at = positions.data();
     const std::int64_t last = *std::max_element(at, at + batch);
     require(*std::min_element(at, at + batch) >= 0, "positions must be >= 0");
+    std::int64_t cache_rows = batch;
+    const std::int64_t* seq = nullptr;
+    CArray<std::int64_t> rows;
+    if (!sequences.is_none()) {
+      rows = exactly<CArray<std::int64_t>>(sequences, "sequences");
+      require(rows.ndim() == 1 && rows.shape(0) == batch, "sequences must hold one cache row per row of x");
+      cache_rows = exactly<CArray<float>>(keys[0], "keys").shape(0);
+      seq = rows.data();
+      std::vector<std::pair<std::int64_t, std::int64_t>> pairs(static_cast<std::size_t>(batch));
+      for (std::int64_t b = 0; b < batch; ++b) {
+        require(seq[b] >= 0 && seq[b] < cache_rows, "sequences must be cache rows in [0, keys' batch)");
+        pairs[std::size_t(b)] = {seq[b], at[b]};
+      }
+      std::sort(pairs.begin(), pairs.end());
+      require(std::adjacent_find(pairs.begin(), pairs.end()) == pairs.end(),
+              "no two rows may write one (sequence, position)");
+    }
     std::vector<PlanCache> caches(static_cast<std::size_t>(n_layers));  // per call: two threads may step one plan
     for (std::int64_t l = 0; l < n_layers; ++l) {
       auto k = exactly<CArray<float>>(keys[py::size_t(l)], "keys");
       auto v = exactly<CArray<float>>(values[py::size_t(l)], "values");
       for (const auto* a : {&k, &v}) {
-        require(a->ndim() == 4 && a->shape(0) == batch && a->shape(1) == s.n_kv_heads && a->shape(3) == s.d_head,
+        require(a->ndim() == 4 && a->shape(0) == cache_rows && a->shape(1) == s.n_kv_heads && a->shape(3) == s.d_head,
                 "keys and values must be (batch, n_kv_heads, capacity, d_head)");
         require(a->writeable(), "keys and values must be writeable");
       }
@@ -94,7 +112,7 @@ class PyDecodingPlan {
     const float* xs = x.data();
     {
       py::gil_scoped_release release;
-      plan_->step(xs, o, batch, at, caches.data());
+      plan_->step(xs, o, batch, at, seq, caches.data());
     }
     return out;
   }
@@ -161,8 +179,9 @@ void bind_decoding_plan(py::module_& m) {
            py::arg("norm"), py::arg("eps"), py::arg("activation"), py::arg("rotary_base"), py::arg("layers"),
            py::arg("final_gamma"), py::arg("final_beta"))
       .def("step", &PyDecodingPlan::step, py::arg("x").noconvert(), py::arg("positions").noconvert(),
-           py::arg("keys"), py::arg("values"),
-           "The stack's output (batch, d_model) for x, row b at positions[b]; writes the keys and values.");
+           py::arg("keys"), py::arg("values"), py::arg("sequences") = py::none(),
+           "The stack's output (batch, d_model) for x, row b at positions[b] of cache row sequences[b] (b when "
+           "None); writes the keys and values.");
 }
 
 }  // namespace attnkit

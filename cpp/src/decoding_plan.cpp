@@ -102,11 +102,12 @@ void DecodingPlan::reserve(std::int64_t batch) {
   cos_.resize(rows * std::size_t(s.d_head / 2));
   q_offset_.resize(rows * std::size_t(s.n_heads));
   kv_offset_.resize(rows * std::size_t(s.n_heads));
+  sequence_.resize(rows);
   batch_capacity_ = batch;
 }
 
 void DecodingPlan::step(const float* x, float* out, std::int64_t batch, const std::int64_t* positions,
-                        const PlanCache* caches) {
+                        const std::int64_t* sequences, const PlanCache* caches) {
   std::lock_guard<std::mutex> lock(mutex_);
   reserve(batch);
   const KernelTable& kt = active_kernels();
@@ -124,6 +125,7 @@ void DecodingPlan::step(const float* x, float* out, std::int64_t batch, const st
     for (std::int64_t i = 0; i < half; ++i) sin[i] = float(table_[2 * i]), cos[i] = float(table_[2 * i + 1]);
   }
   for (std::int64_t i = 0; i < batch * s.n_heads; ++i) q_offset_[i] = i * dh;
+  for (std::int64_t b = 0; b < batch; ++b) sequence_[b] = sequences ? sequences[b] : b;
   std::copy(x, x + batch * s.d_model, x_.data());
 
   int threads = team_work_ >= 1.0 ? kernel_threads() : 1;
@@ -181,13 +183,14 @@ void DecodingPlan::layers(const ThreadTeam& team, std::int64_t batch, const std:
           rotate(q_.data() + b * inner, heads, dh, sin, cos);
           rotate(k_.data() + b * kv_inner, kv_heads, dh, sin, cos);
         }
+        const std::int64_t seq = sequence_[b];
         for (std::int64_t g = 0; g < kv_heads; ++g) {
-          const std::int64_t slot = ((b * kv_heads + g) * cache.capacity + positions[b]) * dh;
+          const std::int64_t slot = ((seq * kv_heads + g) * cache.capacity + positions[b]) * dh;
           std::copy_n(k_.data() + b * kv_inner + g * dh, dh, cache.keys + slot);
           std::copy_n(v_.data() + b * kv_inner + g * dh, dh, cache.values + slot);
         }
         for (std::int64_t hq = 0; hq < heads; ++hq)
-          kv_offset_[b * heads + hq] = (b * kv_heads + hq / group) * cache.capacity * dh;
+          kv_offset_[b * heads + hq] = (seq * kv_heads + hq / group) * cache.capacity * dh;
       }
     }
     team.sync();

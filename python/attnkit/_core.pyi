@@ -16,9 +16,9 @@ class DecodingPlan:
     """
     def __init__(self, d_model: typing.SupportsInt | typing.SupportsIndex, n_heads: typing.SupportsInt | typing.SupportsIndex, n_kv_heads: typing.SupportsInt | typing.SupportsIndex, d_head: typing.SupportsInt | typing.SupportsIndex, d_ff: typing.SupportsInt | typing.SupportsIndex, norm: str, eps: typing.SupportsFloat | typing.SupportsIndex, activation: str, rotary_base: typing.SupportsFloat | typing.SupportsIndex, layers: collections.abc.Sequence, final_gamma: typing.Any, final_beta: typing.Any) -> None:
         ...
-    def step(self, x: numpy.typing.NDArray[numpy.float32], positions: numpy.typing.NDArray[numpy.int64], keys: collections.abc.Sequence, values: collections.abc.Sequence) -> numpy.typing.NDArray[numpy.float32]:
+    def step(self, x: numpy.typing.NDArray[numpy.float32], positions: numpy.typing.NDArray[numpy.int64], keys: collections.abc.Sequence, values: collections.abc.Sequence, sequences: typing.Any = None) -> numpy.typing.NDArray[numpy.float32]:
         """
-        The stack's output (batch, d_model) for x, row b at positions[b]; writes the keys and values.
+        The stack's output (batch, d_model) for x, row b at positions[b] of cache row sequences[b] (b when None); writes the keys and values.
         """
 @typing.overload
 def adamw_update(param: numpy.typing.NDArray[numpy.float32], grad: numpy.typing.NDArray[numpy.float32], exp_avg: numpy.typing.NDArray[numpy.float32], exp_avg_sq: numpy.typing.NDArray[numpy.float32], step_size: typing.SupportsFloat | typing.SupportsIndex, beta1: typing.SupportsFloat | typing.SupportsIndex, beta2: typing.SupportsFloat | typing.SupportsIndex, denom_scale: typing.SupportsFloat | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, shrink: typing.SupportsFloat | typing.SupportsIndex, decay: bool) -> None:

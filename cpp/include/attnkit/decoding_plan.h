@@ -62,10 +62,13 @@ class DecodingPlan {
   DecodingPlan(const PlanShape& shape, std::vector<PlanLayer> layers, const PlanNorm& final_norm);
 
   // out (batch, d_model) = the stack's output for x (batch, d_model), row b at positions[b] (< every
-  // capacity); caches: one per layer. A row's result depends on neither the other rows nor their positions.
-  // One step at a time per plan (a mutex): its workspace is shared. With more than one kernel thread, the
-  // step is one parallel region whose threads share every product (src/thread_team.h).
-  void step(const float* x, float* out, std::int64_t batch, const std::int64_t* positions, const PlanCache* caches);
+  // capacity) of the cache's sequence sequences[b] (b when null); caches: one per layer. Every row's key and
+  // value are written before any row attends, so rows of one sequence at consecutive positions read a prompt
+  // (each row gets the operations of a step of its own). A row's result depends on neither the other rows
+  // nor their positions. One step at a time per plan (a mutex): its workspace is shared. With more than one
+  // kernel thread, the step is one parallel region whose threads share every product (src/thread_team.h).
+  void step(const float* x, float* out, std::int64_t batch, const std::int64_t* positions,
+            const std::int64_t* sequences, const PlanCache* caches);
 
   const PlanShape& shape() const { return shape_; }
   std::int64_t n_layers() const { return std::int64_t(layers_.size()); }
@@ -87,11 +90,12 @@ class DecodingPlan {
   int solo_period_ = 64;     // and how many the next busy team step gives
   std::int64_t batch_capacity_ = 0;
   // Workspace, grown only when a larger batch arrives: residual stream, norm output, q, k, v, heads, the
-  // feed-forward hidden and gated rows, each row's rotary sines and cosines, the attention kernel's per-item offsets.
+  // feed-forward hidden and gated rows, each row's rotary sines and cosines, the attention kernel's per-item offsets,
+  // each row's cache sequence.
   std::vector<float> x_, n_, q_, k_, v_, heads_, hidden_, gated_;
   std::vector<double> table_;
   std::vector<float> sin_, cos_;
-  std::vector<std::int64_t> q_offset_, kv_offset_;
+  std::vector<std::int64_t> q_offset_, kv_offset_, sequence_;
 };
 
 }  // namespace attnkit

@@ -24,6 +24,7 @@ from attnkit.nn.attention import set_hard_attention
 from attnkit.nn.cache import DecoderCache
 from attnkit.nn.causal_lm import CausalLM
 from attnkit.nn.positional import MAX_POSITIONS
+from attnkit.nn.transformer import PLAN_READ_ROWS
 from attnkit.text import TextCodec, Texts, check_texts
 from attnkit.text.codec import KINDS, _is_tokenizers_object
 
@@ -34,9 +35,8 @@ __all__ = ["CausalLanguageModel"]
 MAX_VALIDATION_TOKENS = 65_536
 # Windows per forward pass when scoring (perplexity, validation), and the most logits such a pass may hold.
 SCORING_ROWS = 32
-# Rows of a block-quantised product up to which each row has the bits it has alone (ops.block_quantized_matmul's
-# strips; float32 products have them at any count): prompts read together, and decoding steps, stay within it.
-EXACT_ROWS = 32
+# Prompts read together, and decoding steps, stay within the rows where each has the bits it has alone.
+EXACT_ROWS = PLAN_READ_ROWS
 SCORING_LOGITS = 2**25
 # max_iter="auto": passes over the training tokens, and the bounds on the updates they make.
 # On Tiny Shakespeare (1.0M training characters) that is 4,900 updates of 16 x 128: validation loss 1.537 in
@@ -931,6 +931,28 @@ class _PromptedModel:
         contexts = [np.asarray(c) for c in contexts]
         cache, logits = self._read(contexts)
         return self.State(cache, None, contexts), logits
+
+    def step_and_read(self, tokens, state, contexts):
+        """:meth:`step` and :meth:`read` of ``contexts`` in one call, the contexts' rows after the state's: the
+        decoding rows' next tokens and the prompts' tokens side by side in one plan step, where the network reads
+        rows and they are at most EXACT_ROWS (each row then has the bits it has alone). None where not (then
+        step, read and join apart)."""
+        contexts = [np.asarray(c) for c in contexts]
+        sizes = np.array([c.size for c in contexts])
+        rows = len(state.tokens) + int(sizes.sum())
+        if (state.pending is not None or not self.mixed or rows > EXACT_ROWS or sizes.max() >= self.width
+                or (state.cache.lengths >= self.width).any()):
+            return None
+        fresh = self.network.start(len(contexts), capacity=min(self.width, max(64, 2 * int(sizes.max()))))
+        if not self.network.reads_rows(fresh, rows):
+            return None
+        cache, n = DecoderCache.join([state.cache, fresh]), len(state.tokens)
+        ids = np.concatenate([np.asarray(tokens, np.int64), *contexts])
+        sequences = np.concatenate([np.arange(n), np.repeat(n + np.arange(len(contexts)), sizes)])
+        at = np.concatenate([np.arange(n), n + np.cumsum(sizes) - 1])
+        logits = self._ends(self.network.read_rows(ids, sequences, cache, at=at))
+        seen = [np.append(row, token) for row, token in zip(state.tokens, tokens)] + contexts
+        return logits, self.State(cache, None, seen)
 
     def join(self, states):
         """One state of the rows of ``states`` in turn, each row at its own position."""

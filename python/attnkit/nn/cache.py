@@ -85,7 +85,8 @@ class SelfAttentionCache:
     @classmethod
     def join(cls, caches, order=None):
         """One cache holding the rows of ``caches`` in turn, each row at its own position (``lengths``): softmax
-        attention caches without a window, of one layer's shape. Their buffers are copied; they stay valid.
+        attention caches without a window, of one layer's shape. Their buffers are copied; they stay valid. An
+        empty cache (no positions yet) adds rows at position 0, beside at least one cache that holds positions.
         ``order``, a permutation of those rows: the new cache's row i is their row ``order[i]`` (one copy where
         a join and a :meth:`reorder` would make two)."""
         caches, buffers = list(caches), []
@@ -97,12 +98,13 @@ class SelfAttentionCache:
             if cache.state is not None or cache.window is not None:
                 raise ValueError("join takes softmax attention caches without a window (linear attention's sums and "
                                  "a window's rolling slots have no per-row position)")
-            if cache._keys is None or cache._values is None:
-                raise ValueError("join takes caches that hold positions (an empty cache has no buffers yet)")
-            buffers.append((cache._keys, cache._values))
-        k0, v0 = buffers[0]
+            buffers.append(None if cache._keys is None or cache._values is None else (cache._keys, cache._values))
+        held = [b for b in buffers if b is not None]
+        if not held:
+            raise ValueError("join needs a cache that holds positions (an empty cache has no buffers yet: its shape)")
+        k0, v0 = held[0]
         if any(k.shape[1] != k0.shape[1] or k.shape[3:] != k0.shape[3:] or v.shape[3:] != v0.shape[3:]
-               or k.dtype != k0.dtype for k, v in buffers):
+               or k.dtype != k0.dtype for k, v in held):
             raise ValueError("join takes caches of one layer's shape (heads, head width, dtype)")
         lengths = np.concatenate([c.lengths for c in caches])
         where = np.arange(lengths.size)  # the new row of each joined row
@@ -111,16 +113,17 @@ class SelfAttentionCache:
             if order.size != lengths.size or np.unique(order).size != order.size:
                 raise ValueError(f"order must be a permutation of the {lengths.size} joined rows, got {order.tolist()}")
             where[order] = np.arange(order.size)
-        size = max(k.shape[2] for k, _ in buffers)
+        size = max([k.shape[2] for k, _ in held] + [c.capacity for c, b in zip(caches, buffers) if b is None])
         new = cls(int(lengths.size), size)
         new.lengths = np.empty_like(lengths)
         new.lengths[where] = lengths
         keys, values = (np.empty((int(lengths.size), a.shape[1], size) + a.shape[3:], a.dtype) for a in (k0, v0))
         row = 0
-        for cache, (k, v) in zip(caches, buffers):
-            rows, kept = where[row : row + cache.batch_size], int(cache.lengths.max())
-            keys[rows, :, :kept] = k[:, :, :kept]
-            values[rows, :, :kept] = v[:, :, :kept]
+        for cache, buffer in zip(caches, buffers):
+            if buffer is not None:
+                rows, kept = where[row : row + cache.batch_size], int(cache.lengths.max())
+                keys[rows, :, :kept] = buffer[0][:, :, :kept]
+                values[rows, :, :kept] = buffer[1][:, :, :kept]
             row += cache.batch_size
         new._keys, new._values = keys, values
         return new

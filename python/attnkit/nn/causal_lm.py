@@ -17,6 +17,7 @@ from attnkit.nn.layers import Linear, add_product, dense
 from attnkit.nn.module import Module
 from attnkit.nn.positional import MAX_POSITIONS
 from attnkit.nn.token_embedding import TokenEmbedding
+from attnkit.nn.transformer import PLAN_READ_ROWS
 
 __all__ = ["CausalLM"]
 
@@ -236,22 +237,57 @@ class CausalLM(Module):
         ids = self._check_ids(ids, ndim=2)
         if ids.shape[0] != cache.batch_size or ids.shape[1] < 1:
             raise ValueError(f"ids must have shape (batch_size={cache.batch_size}, T >= 1), got {ids.shape}")
-        if lengths is None:
-            x = self.embedding.forward(ids, offset=cache.length)[0]
-            h, _ = self.decoder.step(x, cache)
-            return self._project(h[:, -1], weight=cache.output_weight)[0]
-        lengths = np.asarray(lengths)
-        if lengths.shape != (ids.shape[0],) or lengths.dtype.kind not in "iu" or lengths.min() < 1 \
-                or lengths.max() > ids.shape[1]:
-            raise ValueError(f"lengths must hold one length in [1, {ids.shape[1]}] per row of ids, got {lengths!r}")
-        if cache.length != 0 or cache.plan is None:
-            raise ValueError("lengths needs an empty cache of a decoder that steps rows at their own positions "
-                             "(steps_mixed_positions())")
-        x = self.embedding.forward(ids, offset=0)[0]
+        if lengths is not None:
+            lengths = np.asarray(lengths)
+            if lengths.shape != (ids.shape[0],) or lengths.dtype.kind not in "iu" or lengths.min() < 1 \
+                    or lengths.max() > ids.shape[1]:
+                raise ValueError(f"lengths must hold one length in [1, {ids.shape[1]}] per row of ids, got {lengths!r}")
+            if cache.length != 0 or cache.plan is None:
+                raise ValueError("lengths needs an empty cache of a decoder that steps rows at their own positions "
+                                 "(steps_mixed_positions())")
+        counts = np.full(ids.shape[0], ids.shape[1]) if lengths is None else lengths.astype(np.int64)
+        if self.reads_rows(cache, int(counts.sum())):
+            # A short prompt's tokens as rows of one plan step: no padding, and each row a step's operations.
+            sequences = np.repeat(np.arange(ids.shape[0]), counts)
+            tokens = ids[sequences, np.concatenate([np.arange(n) for n in counts])]
+            return self.read_rows(tokens, sequences, cache, at=np.cumsum(counts) - 1)
+        x = self.embedding.forward(ids, offset=cache.length)[0]
         h, _ = self.decoder.step(x, cache)
+        if lengths is None:
+            return self._project(h[:, -1], weight=cache.output_weight)[0]
         for layer in cache.layers:
             layer.lengths = lengths.astype(np.int64)
         return self._project(h[np.arange(ids.shape[0]), lengths - 1], weight=cache.output_weight)[0]
+
+    def reads_rows(self, cache, rows):
+        """Whether :meth:`read_rows` takes ``rows`` tokens into ``cache``: a decoding plan (without hard attention)
+        over float32 embeddings, and at most ``attnkit.nn.transformer.PLAN_READ_ROWS`` rows."""
+        return self.decoder.plan_reads(cache, rows) and all(
+            isinstance(p, ops.BlockQuantizedMatrix) or p.dtype == np.float32
+            for _, p, _ in self.embedding.named_parameters())
+
+    def read_rows(self, ids, sequences, cache, *, at):
+        """Feed tokens ``ids`` (R,) to the cache rows ``sequences`` (R,) in one decoding-plan step
+        (:meth:`reads_rows`): each cache row's tokens in order, from its length on (prompts being read, and one
+        token of rows being decoded, side by side). Returns the logits (len(at), vocab_size) after rows ``at``
+        of ``ids``. Each row gets the operations of a :meth:`step` of its own: the same bits."""
+        ids, sequences = self._check_ids(ids, ndim=1), np.asarray(sequences, dtype=np.int64)
+        if sequences.shape != ids.shape or (ids.size and not 0 <= sequences.min() <= sequences.max()
+                                            < cache.batch_size):
+            raise ValueError(f"sequences must hold a cache row in [0, {cache.batch_size}) per id, got {sequences!r}")
+        if not self.reads_rows(cache, ids.size):
+            raise ValueError(f"read_rows needs a decoding plan over float32 embeddings and at most "
+                             f"{PLAN_READ_ROWS} ids (reads_rows), got {ids.size}")
+        order = np.argsort(sequences, kind="stable")  # each row's rank among its sequence's rows, in order
+        firsts = np.searchsorted(sequences[order], sequences[order])
+        rank = np.empty_like(sequences)
+        rank[order] = np.arange(ids.size) - firsts
+        positions = cache.lengths[sequences] + rank
+        x = np.empty((ids.size, cache.plan.d_model), np.float32)
+        for n in np.unique(positions):  # the embedding of each position's rows at once (row by row: its bits)
+            x[positions == n] = self.embedding.forward(ids[positions == n, None], offset=int(n))[0][:, 0]
+        h = self.decoder.read_rows(x, sequences, positions, cache)
+        return self._project(h[np.asarray(at)], weight=cache.output_weight)[0]
 
     def steps_mixed_positions(self):
         """Whether :meth:`step` decodes a batch whose rows are at different positions (prompts of different lengths:

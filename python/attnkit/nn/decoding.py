@@ -665,6 +665,15 @@ class _Run:
 
 def _normalised(scores, rows, bos_id, eos_id, suppress):
     """A model step's scores (rows, V) as log-probabilities, and a copy with the suppressed tokens at -inf."""
+    logp = _log_probs(scores, rows, bos_id, eos_id, suppress)
+    allowed = logp.copy()
+    allowed[:, suppress] = -np.inf
+    return logp, allowed
+
+
+def _log_probs(scores, rows, bos_id, eos_id, suppress, buffer=None):
+    """A model step's scores (rows, V) as float64 log-probabilities, checked; written into ``buffer`` (a float64
+    array of at least that size, whose first rows x V values the result views) when given."""
     scores = np.asarray(scores)
     if scores.ndim != 2 or scores.shape[0] != rows or scores.dtype.kind != "f":
         raise ValueError(f"model.step must return float scores of shape (rows={rows}, V), got "
@@ -672,14 +681,18 @@ def _normalised(scores, rows, bos_id, eos_id, suppress):
     if eos_id >= scores.shape[1] or bos_id >= scores.shape[1]:
         raise ValueError(f"bos_id ({bos_id}) and eos_id ({eos_id}) must be < V, the model's "
                          f"vocabulary size ({scores.shape[1]})")
-    logp = ops.log_softmax(scores.astype(np.float64), axis=-1)
-    if np.isnan(logp).any():
+    top = scores.max(initial=-np.inf)  # NaN where any score is
+    if np.isnan(top) or top == np.inf:
         raise ValueError("model.step returned NaN scores (or +inf): the model's weights or inputs are not finite")
     if suppress.size and not (0 <= suppress.min() and suppress.max() < scores.shape[1]):
         raise ValueError(f"suppress_tokens must be ids in [0, {scores.shape[1]}) (the model's vocabulary size)")
-    allowed = logp.copy()
-    allowed[:, suppress] = -np.inf
-    return logp, allowed
+    if buffer is None or buffer.size < scores.size:
+        logp = np.array(scores, dtype=np.float64, order="C")
+    else:
+        logp = buffer.reshape(-1)[: scores.size].reshape(scores.shape)
+        np.copyto(logp, scores)
+    # In place: the new pages of a vocabulary-wide batch (6 MB a step of 16 rows of 49,152) cost more than its exps.
+    return ops.log_softmax(logp, out=logp)
 
 
 # ------------------------------------------------------------------------------------ shared steps
@@ -707,6 +720,8 @@ class SharedSteps:
         prefill of the token arrays ``contexts``, one row each, and their next-token scores),
         ``join(states) -> state`` (rows of each state in turn), ``step(tokens, state) -> (scores, state)`` and
         ``reorder(state, indices) -> state`` as in :class:`DecodingModel`. A context holds the start token.
+        Optionally ``step_and_read(tokens, state, contexts) -> (scores, state) or None``: a step of the state's
+        rows and a read of ``contexts`` in one call (their rows after the state's), or None where it cannot.
     eos_id : int
         The end token.
     bos_id : int, default=0
@@ -724,6 +739,7 @@ class SharedSteps:
         self._waiting: list[_Sequence] = []  # added, read at the next step
         self._state: Any = None
         self._tokens = np.empty(0, np.int64)  # each row's last token, fed at the next step
+        self._buffer = np.empty(0)
 
     def __len__(self):
         """Sequences decoding or waiting to start."""
@@ -770,7 +786,15 @@ class SharedSteps:
         self._drop([i for i, seq in enumerate(self._rows) if seq.removed])
         self._waiting = [seq for seq in self._waiting if not seq.removed]
         states, scores = [], []
-        if self._rows:
+        together = getattr(self.model, "step_and_read", None)
+        if self._rows and self._waiting and together is not None:
+            both = together(self._tokens, self._state, [seq.context for seq in self._waiting])
+            if both is not None:  # the rows' step and the new contexts' read in one call
+                states.append(both[1])
+                scores.append(np.asarray(both[0]))
+                self._rows += self._waiting
+                self._waiting = []
+        if self._rows and not states:
             rows_scores, state = self.model.step(self._tokens, self._state)
             states.append(state)
             scores.append(np.asarray(rows_scores))
@@ -783,10 +807,13 @@ class SharedSteps:
         if not states:
             return []
         self._state = states[0] if len(states) == 1 else self.model.join(states)
-        logp, allowed = _normalised(np.concatenate(scores), len(self._rows), self.bos_id, self.eos_id, self.suppress)
+        every = scores[0] if len(scores) == 1 else np.concatenate(scores)
+        if self._buffer.size < every.size:  # one buffer for every step's log-probabilities (see _log_probs)
+            self._buffer = np.empty(2 * every.size)
+        logp = _log_probs(every, len(self._rows), self.bos_id, self.eos_id, self.suppress, self._buffer)
         events, ended, tokens = [], [], np.empty(len(self._rows), np.int64)
         for i, seq in enumerate(self._rows):
-            choice, blocked = self._choose(seq, allowed[i : i + 1])
+            choice, blocked = self._choose(seq, logp[i : i + 1])
             seq.log_prob += 0.0 if blocked else float(logp[i, choice])
             seq.history.append(choice)
             t = len(seq.history)
@@ -807,10 +834,15 @@ class SharedSteps:
         self._drop(ended)
         return events
 
-    def _choose(self, seq, allowed):
-        """This step's token of ``seq`` from its row of allowed log-probabilities (1, V), and whether every
-        token was blocked: the rules of generate's greedy search and sampling, for one row."""
+    def _choose(self, seq, logp):
+        """This step's token of ``seq`` from its row of log-probabilities (1, V), and whether every token was
+        blocked: the rules of generate's greedy search and sampling, for one row."""
         p, history = seq.params, np.asarray(seq.history, np.int64)[None, :]
+        allowed = logp
+        if (self.suppress.size or history.shape[1] < p["min_length"] or p["repetition_penalty"] != 1.0
+                or p["no_repeat_ngram_size"]):  # tokens to block or penalise: a copy (else the row as it is)
+            allowed = logp.copy()
+            allowed[:, self.suppress] = -np.inf
         if history.shape[1] < p["min_length"]:
             allowed[:, self.eos_id] = -np.inf
         _penalise_repeats(allowed, history, [seq.context], p["repetition_penalty"])

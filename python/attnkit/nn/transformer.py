@@ -22,6 +22,11 @@ from attnkit.nn.module import Module
 from attnkit.nn.packed import PackedEncoder
 from attnkit.nn.residual import make_norm
 
+# Rows of a block-quantised product up to which each row has the bits it has alone (ops.block_quantized_matmul's
+# strips; float32 products have them at any count). Prompts read through a decoding plan stay within it: each row
+# then gets a step's own operations; a longer prompt reads faster in one causal attention call per layer.
+PLAN_READ_ROWS = 32
+
 __all__ = ["Decoder", "DecoderLayer", "Encoder", "EncoderLayer"]
 
 
@@ -177,6 +182,26 @@ class DecodingStack(Stack):
         for c in cache.layers:
             c.advance()
         return out.reshape(x.shape)
+
+    @staticmethod
+    def plan_reads(cache, rows):
+        """Whether :meth:`read_rows` can read ``rows`` tokens at once: a decoding plan without hard attention, and
+        at most PLAN_READ_ROWS rows."""
+        return cache.plan is not None and rows <= PLAN_READ_ROWS and not any(a.hard for a in cache.plan_attentions)
+
+    @staticmethod
+    def read_rows(x, sequences, positions, cache):
+        """Prompts' tokens through the cache's plan in one step (:meth:`plan_reads`): row i of ``x`` (R, d_model)
+        float32 is at ``positions[i]`` of cache row ``sequences[i]``; each cache row's tokens are consecutive from
+        its length on, and its length grows by their count. Returns the stack's output (R, d_model): each row
+        that of stepping its sequence's tokens one by one (the same bits)."""
+        plan, counts = cache.plan, np.bincount(sequences, minlength=cache.batch_size)
+        shape, width = (cache.batch_size, plan.n_kv_heads, plan.d_head), (plan.d_head,)
+        buffers = [c.reserve(int(counts.max()), shape, width, np.float32) for c in cache.layers]
+        out = plan.step(x, positions, [k for k, _ in buffers], [v for _, v in buffers], sequences=sequences)
+        for c in cache.layers:
+            c.lengths = c.lengths + counts
+        return out
 
     @staticmethod
     def reorder(cache, indices):

@@ -116,24 +116,34 @@ class DecodingPlan:
                                         _float32(final_norm[1], "final_norm beta"))
         self.n_layers = len(entries)
 
-    def step(self, x, position, keys, values):
+    def step(self, x, position, keys, values, sequences=None):
         """The stack's output (B, d_model) for ``x`` (B, d_model) float32 at ``position``.
 
         ``position``: an int, every row's, or an integer array (B,) of each row's own (a batch of prompts of
         different lengths decodes together; a row's output and cache entries are those it gets alone).
-        ``keys``, ``values``: one buffer per layer, each (B, n_kv_heads, capacity, d_head) float32, C-contiguous,
-        holding row b's positions ``0 .. position[b] - 1``; its new key and value are written at ``position[b]``
-        (< capacity).
+        ``keys``, ``values``: one buffer per layer, each (S, n_kv_heads, capacity, d_head) float32, C-contiguous,
+        holding sequence s's positions before those this step writes; row b's key and value are written at
+        ``position[b]`` (< capacity) of sequence ``sequences[b]``.
+        ``sequences``: an integer array (B,) of cache rows in ``[0, S)``, or None (row b's is b, S = B). Rows of
+        one sequence at consecutive positions read a prompt: every row's key and value are written before any
+        row attends, and each row gets the operations it gets in a step of its own (the same bits). No two rows
+        may write one (sequence, position).
         """
         x = np.asarray(x)
         if x.dtype != np.float32:
             raise ValueError(f"x must be float32 (B, d_model={self.d_model}), got {x.dtype} {x.shape}")
         rows = x.shape[0] if x.ndim == 2 else 1
-        positions = np.asarray(position)
-        if positions.dtype.kind not in "iu" or positions.ndim > 1:
-            raise ValueError(f"position must be an int or a 1-D integer array, got {positions.dtype} of shape "
-                             f"{positions.shape}")
-        if positions.ndim == 1 and positions.shape[0] != rows:
-            raise ValueError(f"position must hold one position per row of x ({rows}), got {positions.shape[0]}")
-        positions = np.ascontiguousarray(np.broadcast_to(positions, (rows,)), dtype=np.int64)
-        return self._plan.step(np.ascontiguousarray(x), positions, keys, values)
+        positions = self._per_row(position, rows, "position", "position")
+        if sequences is not None:
+            sequences = self._per_row(sequences, rows, "sequences", "cache row")
+        return self._plan.step(np.ascontiguousarray(x), positions, keys, values, sequences)
+
+    @staticmethod
+    def _per_row(value, rows, name, what):
+        """An int or integer array (rows,) as a C-ordered int64 array (rows,)."""
+        array = np.asarray(value)
+        if array.dtype.kind not in "iu" or array.ndim > 1:
+            raise ValueError(f"{name} must be an int or a 1-D integer array, got {array.dtype} of shape {array.shape}")
+        if array.ndim == 1 and array.shape[0] != rows:
+            raise ValueError(f"{name} must hold one {what} per row of x ({rows}), got {array.shape[0]}")
+        return np.ascontiguousarray(np.broadcast_to(array, (rows,)), dtype=np.int64)
