@@ -108,16 +108,16 @@ inline void thin_group(const BlockQuantizedMatmulArgs& g, const float* xsum, std
   }
   for (std::int64_t b = 0; b < blocks; ++b) {
     const float* xb = g.x + b * (Packed ? M * kBlockValues : kBlockValues);
+    V w[R][NV];  // the block of each stored row, dequantised; then each vector of x is read once for all R
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const std::uint8_t* block = rows + r * row_bytes + b * bb;
       if constexpr (kPrefetchBytes > 0) prefetch_bytes(block + kPrefetchBytes);
-      V w[NV];
       if constexpr (K == BlockKind::q8_0) {
         const V d = V::set1(half_to_float(block));
         const auto* q = reinterpret_cast<const std::int8_t*>(block + 2);
 #pragma GCC unroll 16
-        for (int v = 0; v < NV; ++v) w[v] = d * load_s8(q + v * W);
+        for (int v = 0; v < NV; ++v) w[r][v] = d * load_s8(q + v * W);
       } else {
         float d, m;
         half_pair_to_float(block, d, m);
@@ -126,7 +126,7 @@ inline void thin_group(const BlockQuantizedMatmulArgs& g, const float* xsum, std
         for (int v = 0; v < HALF; ++v) {
           V lo, hi;
           load_u4(block + 4 + v * W, lo, hi);
-          w[v] = dv * lo, w[HALF + v] = dv * hi;
+          w[r][v] = dv * lo, w[r][HALF + v] = dv * hi;
         }
         if constexpr (kVectorMins) {
           min_part[r] = V::fma(V::set1(m), V::load(xsum + b * kSumLanes), min_part[r]);
@@ -134,14 +134,15 @@ inline void thin_group(const BlockQuantizedMatmulArgs& g, const float* xsum, std
           for (int i = 0; i < M; ++i) mins[r][i] = fma_scalar(m, xsum[b * kSumLanes + i], mins[r][i]);
         }
       }
-#pragma GCC unroll 16
-      for (int i = 0; i < M; ++i)
-#pragma GCC unroll 16
-        for (int v = 0; v < NV; ++v) {
-          const float* xv = Packed ? xb + (v * M + i) * W : xb + i * g.x_row_stride + v * W;
-          acc[i][r] = V::fma(w[v], V::load(xv), acc[i][r]);
-        }
     }
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i)
+#pragma GCC unroll 16
+      for (int v = 0; v < NV; ++v) {
+        const V xv = V::load(Packed ? xb + (v * M + i) * W : xb + i * g.x_row_stride + v * W);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[i][r] = V::fma(w[r][v], xv, acc[i][r]);
+      }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
