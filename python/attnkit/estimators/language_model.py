@@ -914,9 +914,9 @@ class _PromptedModel:
 
     def _ends(self, logits):
         """Logits where the end-of-text id stands for every end id: a pretrained model may end a text with any
-        of its end tokens (the end of a turn, of a document), and decoding watches one."""
+        of its end tokens (the end of a turn, of a document), and decoding watches one. ``logits``: the network's
+        own new array, changed in place (a copy cost 3 MB a step of 16 rows)."""
         if len(self.end_ids) > 1:
-            logits = np.array(logits)
             logits[:, self.end_ids[0]] = np.logaddexp.reduce(logits[:, self.end_ids], axis=1)
             logits[:, self.end_ids[1:]] = -np.inf
         return logits
