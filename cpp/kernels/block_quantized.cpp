@@ -123,11 +123,7 @@ inline void thin_group(const BlockQuantizedMatmulArgs& g, const float* xsum, std
         half_pair_to_float(block, d, m);
         const V dv = V::set1(d);
 #pragma GCC unroll 16
-        for (int v = 0; v < HALF; ++v) {
-          V lo, hi;
-          load_u4(block + 4 + v * W, lo, hi);
-          w[r][v] = dv * lo, w[r][HALF + v] = dv * hi;
-        }
+        for (int v = 0; v < HALF; ++v) load_u4_scaled(block + 4 + v * W, dv, w[r][v], w[r][HALF + v]);
         if constexpr (kVectorMins) {
           min_part[r] = V::fma(V::set1(m), V::load(xsum + b * kSumLanes), min_part[r]);
         } else {

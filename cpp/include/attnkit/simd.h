@@ -680,6 +680,22 @@ inline void load_u4(const std::uint8_t* p, Vec<float>& lo, Vec<float>& hi) {
 }
 #endif
 
+// load_u4's nibbles times d: d * q, the bits of d * float(q). AVX-512 looks the 16 products up (vpermps reads an
+// index's low 4 bits): a product and two lookups where two conversions, a mask and two products were.
+#if defined(__AVX512F__)
+inline void load_u4_scaled(const std::uint8_t* p, Vec<float> d, Vec<float>& lo, Vec<float>& hi) {
+  const __m512 table = _mm512_mul_ps(d.v, _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  lo = {_mm512_permutexvar_ps(b, table)};
+  hi = {_mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), table)};
+}
+#else
+inline void load_u4_scaled(const std::uint8_t* p, Vec<float> d, Vec<float>& lo, Vec<float>& hi) {
+  load_u4(p, lo, hi);
+  lo = d * lo, hi = d * hi;
+}
+#endif
+
 // An IEEE half (little-endian bytes at p) as float, exactly: F16C where the ISA has it (every AVX2 and
 // AVX-512 CPU), the bit pattern rebuilt elsewhere.
 inline float half_to_float(const std::uint8_t* p) {
