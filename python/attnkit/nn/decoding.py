@@ -546,11 +546,17 @@ class _Run:
             raise ValueError(f"context must hold one token array per input ({n_inputs}), got {len(context)}")
         self.context = None if context is None else [np.asarray(c, dtype=np.int64).reshape(-1) for c in context]
         self.p, self.stop = params, stop
+        self._buffer = np.empty(0)  # every step's log-probabilities, read within the step (see _log_probs)
 
     def log_probs(self, tokens, state, history, inputs):
-        """The model's step, normalised; and a copy with blocked tokens at -inf (min_length, n-grams)."""
+        """The model's step, normalised; and the same with blocked tokens at -inf (suppressed, min_length,
+        n-grams, penalised repeats): a copy where any is blocked or penalised, else the same array."""
         scores, state = self.model.step(tokens, state)
-        logp, allowed = _normalised(scores, tokens.shape[0], self.bos_id, self.eos_id, self.suppress)
+        scores = np.asarray(scores)
+        if self._buffer.size < scores.size:
+            self._buffer = np.empty(2 * scores.size)
+        logp = _log_probs(scores, tokens.shape[0], self.bos_id, self.eos_id, self.suppress, self._buffer)
+        allowed = _blockable(logp, self.p, self.suppress, history.shape[1])
         if history.shape[1] < self.p["min_length"]:
             allowed[:, self.eos_id] = -np.inf
         context = [np.empty(0, np.int64)] * len(inputs) if self.context is None else [self.context[i] for i in inputs]
@@ -663,12 +669,16 @@ class _Run:
         del pool[self.p["num_beams"] :]
 
 
-def _normalised(scores, rows, bos_id, eos_id, suppress):
-    """A model step's scores (rows, V) as log-probabilities, and a copy with the suppressed tokens at -inf."""
-    logp = _log_probs(scores, rows, bos_id, eos_id, suppress)
+def _blockable(logp, params, suppress, t):
+    """``logp`` with the suppressed tokens at -inf, a copy for the step at position ``t`` to block or penalise
+    more in: or ``logp`` itself where that step changes nothing (greedy search and sampling without
+    ``min_length`` left, penalties, n-gram blocking or suppressed tokens read it as it is)."""
+    if not (suppress.size or t < params["min_length"] or params["repetition_penalty"] != 1.0
+            or params["no_repeat_ngram_size"]):
+        return logp
     allowed = logp.copy()
     allowed[:, suppress] = -np.inf
-    return logp, allowed
+    return allowed
 
 
 def _log_probs(scores, rows, bos_id, eos_id, suppress, buffer=None):
@@ -838,11 +848,7 @@ class SharedSteps:
         """This step's token of ``seq`` from its row of log-probabilities (1, V), and whether every token was
         blocked: the rules of generate's greedy search and sampling, for one row."""
         p, history = seq.params, np.asarray(seq.history, np.int64)[None, :]
-        allowed = logp
-        if (self.suppress.size or history.shape[1] < p["min_length"] or p["repetition_penalty"] != 1.0
-                or p["no_repeat_ngram_size"]):  # tokens to block or penalise: a copy (else the row as it is)
-            allowed = logp.copy()
-            allowed[:, self.suppress] = -np.inf
+        allowed = _blockable(logp, p, self.suppress, history.shape[1])
         if history.shape[1] < p["min_length"]:
             allowed[:, self.eos_id] = -np.inf
         _penalise_repeats(allowed, history, [seq.context], p["repetition_penalty"])
