@@ -23,7 +23,7 @@ from attnkit import (
 from attnkit._config import num_threads, resolve_n_jobs
 from attnkit.datasets import make_case_pairs, make_negation_sentences
 from attnkit.estimators import embedder, random_features
-from attnkit.estimators._jobs import BALANCE, map_batches
+from attnkit.estimators._jobs import BALANCE, MIN_SHARE, map_batches
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("safetensors")
@@ -210,24 +210,25 @@ def _calls(batches, cost, threads):
 
 
 def test_map_batches_gives_even_batches_to_threads_with_one_kernel_thread_each():
-    seen = _calls(range(8), lambda b: 1.0, 2)
+    seen = _calls(range(8), lambda b: MIN_SHARE / 4, 2)  # 2 x MIN_SHARE in all: worth two threads
     assert sorted(b for b, _, _ in seen) == list(range(8))
     assert {name.startswith("attnkit-batch") for _, name, _ in seen} == {True}
     assert {n for _, _, n in seen} == {1}
 
 
 def test_map_batches_takes_the_costliest_batch_first():
-    seen = _calls([1, 5, 3, 2, 4, 6], float, 2)
+    seen = _calls([1, 5, 3, 2, 4, 6], lambda b: b * MIN_SHARE, 2)
     assert sorted(b for b, _, _ in seen) == [1, 2, 3, 4, 5, 6]
     assert {b for b, _, _ in seen[:2]} == {5, 6}  # each worker's first batch
 
 
 @pytest.mark.parametrize(("batches", "cost", "threads"), [
-    ([0], lambda b: 1.0, 2),                        # fewer batches than threads
-    ([0, 1, 2], lambda b: 1.0, 2),                  # 2 + 1: the busiest over 1.5 equal shares
-    ([0, 1, 2, 3], lambda b: 10.0 if b == 0 else 1.0, 2),  # one batch outweighs the rest
-    (list(range(8)), lambda b: 1.0, 1),             # one thread
-    ([], lambda b: 1.0, 2),
+    ([0], lambda b: 1e3, 2),                        # fewer batches than threads
+    ([0, 1, 2], lambda b: 1e3, 2),                  # 2 + 1: the busiest over 1.5 equal shares
+    ([0, 1, 2, 3], lambda b: 1e4 if b == 0 else 1e3, 2),  # one batch outweighs the rest
+    (list(range(8)), lambda b: 1e3, 1),             # one thread
+    ([], lambda b: 1e3, 2),
+    (list(range(8)), lambda b: MIN_SHARE / 4 - 1, 2),  # even, but too little work for two Python threads
 ])
 def test_map_batches_runs_uneven_or_few_batches_in_turn_on_every_thread(batches, cost, threads):
     seen = _calls(batches, cost, threads)
@@ -239,8 +240,8 @@ def test_map_batches_runs_uneven_or_few_batches_in_turn_on_every_thread(batches,
 def test_map_batches_balance_bound():
     # 5 equal batches on 2 threads: 3 / 2.5 = 1.2 > BALANCE; 6 share evenly.
     assert BALANCE < 1.2
-    assert {n for _, _, n in _calls(range(5), lambda b: 1.0, 2)} == {2}
-    assert {n for _, _, n in _calls(range(6), lambda b: 1.0, 2)} == {1}
+    assert {n for _, _, n in _calls(range(5), lambda b: 1e3, 2)} == {2}
+    assert {n for _, _, n in _calls(range(6), lambda b: 1e3, 2)} == {1}
 
 
 def test_map_batches_reraises_a_workers_error_and_restores_the_count():
@@ -294,12 +295,18 @@ def test_embedder_on_batches_at_once_equals_one_thread_bit_for_bit(tmp_path, dty
     if dtype == "float32":
         assert any(name.startswith("attnkit-batch") for name in batch_threads)
     np.testing.assert_array_equal(got, expected)
-    # A call of at most one batch (a server's few requests), of lengths that halve unevenly by count: cut into
-    # two batches of equal tokens, one per thread, with the same bits.
+    # A call of at most one batch (a server's few requests), of lengths that halve unevenly by count, with
+    # MIN_SHARE tokens a thread: cut into two batches of equal tokens, one per thread, with the same bits.
+    long = [" ".join(["good", "bad", "film", "plot"] * 4)] * 11 + texts[:1]  # 11 x 18 tokens (max_len 20), and 3
+    model.set_params(batch_size=16)
+    batch_threads.clear()
+    np.testing.assert_array_equal(model.set_params(n_jobs=2).transform(long),
+                                  model.set_params(n_jobs=1).transform(long))
+    if dtype == "float32":
+        assert sum(name.startswith("attnkit-batch") for name in batch_threads) >= 1
+    # Fewer tokens: one batch, each op on both threads of the caller (Python threads' GIL would cost more).
     few = texts[:3] + [texts[11] + " " + texts[10]]
-    model.set_params(batch_size=8)
     batch_threads.clear()
     np.testing.assert_array_equal(model.set_params(n_jobs=2).transform(few),
                                   model.set_params(n_jobs=1).transform(few))
-    if dtype == "float32":
-        assert sum(name.startswith("attnkit-batch") for name in batch_threads) >= 1
+    assert not any(name.startswith("attnkit-batch") for name in batch_threads)

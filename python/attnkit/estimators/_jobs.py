@@ -81,12 +81,13 @@ def map_batches(fn, batches, *, cost):
 
     With T > 1 kernel threads, T Python threads take the batches, costliest (``cost(batch)``) first and each
     the next when free, while the kernels run at one thread each (they release the GIL) -- when the batches
-    share out evenly: the busiest thread gets at most :data:`BALANCE` times an equal share. Otherwise the
-    batches run in turn, each op on all T threads. Why: an inference batch's products (hundreds of rows)
-    run as fast per core on one thread as on two, while an op split over two threads pays for waking the
-    other and leaves it idle through the Python between ops. On 2 cores, embedding SST-2 test with MiniLM
-    went from 283-323 to 343-347 texts/s, the classifier's predict_proba from 7,200-8,100 to 9,000-9,500
-    texts/s. The kernels are deterministic in the thread count, so the results are the same bits either way.
+    share out evenly (the busiest thread gets at most :data:`BALANCE` times an equal share) and each share
+    costs at least :data:`MIN_SHARE` (tokens). Otherwise the batches run in turn, each op on all T threads.
+    Why: an inference batch's products (hundreds of rows) run as fast per core on one thread as on two, while
+    an op split over two threads pays for waking the other and leaves it idle through the Python between ops.
+    On 2 cores, embedding SST-2 test with MiniLM went from 283-323 to 343-347 texts/s, the classifier's
+    predict_proba from 7,200-8,100 to 9,000-9,500 texts/s. The kernels are deterministic in the thread count,
+    so the results are the same bits either way.
     """
     batches = list(batches)
     threads = get_num_threads()
@@ -109,9 +110,22 @@ def map_batches(fn, batches, *, cost):
 BALANCE = 1.1
 
 
+# The least work (cost, in tokens) a thread's share may hold for batches to go to threads: below, the Python
+# between the ops dominates and two Python threads queue for the GIL. MiniLM on 2 cores, SST-2 sentences: 4
+# texts (83 tokens) split 19.4 ms against 11.7 ms as one batch on both threads; 8 (194 tokens) 19.2 against 20.5.
+MIN_SHARE = 96
+
+
+def worth_threads(total_cost, threads):
+    """Whether ``total_cost`` tokens of work are worth taking by ``threads`` Python threads (MIN_SHARE each)."""
+    return threads > 1 and total_cost >= MIN_SHARE * threads
+
+
 def _even(order, cost, threads):
-    """Whether ``threads`` workers taking the batches of ``order`` in turn end within BALANCE of each other."""
+    """Whether ``threads`` workers taking the batches of ``order`` in turn end within BALANCE of each other, each
+    with at least MIN_SHARE."""
     loads = [0.0] * threads
     for batch in order:
         loads[loads.index(min(loads))] += cost(batch)
-    return len(order) >= threads and max(loads) <= BALANCE * sum(loads) / threads
+    return (len(order) >= threads and worth_threads(sum(loads), threads)
+            and max(loads) <= BALANCE * sum(loads) / threads)

@@ -16,7 +16,7 @@ from attnkit._validation import Interval, Options
 from attnkit._warnings import warn
 from attnkit.batching import balanced_batches
 from attnkit.estimators._base import INFERENCE_DTYPES, NetworkEstimator
-from attnkit.estimators._jobs import fit_context, map_batches, threaded
+from attnkit.estimators._jobs import fit_context, map_batches, threaded, worth_threads
 from attnkit.estimators._token_input import TEXT
 from attnkit.io import register_estimator
 from attnkit.nn import SequencePooling, TextEncoder
@@ -256,10 +256,15 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
         # of at most one batch is cut into T batches of equal tokens instead: halved by count, 32 SST-2
         # sentences sorted by length gave one thread twice the other's work, and ran op by op on 2 threads
         # (393 texts/s in calls of 32 against 549 in one call of 400, on 2 cores).
-        threads = get_num_threads()
+        # A call of too few tokens for threads of their own (worth_threads) runs as one batch, each op on them all.
+        threads, lengths = get_num_threads(), [len(i) for i in ids]
         per_batch = -(-self.batch_size // threads)
-        batches = (self._batches(ids, per_batch) if threads < 2 or len(ids) > self.batch_size
-                   else self._batches(ids, rows=balanced_batches([len(i) for i in ids], threads)))
+        if threads < 2 or len(ids) > self.batch_size:
+            batches = self._batches(ids, per_batch)
+        elif not worth_threads(sum(lengths), threads):
+            batches = self._batches(ids)
+        else:
+            batches = self._batches(ids, rows=balanced_batches(lengths, threads))
         # the packed encoder computes real tokens, not padding
         map_batches(embed, batches, cost=lambda item: int(np.maximum(item[2], 1).sum()))
         if self.normalize_:
