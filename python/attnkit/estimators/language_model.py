@@ -906,11 +906,14 @@ class _PromptedModel:
     def _prefill(self, rows):
         """The cache and next-token logits of one call reading ``rows``, right-padded if their lengths differ."""
         ids, lengths = pad_sequences(rows, pad_id=int(rows[0][0]))
-        # The key/value buffers start at twice the prompt and double as needed: a long context costs only what
-        # generation uses.
-        cache = self.network.start(len(rows), capacity=min(self.width, max(64, 2 * ids.shape[1])))
+        cache = self._start(len(rows), ids.shape[1])
         uniform = (lengths == ids.shape[1]).all()
         return cache, self._ends(self.network.prefill(ids, cache, lengths=None if uniform else lengths))
+
+    def _start(self, rows, longest):
+        """An empty cache for ``rows`` prompts of at most ``longest`` tokens: its key/value buffers start at twice
+        the prompt and double as needed (a long context costs only what generation uses)."""
+        return self.network.start(rows, capacity=min(self.width, max(64, 2 * longest)))
 
     def _ends(self, logits):
         """Logits where the end-of-text id stands for every end id: a pretrained model may end a text with any
@@ -940,13 +943,11 @@ class _PromptedModel:
         contexts = [np.asarray(c) for c in contexts]
         sizes = np.array([c.size for c in contexts])
         rows = len(state.tokens) + int(sizes.sum())
-        if (state.pending is not None or not self.mixed or rows > EXACT_ROWS or sizes.max() >= self.width
-                or (state.cache.lengths >= self.width).any()):
+        if (state.pending is not None or not self.mixed or sizes.max() >= self.width
+                or (state.cache.lengths >= self.width).any() or not self.network.reads_rows(state.cache, rows)):
             return None
-        fresh = self.network.start(len(contexts), capacity=min(self.width, max(64, 2 * int(sizes.max()))))
-        if not self.network.reads_rows(fresh, rows):
-            return None
-        cache, n = DecoderCache.join([state.cache, fresh]), len(state.tokens)
+        cache = DecoderCache.join([state.cache, self._start(len(contexts), int(sizes.max()))])
+        n = len(state.tokens)
         ids = np.concatenate([np.asarray(tokens, np.int64), *contexts])
         sequences = np.concatenate([np.arange(n), np.repeat(n + np.arange(len(contexts)), sizes)])
         at = np.concatenate([np.arange(n), n + np.cumsum(sizes) - 1])

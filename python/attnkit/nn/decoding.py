@@ -546,16 +546,13 @@ class _Run:
             raise ValueError(f"context must hold one token array per input ({n_inputs}), got {len(context)}")
         self.context = None if context is None else [np.asarray(c, dtype=np.int64).reshape(-1) for c in context]
         self.p, self.stop = params, stop
-        self._buffer = np.empty(0)  # every step's log-probabilities, read within the step (see _log_probs)
+        self._log_probs = _LogProbs(bos_id, eos_id, self.suppress)
 
     def log_probs(self, tokens, state, history, inputs):
         """The model's step, normalised; and the same with blocked tokens at -inf (suppressed, min_length,
         n-grams, penalised repeats): a copy where any is blocked or penalised, else the same array."""
         scores, state = self.model.step(tokens, state)
-        scores = np.asarray(scores)
-        if self._buffer.size < scores.size:
-            self._buffer = np.empty(2 * scores.size)
-        logp = _log_probs(scores, tokens.shape[0], self.bos_id, self.eos_id, self.suppress, self._buffer)
+        logp = self._log_probs(scores, tokens.shape[0])
         allowed = _blockable(logp, self.p, self.suppress, history.shape[1])
         if history.shape[1] < self.p["min_length"]:
             allowed[:, self.eos_id] = -np.inf
@@ -681,28 +678,35 @@ def _blockable(logp, params, suppress, t):
     return allowed
 
 
-def _log_probs(scores, rows, bos_id, eos_id, suppress, buffer=None):
-    """A model step's scores (rows, V) as float64 log-probabilities, checked; written into ``buffer`` (a float64
-    array of at least that size, whose first rows x V values the result views) when given."""
-    scores = np.asarray(scores)
-    if scores.ndim != 2 or scores.shape[0] != rows or scores.dtype.kind != "f":
-        raise ValueError(f"model.step must return float scores of shape (rows={rows}, V), got "
-                         f"{scores.dtype} {scores.shape}")
-    if eos_id >= scores.shape[1] or bos_id >= scores.shape[1]:
-        raise ValueError(f"bos_id ({bos_id}) and eos_id ({eos_id}) must be < V, the model's "
-                         f"vocabulary size ({scores.shape[1]})")
-    top = scores.max(initial=-np.inf)  # NaN where any score is
-    if np.isnan(top) or top == np.inf:
-        raise ValueError("model.step returned NaN scores (or +inf): the model's weights or inputs are not finite")
-    if suppress.size and not (0 <= suppress.min() and suppress.max() < scores.shape[1]):
-        raise ValueError(f"suppress_tokens must be ids in [0, {scores.shape[1]}) (the model's vocabulary size)")
-    if buffer is None or buffer.size < scores.size:
-        logp = np.array(scores, dtype=np.float64, order="C")
-    else:
-        logp = buffer.reshape(-1)[: scores.size].reshape(scores.shape)
+class _LogProbs:
+    """A model's steps' scores (rows, V) as float64 log-probabilities, checked. Every step's are written into one
+    buffer, kept across steps and grown as needed: a result is read within its step (the next overwrites it)."""
+
+    def __init__(self, bos_id, eos_id, suppress):
+        self.bos_id, self.eos_id, self.suppress = bos_id, eos_id, suppress
+        self._buffer = np.empty(0)
+
+    def __call__(self, scores, rows):
+        scores = np.asarray(scores)
+        if scores.ndim != 2 or scores.shape[0] != rows or scores.dtype.kind != "f":
+            raise ValueError(f"model.step must return float scores of shape (rows={rows}, V), got "
+                             f"{scores.dtype} {scores.shape}")
+        if self.eos_id >= scores.shape[1] or self.bos_id >= scores.shape[1]:
+            raise ValueError(f"bos_id ({self.bos_id}) and eos_id ({self.eos_id}) must be < V, the model's "
+                             f"vocabulary size ({scores.shape[1]})")
+        top = scores.max(initial=-np.inf)  # NaN where any score is
+        if np.isnan(top) or top == np.inf:
+            raise ValueError("model.step returned NaN scores (or +inf): the model's weights or inputs are not finite")
+        suppress = self.suppress
+        if suppress.size and not (0 <= suppress.min() and suppress.max() < scores.shape[1]):
+            raise ValueError(f"suppress_tokens must be ids in [0, {scores.shape[1]}) (the model's vocabulary size)")
+        if self._buffer.size < scores.size:
+            self._buffer = np.empty(2 * scores.size)
+        logp = self._buffer[: scores.size].reshape(scores.shape)
         np.copyto(logp, scores)
-    # In place: the new pages of a vocabulary-wide batch (6 MB a step of 16 rows of 49,152) cost more than its exps.
-    return ops.log_softmax(logp, out=logp)
+        # In place: the new pages of a vocabulary-wide batch (6 MB a step of 16 rows of 49,152) cost more than its
+        # exps.
+        return ops.log_softmax(logp, out=logp)
 
 
 # ------------------------------------------------------------------------------------ shared steps
@@ -749,7 +753,7 @@ class SharedSteps:
         self._waiting: list[_Sequence] = []  # added, read at the next step
         self._state: Any = None
         self._tokens = np.empty(0, np.int64)  # each row's last token, fed at the next step
-        self._buffer = np.empty(0)
+        self._log_probs = _LogProbs(bos_id, self.eos_id, self.suppress)
 
     def __len__(self):
         """Sequences decoding or waiting to start."""
@@ -817,10 +821,7 @@ class SharedSteps:
         if not states:
             return []
         self._state = states[0] if len(states) == 1 else self.model.join(states)
-        every = scores[0] if len(scores) == 1 else np.concatenate(scores)
-        if self._buffer.size < every.size:  # one buffer for every step's log-probabilities (see _log_probs)
-            self._buffer = np.empty(2 * every.size)
-        logp = _log_probs(every, len(self._rows), self.bos_id, self.eos_id, self.suppress, self._buffer)
+        logp = self._log_probs(scores[0] if len(scores) == 1 else np.concatenate(scores), len(self._rows))
         events, ended, tokens = [], [], np.empty(len(self._rows), np.int64)
         for i, seq in enumerate(self._rows):
             choice, blocked = self._choose(seq, logp[i : i + 1])
