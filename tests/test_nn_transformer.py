@@ -175,6 +175,40 @@ def test_post_ln_blocks_compute_norm_of_the_residual_sum():
 
 
 @pytest.mark.parametrize("norm_first", [True, False])
+def test_training_sums_in_place_leave_inputs_and_bits_alone(norm_first):
+    # Residual writes x + y into a training dropout's fresh output and dx into the norm's or sublayer's fresh
+    # gradient: the caller's x and upstream gradient stay as they were, and the bits are those of the plain sums.
+    rng = np.random.default_rng(3)
+    layer = nn.EncoderLayer(8, 2, 16, rng, norm_first=norm_first, dropout=0.3).astype(np.float32)
+    block = layer.feed_forward
+    x = rng.standard_normal((2, 5, 8)).astype(np.float32)
+    grad = rng.standard_normal((2, 5, 8)).astype(np.float32)
+    x_copy, grad_copy = x.copy(), grad.copy()
+    replay = _replaying(block)
+    out, cache = block.forward(x, True)
+    dx = block.backward(grad, cache)
+    np.testing.assert_array_equal(x, x_copy)
+    np.testing.assert_array_equal(grad, grad_copy)
+    replay()
+    if norm_first:
+        h, c_norm = block.norm.forward(x, True)
+        y, c_sub = block.sublayer.forward(h, True)
+        y, c_drop = block.dropout.forward(y, True)
+        np.testing.assert_array_equal(out, x + y)
+        block.zero_grad()
+        dh = block.sublayer.backward(block.dropout.backward(grad, c_drop), c_sub)
+        np.testing.assert_array_equal(dx, grad + block.norm.backward(dh, c_norm))
+    else:
+        y, c_sub = block.sublayer.forward(x, True)
+        y, c_drop = block.dropout.forward(y, True)
+        want, c_norm = block.norm.forward(x + y, True)
+        np.testing.assert_array_equal(out, want)
+        block.zero_grad()
+        dz = block.norm.backward(grad, c_norm)
+        np.testing.assert_array_equal(dx, dz + block.sublayer.backward(block.dropout.backward(dz, c_drop), c_sub))
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
 def test_attention_weights_follow_the_block_arrangement(norm_first):
     rng = np.random.default_rng(2)
     encoder = nn.Encoder(2, 8, 2, 16, rng, norm_first=norm_first, norm="rms").astype(np.float64)

@@ -15,6 +15,8 @@ checkpoint's config may) or an :class:`RMSNorm` (``norm="rms"``, eps 1e-6).
 
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from attnkit._validation import check_bool, check_real
 from attnkit.nn.attention import MultiHeadAttention
 from attnkit.nn.layers import Dropout, LayerNorm, RMSNorm
@@ -89,10 +91,10 @@ class Residual(Module):
             h, c_norm = self.norm.forward(x, training)
             y, c_sub = self._sublayer_forward(h, training, context=context, key_lengths=key_lengths)
             y, c_drop = self.dropout.forward(y, training)
-            return x + y, ResidualCache(c_norm, c_sub, c_drop)
+            return _add(x, y, owned=c_drop is not None), ResidualCache(c_norm, c_sub, c_drop)
         y, c_sub = self._sublayer_forward(x, training, context=context, key_lengths=key_lengths)
         y, c_drop = self.dropout.forward(y, training)
-        out, c_norm = self.norm.forward(x + y, training)
+        out, c_norm = self.norm.forward(_add(x, y, owned=c_drop is not None), training)
         return out, ResidualCache(c_norm, c_sub, c_drop)
 
     def backward(self, grad, cache):
@@ -100,12 +102,12 @@ class Residual(Module):
         if self.norm_first:
             dh = self.sublayer.backward(self.dropout.backward(grad, cache.dropout), cache.sublayer)
             dh, dcontext = dh if isinstance(dh, tuple) else (dh, None)
-            dx = grad + self.norm.backward(dh, cache.norm)
+            dx = _add(grad, self.norm.backward(dh, cache.norm), owned=True)
         else:
             dz = self.norm.backward(grad, cache.norm)
             dx = self.sublayer.backward(self.dropout.backward(dz, cache.dropout), cache.sublayer)
             dx, dcontext = dx if isinstance(dx, tuple) else (dx, None)
-            dx = dz + dx
+            dx = _add(dx, dz, owned=True)
         return dx if dcontext is None else (dx, dcontext)
 
     def _sublayer_forward(self, h, training, *, context, key_lengths):
@@ -135,3 +137,13 @@ class Residual(Module):
     def _close(self, x, y):
         """The block's output (inference) from its input x and the sublayer's output y."""
         return x + y if self.norm_first else self.norm.forward(x + y)[0]
+
+
+def _add(x, y, *, owned):
+    """``x + y``, written into ``y`` when ``owned`` (a fresh array nothing else holds: a training dropout's output,
+    a norm's or sublayer's gradient) and it has the sum's shape and dtype: no new array each layer. The sum's bits
+    are the same either way (addition commutes)."""
+    if owned and isinstance(y, np.ndarray) and y.shape == np.broadcast_shapes(x.shape, y.shape) \
+            and y.dtype == np.result_type(x, y) and y.flags.writeable:
+        return np.add(x, y, out=y)
+    return x + y
