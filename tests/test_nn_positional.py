@@ -56,6 +56,18 @@ def test_sinusoidal_keeps_dtype_and_offsets_match_a_whole_sequence():
     assert layer.n_parameters() == 0
 
 
+def test_sinusoidal_table_is_reused_only_for_the_same_rows_and_never_written():
+    layer = SinusoidalPositions(8)
+    x = np.zeros((2, 5, 8), np.float32)
+    first, _ = layer.forward(x)
+    first += 1.0  # the caller owns its output: the kept table is not touched
+    assert_array_equal(layer.forward(x)[0], ops.sinusoidal_positions(5, 8, dtype=np.float32)[None].repeat(2, 0))
+    assert_array_equal(layer.forward(x, offset=3)[0][0], ops.sinusoidal_positions(5, 8, start=3, dtype=np.float32))
+    assert_array_equal(layer.forward(x[:, :4])[0][0], ops.sinusoidal_positions(4, 8, dtype=np.float32))
+    wide = layer.forward(x.astype(np.float64))[0]
+    assert wide.dtype == np.float64 and np.array_equal(wide[0], ops.sinusoidal_positions(5, 8))
+
+
 @pytest.mark.parametrize(
     ("make", "error", "match"),
     [

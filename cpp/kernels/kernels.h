@@ -5,6 +5,7 @@
 #include "attnkit/block_quantized.h"
 #include "attnkit/cross_entropy.h"
 #include "attnkit/dropout.h"
+#include "attnkit/embedding.h"
 #include "attnkit/gelu.h"
 #include "attnkit/int8_linear.h"
 #include "attnkit/isa.h"
@@ -55,6 +56,8 @@ template <class T>
 void gelu_backward(const GeluArgs<T>& a);
 template <class T>
 void dropout(const DropoutArgs<T>& a);
+template <class T>
+void embedding_backward(const EmbeddingBackwardArgs<T>& a);
 template <class T>
 void matmul(const MatmulArgs<T>& a);
 template <class T>

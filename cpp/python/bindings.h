@@ -27,6 +27,7 @@ void bind_cross_entropy(py::module_& m);
 void bind_layer_norm(py::module_& m);
 void bind_gelu(py::module_& m);
 void bind_dropout(py::module_& m);
+void bind_embedding(py::module_& m);
 void bind_matmul(py::module_& m);
 void bind_optim(py::module_& m);
 void bind_int8_linear(py::module_& m);

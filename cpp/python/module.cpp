@@ -29,6 +29,7 @@ PYBIND11_MODULE(_core, m) {
   attnkit::bind_layer_norm(m);
   attnkit::bind_gelu(m);
   attnkit::bind_dropout(m);
+  attnkit::bind_embedding(m);
   attnkit::bind_matmul(m);
   attnkit::bind_optim(m);
   attnkit::bind_int8_linear(m);

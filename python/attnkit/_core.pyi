@@ -9,7 +9,7 @@ import typing
 import numpy
 import numpy.typing
 
-__all__: list[str] = ['DecodingPlan', 'adamw_update', 'argmax_attention', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'block_quantized_matmul', 'block_quantized_rows', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'dropout', 'gelu', 'gelu_backward', 'get_call_threads', 'get_int8_variant', 'get_isa', 'get_num_threads', 'int8_linear', 'int8_vnni_available', 'int8_vnni_isas', 'layer_norm', 'layer_norm_backward', 'linear_attention', 'linear_attention_backward', 'matmul', 'packed_attention', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_call_threads', 'set_int8_vnni', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares']
+__all__: list[str] = ['DecodingPlan', 'adamw_update', 'argmax_attention', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'block_quantized_matmul', 'block_quantized_rows', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'dropout', 'embedding_backward', 'gelu', 'gelu_backward', 'get_call_threads', 'get_int8_variant', 'get_isa', 'get_num_threads', 'int8_linear', 'int8_vnni_available', 'int8_vnni_isas', 'layer_norm', 'layer_norm_backward', 'linear_attention', 'linear_attention_backward', 'matmul', 'packed_attention', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'set_call_threads', 'set_int8_vnni', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares']
 class DecodingPlan:
     """
     One decoding step of a stack of pre-LN blocks, in C++.
@@ -87,6 +87,12 @@ def dropout(x: numpy.typing.NDArray[numpy.float32], out: numpy.typing.NDArray[nu
     ...
 @typing.overload
 def dropout(x: numpy.typing.NDArray[numpy.float64], out: numpy.typing.NDArray[numpy.float64], key: typing.SupportsInt | typing.SupportsIndex, threshold: typing.SupportsInt | typing.SupportsIndex, scale: typing.SupportsFloat | typing.SupportsIndex) -> None:
+    ...
+@typing.overload
+def embedding_backward(grad_weight: numpy.typing.NDArray[numpy.float32], ids: numpy.typing.NDArray[numpy.int64], grad: numpy.typing.NDArray[numpy.float32], padding_idx: typing.SupportsInt | typing.SupportsIndex) -> None:
+    ...
+@typing.overload
+def embedding_backward(grad_weight: numpy.typing.NDArray[numpy.float64], ids: numpy.typing.NDArray[numpy.int64], grad: numpy.typing.NDArray[numpy.float64], padding_idx: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...
 @typing.overload
 def gelu(x: numpy.typing.NDArray[numpy.float32], out: numpy.typing.NDArray[numpy.float32], exact: bool) -> None:

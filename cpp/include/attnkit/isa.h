@@ -8,6 +8,7 @@
 #include "attnkit/block_quantized.h"
 #include "attnkit/cross_entropy.h"
 #include "attnkit/dropout.h"
+#include "attnkit/embedding.h"
 #include "attnkit/gelu.h"
 #include "attnkit/int8_linear.h"
 #include "attnkit/layer_norm.h"
@@ -43,6 +44,7 @@ struct TypedKernels {
   void (*sum_of_squares)(const SumOfSquaresArgs<T>&);
   void (*argmax_attention)(const AttentionArgs<T>&);
   void (*dropout)(const DropoutArgs<T>&);
+  void (*embedding_backward)(const EmbeddingBackwardArgs<T>&);
 };
 
 struct KernelTable {

@@ -89,28 +89,7 @@ class Embedding(Module):
     def backward(self, grad, cache):
         """Adds ``grad`` into the rows of ``weight`` it came from (not the padding row); returns None:
         integer ids have no gradient."""
-        ids = cache.reshape(-1)
-        grad = np.asarray(grad).reshape(ids.size, self.embedding_dim)
-        positions = np.arange(ids.size)
-        if self.padding_idx is not None:
-            positions = positions[ids != self.padding_idx]
-        if not positions.size:
-            return None
-        order = positions[np.argsort(ids[positions], kind="stable")]
-        sorted_ids, rows = ids[order], grad[order]
-        starts = np.flatnonzero(np.r_[True, sorted_ids[1:] != sorted_ids[:-1]])
-        runs = np.diff(np.r_[starts, order.size])
-        # The rows of each id summed in token order, one vectorised add per offset into the runs of equal
-        # ids (as many adds as the longest run): 0.5 ms for 4096 x 128 word pieces, where np.add.reduceat,
-        # one step per distinct id, took 6-10 ms. It stays for few ids in long runs (characters).
-        if runs.max() * 2 <= starts.size:
-            total, longer = rows[starts], np.flatnonzero(runs > 1)
-            for offset in range(1, runs.max()):
-                longer = longer[runs[longer] > offset]
-                total[longer] += rows[starts[longer] + offset]
-        else:
-            total = np.add.reduceat(rows, starts, axis=0)
-        self.grads["weight"][sorted_ids[starts]] += total
+        ops.embedding_backward(self.grads["weight"], cache, grad, padding_idx=self.padding_idx)
         return None
 
 

@@ -15,6 +15,7 @@ from attnkit.ops.block_quantized import BlockQuantizedMatrix, block_quantized_ma
 from attnkit.ops.cross_entropy import cross_entropy
 from attnkit.ops.decoding_plan import DecodingPlan, DecodingPlanLayer
 from attnkit.ops.dropout import dropout
+from attnkit.ops.embedding import embedding_backward
 from attnkit.ops.int8_linear import QuantizedLinearWeight, int8_linear, quantize_linear_weight
 from attnkit.ops.linear_attention import (
     LinearAttentionContext,
@@ -43,6 +44,7 @@ __all__ = [
     "block_quantized_matmul",
     "cross_entropy",
     "dropout",
+    "embedding_backward",
     "gelu",
     "gelu_backward",
     "int8_linear",

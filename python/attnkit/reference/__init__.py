@@ -19,6 +19,7 @@ from attnkit.reference.attention import (
 from attnkit.reference.block_quantized import block_quantized_matmul, dequantize_blocks
 from attnkit.reference.cross_entropy import cross_entropy
 from attnkit.reference.dropout import dropout, dropout_keep
+from attnkit.reference.embedding import embedding_backward
 from attnkit.reference.int8_linear import int8_linear, quantize_activations, quantize_linear_weight
 from attnkit.reference.linear_attention import feature_map_features, linear_attention
 from attnkit.reference.llama import llama_forward, llama_weights
@@ -38,6 +39,7 @@ __all__ = [
     "dequantize_blocks",
     "dropout",
     "dropout_keep",
+    "embedding_backward",
     "feature_map_features",
     "gelu",
     "gelu_backward",
