@@ -302,3 +302,52 @@ def test_a_row_gets_the_same_bits_alone_as_among_many(isa, threads, dtype, k):
             assert_array_equal(ops.matmul(a[:rows], b_view, bias=bias), many[:rows], err_msg=f"{rows} rows, b {name}")
         acc = ops.matmul(a[:rows], b, bias=bias, out=start[:rows].copy(), accumulate=True)
         assert_array_equal(acc, many_acc[:rows], err_msg=f"{rows} rows, accumulate")
+
+
+def _column_sums_in_row_order(b):
+    """0 + b[0] + b[1] + ... one row at a time: the order b_column_sums promises (NumPy's sum(axis=0) for a C-ordered
+    b of several columns)."""
+    total = np.zeros(b.shape[1], b.dtype)
+    for row in b:
+        total += row
+    return total
+
+
+@given(m=dims, k=depths, n=dims, dtype=st.sampled_from((np.float32, np.float64)), seed=st.integers(0, 2**32 - 1),
+       data=st.data())
+def test_b_column_sums_are_row_order_sums_beside_an_unchanged_product(isa, m, k, n, dtype, seed, data):
+    a = data.draw(arrange(_normal(seed, (m, k), dtype)), label="a")
+    b = data.draw(arrange(_normal(seed + 1, (k, n), dtype)), label="b")
+    sums = np.full(n, np.nan, dtype)  # every element written, whatever was there
+    c = ops.matmul(a, b, b_column_sums=sums)
+    assert_array_equal(c, ops.matmul(a, b))
+    assert_array_equal(sums, _column_sums_in_row_order(np.asarray(b)))
+
+
+@pytest.mark.parametrize("m, k, n", [(128, 4096, 128), (512, 4096, 130), (3, 700, 40), (203, 1400, 61)])
+def test_b_column_sums_equal_numpy_for_any_thread_count(isa, threads, m, k, n):
+    # The layers' bias gradients: x.T @ dy with dy C-ordered, where NumPy's dy.sum(axis=0) adds row by row.
+    x, dy = _normal(0, (k, m), np.float32), _normal(1, (k, n), np.float32)
+    for count in (1, 2, 3):
+        threads(count)
+        sums = np.empty(n, np.float32)
+        grad = np.ones((m, n), np.float32)
+        ops.matmul(x.T, dy, out=grad, accumulate=True, b_column_sums=sums)
+        assert_array_equal(sums, dy.sum(axis=0), err_msg=f"{count} threads")
+        assert_array_equal(grad, ops.matmul(x.T, dy, out=np.ones((m, n), np.float32), accumulate=True))
+
+
+def test_b_column_sums_errors():
+    a, b = np.ones((2, 3)), np.ones((3, 4))
+    with pytest.raises(TypeError, match="b_column_sums must be an ndarray, got list"):
+        ops.matmul(a, b, b_column_sums=[0.0] * 4)
+    with pytest.raises(ValueError, match=r"b_column_sums must have shape \(n,\) = \(4,\) and the result dtype "
+                                         r"float64, got shape \(3,\)"):
+        ops.matmul(a, b, b_column_sums=np.empty(3))
+    with pytest.raises(ValueError, match="got shape \\(4,\\) and dtype float32"):
+        ops.matmul(a, b, b_column_sums=np.empty(4, np.float32))
+    with pytest.raises(ValueError, match="C-contiguous and writeable"):
+        ops.matmul(a, b, b_column_sums=np.empty(8)[::2])
+    with pytest.raises(ValueError, match="must not share memory with a, b, bias or out"):
+        out = np.empty((3, 4))
+        ops.matmul(a, b, out=out[:2], b_column_sums=out[1])

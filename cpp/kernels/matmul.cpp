@@ -92,21 +92,41 @@ void pack_a(const MatmulArgs<T>& g, std::int64_t i0, int mr, std::int64_t p0, st
 }
 
 // bp: the kc x nc block as NR-column micro-panels (panel q at q * kc * NR, element (p, j) at p * NR + j);
-// columns past nc are zeros.
+// columns past nc are zeros. With sums (the block's nc columns), each column's values are also added onto
+// it in row order, as they are packed.
 template <class T>
-void pack_b(const MatmulArgs<T>& g, std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* bp) {
+void pack_b(const MatmulArgs<T>& g, std::int64_t p0, std::int64_t kc, std::int64_t j0, std::int64_t nc, T* bp,
+            T* sums) {
   using V = Vec<T>;
   constexpr int W = V::W, NV = GemmShape<T>::NV, NR = GemmShape<T>::NR;
   const std::int64_t rs = g.b_row_stride, cs = g.b_col_stride;
   for (std::int64_t jr = 0; jr < nc; jr += NR, bp += kc * NR) {
     const int nr = int(min_scalar<std::int64_t>(NR, nc - jr));
     const T* src = g.b + p0 * rs + (j0 + jr) * cs;
+    if (cs == 1 && nr == NR && sums) {
+      V s[NV];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) s[v] = V::load(sums + jr + v * W);
+      for (std::int64_t p = 0; p < kc; ++p)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) {
+          const V x = V::load(src + p * rs + v * W);
+          x.store(bp + p * NR + v * W);
+          s[v] = s[v] + x;
+        }
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) s[v].store(sums + jr + v * W);
+      continue;
+    }
     if (cs == 1 && nr == NR) {
       for (std::int64_t p = 0; p < kc; ++p)
 #pragma GCC unroll 4
         for (int v = 0; v < NV; ++v) V::load(src + p * rs + v * W).store(bp + p * NR + v * W);
       continue;
     }
+    if (sums)  // rare layouts (B transposed, an edge panel): the sums on their own, in row order
+      for (int j = 0; j < nr; ++j)
+        for (std::int64_t p = 0; p < kc; ++p) sums[jr + j] += src[p * rs + j * cs];
     if (cs == 1 || (rs != 1 && (cs < 0 ? -cs : cs) <= (rs < 0 ? -rs : rs))) {
       for (std::int64_t p = 0; p < kc; ++p)
         for (int j = 0; j < nr; ++j) bp[p * NR + j] = src[p * rs + j * cs];
@@ -204,10 +224,11 @@ inline void micro_tile(std::int64_t kc, const T* __restrict ap, const T* __restr
     }
 }
 
-// Rows [r0, r1) x columns [c0, c1) of C, with one thread's scratch (ap: MR x KC, bp: KC x NC).
+// Rows [r0, r1) x columns [c0, c1) of C, with one thread's scratch (ap: MR x KC, bp: KC x NC); with sums (zeros
+// on entry), also B's column sums of columns [c0, c1), added as B's blocks are packed, in row order.
 template <class T, Panel kLayout>
 void rectangle(const MatmulArgs<T>& g, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1, T* ap,
-               T* bp) {
+               T* bp, T* sums) {
   using S = GemmShape<T>;
   constexpr int MR = S::MR, NR = S::NR;
   const std::int64_t k = g.k, ldc = g.c_row_stride;
@@ -218,7 +239,7 @@ void rectangle(const MatmulArgs<T>& g, std::int64_t r0, std::int64_t r1, std::in
       const std::int64_t pc = blk * S::KC, kc = min_scalar(S::KC, k - pc);
       const bool overwrite = blk == 0 && !g.accumulate;
       const T* bias = blk == kblocks - 1 && g.bias ? g.bias + jc : nullptr;
-      pack_b(g, pc, kc, jc, nc, bp);
+      pack_b(g, pc, kc, jc, nc, bp, sums ? sums + jc : nullptr);
       for (std::int64_t ir = r0; ir < r1; ir += MR) {
         const int mr = int(min_scalar<std::int64_t>(MR, r1 - ir));
         pack_a<T, kLayout>(g, ir, mr, pc, kc, ap);
@@ -345,12 +366,25 @@ void thin(const MatmulArgs<T>& g, std::int64_t c0, std::int64_t c1) {
       thin_scalars<T, NS>(g, i, j, int(min_scalar<std::int64_t>(NS, c1 - j)), kblocks);
 }
 
+// B's column sums in row order without a product (the thin path packs nothing, and m = 0 computes nothing).
+template <class T>
+void column_sums(const MatmulArgs<T>& g) {
+  for (std::int64_t p = 0; p < g.k; ++p) {
+    const T* row = g.b + p * g.b_row_stride;
+    for (std::int64_t j = 0; j < g.n; ++j) g.b_column_sums[j] += row[j * g.b_col_stride];
+  }
+}
+
 }  // namespace
 
 template <class T>
 void matmul(const MatmulArgs<T>& g) {
   using S = GemmShape<T>;
   const std::int64_t m = g.m, n = g.n, k = g.k;
+  if (g.b_column_sums) {
+    for (std::int64_t j = 0; j < n; ++j) g.b_column_sums[j] = T(0);
+    if (m <= kThinRows) column_sums(g);
+  }
   if (m == 0 || n == 0) return;
   if (m <= kThinRows) {
     constexpr std::int64_t W = Vec<T>::W;
@@ -378,10 +412,11 @@ void matmul(const MatmulArgs<T>& g) {
     const std::int64_t r0 = tiles_m * r / grid.rows * S::MR, r1 = min_scalar(m, tiles_m * (r + 1) / grid.rows * S::MR);
     const std::int64_t c0 = tiles_n * s / grid.cols * S::NR, c1 = min_scalar(n, tiles_n * (s + 1) / grid.cols * S::NR);
     T* ap = scratch.get() + omp_get_thread_num() * (a_size + b_size);
+    T* sums = r == 0 ? g.b_column_sums : nullptr;  // the first row group's threads sum their columns of B
     if (g.a_col_stride == 1)
-      rectangle<T, Panel::row_chunks>(g, r0, r1, c0, c1, ap, ap + a_size);
+      rectangle<T, Panel::row_chunks>(g, r0, r1, c0, c1, ap, ap + a_size, sums);
     else
-      rectangle<T, Panel::columns>(g, r0, r1, c0, c1, ap, ap + a_size);
+      rectangle<T, Panel::columns>(g, r0, r1, c0, c1, ap, ap + a_size, sums);
   }
 }
 

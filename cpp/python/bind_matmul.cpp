@@ -24,7 +24,8 @@ std::int64_t element_stride(const py::array_t<T>& arr, py::ssize_t ax, const cha
 }
 
 template <class T>
-void matmul(py::array_t<T> a, py::array_t<T> b, const py::object& bias, py::array_t<T> out, bool accumulate) {
+void matmul(py::array_t<T> a, py::array_t<T> b, const py::object& bias, py::array_t<T> out, bool accumulate,
+            const py::object& b_column_sums) {
   require(a.ndim() == 2 && b.ndim() == 2 && a.shape(1) == b.shape(0), "a must be (m, k) and b (k, n)");
   const auto m = a.shape(0), k = a.shape(1), n = b.shape(1);
   require(out.ndim() == 2 && out.shape(0) == m && out.shape(1) == n, "out must be (m, n)");
@@ -36,6 +37,12 @@ void matmul(py::array_t<T> a, py::array_t<T> b, const py::object& bias, py::arra
     bias_array = exactly<CArray<T>>(bias, "bias");
     require(bias_array.ndim() == 1 && bias_array.shape(0) == n, "bias must be (n,)");
     g.bias = bias_array.data();
+  }
+  CArray<T> sums_array;
+  if (!b_column_sums.is_none()) {
+    sums_array = exactly<CArray<T>>(b_column_sums, "b_column_sums");
+    require(sums_array.ndim() == 1 && sums_array.shape(0) == n, "b_column_sums must be (n,)");
+    g.b_column_sums = sums_array.mutable_data();
   }
   g.a = a.data(), g.b = b.data(), g.c = out.mutable_data();
   g.m = m, g.k = k, g.n = n;
@@ -53,7 +60,8 @@ void bind_matmul(py::module_& m) {
   for_each_dtype([&m](auto tag) {
     using T = typename decltype(tag)::type;
     m.def("matmul", &matmul<T>, py::arg("a").noconvert(), py::arg("b").noconvert(), py::arg("bias"),
-          py::arg("out").noconvert(), py::arg("accumulate"));
+          py::arg("out").noconvert(), py::arg("accumulate"),
+          py::arg("b_column_sums") = py::none());
   });
 }
 

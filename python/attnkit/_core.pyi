@@ -153,10 +153,10 @@ def linear_attention_backward(q: numpy.typing.NDArray[numpy.float32], k: numpy.t
 def linear_attention_backward(q: numpy.typing.NDArray[numpy.float64], k: numpy.typing.NDArray[numpy.float64], v: numpy.typing.NDArray[numpy.float64], keep: typing.Any, out: numpy.typing.NDArray[numpy.float64], s: numpy.typing.NDArray[numpy.float64], z: numpy.typing.NDArray[numpy.float64], features: typing.SupportsInt | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, row_map: typing.Any, dout: numpy.typing.NDArray[numpy.float64], dq: numpy.typing.NDArray[numpy.float64], dk: numpy.typing.NDArray[numpy.float64], dv: numpy.typing.NDArray[numpy.float64]) -> None:
     ...
 @typing.overload
-def matmul(a: numpy.typing.NDArray[numpy.float32], b: numpy.typing.NDArray[numpy.float32], bias: typing.Any, out: numpy.typing.NDArray[numpy.float32], accumulate: bool) -> None:
+def matmul(a: numpy.typing.NDArray[numpy.float32], b: numpy.typing.NDArray[numpy.float32], bias: typing.Any, out: numpy.typing.NDArray[numpy.float32], accumulate: bool, b_column_sums: typing.Any = None) -> None:
     ...
 @typing.overload
-def matmul(a: numpy.typing.NDArray[numpy.float64], b: numpy.typing.NDArray[numpy.float64], bias: typing.Any, out: numpy.typing.NDArray[numpy.float64], accumulate: bool) -> None:
+def matmul(a: numpy.typing.NDArray[numpy.float64], b: numpy.typing.NDArray[numpy.float64], bias: typing.Any, out: numpy.typing.NDArray[numpy.float64], accumulate: bool, b_column_sums: typing.Any = None) -> None:
     ...
 @typing.overload
 def packed_attention(q: tuple, k: tuple, v: tuple, lengths: numpy.typing.NDArray[numpy.int64], causal: bool, window_left: typing.SupportsInt | typing.SupportsIndex, window_right: typing.SupportsInt | typing.SupportsIndex, scale: typing.SupportsFloat | typing.SupportsIndex, d: typing.SupportsInt | typing.SupportsIndex, dv: typing.SupportsInt | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float32], out_offsets: numpy.typing.NDArray[numpy.int64]) -> None:

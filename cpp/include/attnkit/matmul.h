@@ -1,4 +1,6 @@
-// Matrix product: C = A B (+ C if accumulate) (+ bias per row)   A (m, k), B (k, n), C (m, n), bias (n,)
+// Matrix product: C = A B (+ C if accumulate) (+ bias per row)   A (m, k), B (k, n), C (m, n), bias (n,);
+// optionally also B's column sums, b_column_sums[j] = 0 + B[0, j] + B[1, j] + ... in row order (NumPy's
+// B.sum(axis=0) for n > 1), read while B is packed: a layer's bias gradient without a pass of its own.
 // A and B are read in place through element strides along both axes (transposed views, slices and
 // negative strides need no copy); C is row-major with contiguous rows, row_stride elements apart.
 #pragma once
@@ -17,6 +19,7 @@ struct MatmulArgs {
   std::int64_t b_row_stride = 0, b_col_stride = 0;  // element (p, j) of B at b[p * b_row_stride + j * b_col_stride]
   std::int64_t c_row_stride = 0;                    // element (i, j) of C at c[i * c_row_stride + j]
   bool accumulate = false;
+  T* b_column_sums = nullptr;  // (n,) contiguous, optional: written
 };
 
 }  // namespace attnkit

@@ -251,9 +251,7 @@ class MultiHeadAttention(Module):
     def backward(self, grad, cache):
         """Accumulate parameter gradients; return dx, or (dx, dcontext) for cross-attention."""
         x, c, cross, merged, context, bias_cache, fused = cache
-        add_product(self.grads["wo"], _flat(merged).T, _flat(grad))
-        if "bo" in self.grads:
-            self.grads["bo"] += _flat(grad).sum(axis=0)
+        add_product(self.grads["wo"], _flat(merged).T, _flat(grad), bias_grad=self.grads.get("bo"))
         dheads = ops.matmul(_flat(grad), self.params["wo"].T).reshape(x.shape[:-1] + (self.n_heads, self.d_head))
         dheads = dheads.swapaxes(-2, -3)
         if self.n_kv_heads != self.n_heads:
@@ -388,18 +386,21 @@ class MultiHeadAttention(Module):
             np.copyto(part, d.swapaxes(-2, -3))
         dy = _flat(dy.reshape(x.shape[:-1] + (-1,)))
         columns = [bound * self.d_head for bound in self._qkv_bounds]
-        for w, grad in zip(("wq", "wk", "wv"), np.split(ops.matmul(_flat(x).T, dy), columns, axis=1)):
+        # The biases' gradient is dy's column sums, added up as the product packs dy: NumPy's dy.sum(axis=0) bits
+        # (dy is C-ordered), where dy is not cast for the product.
+        summed = "bq" in self.grads and dy.dtype == np.result_type(x, dy)
+        sums = np.empty(dy.shape[1], dy.dtype) if summed else None
+        products = ops.matmul(_flat(x).T, dy, b_column_sums=sums)
+        for w, grad in zip(("wq", "wk", "wv"), np.split(products, columns, axis=1)):
             self.grads[w] += grad
         if "bq" in self.grads:
-            for b, grad in zip(("bq", "bk", "bv"), np.split(dy.sum(axis=0), columns)):
+            for b, grad in zip(("bq", "bk", "bv"), np.split(dy.sum(axis=0) if sums is None else sums, columns)):
                 self.grads[b] += grad
         return ops.matmul(dy, fused.T).reshape(x.shape)
 
     def _project_back(self, inp, dheads, w, b):
         dy = dheads.swapaxes(-2, -3).reshape(inp.shape[:-1] + (-1,))
-        add_product(self.grads[w], _flat(inp).T, _flat(dy))
-        if b in self.grads:
-            self.grads[b] += _flat(dy).sum(axis=0)
+        add_product(self.grads[w], _flat(inp).T, _flat(dy), bias_grad=self.grads.get(b))
         return ops.matmul(_flat(dy), self.params[w].T).reshape(inp.shape)
 
 

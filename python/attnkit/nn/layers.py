@@ -93,13 +93,20 @@ class Embedding(Module):
         return None
 
 
-def add_product(out, a, b):
+def add_product(out, a, b, *, bias_grad=None):
     """``out += a @ b`` in place (a parameter's gradient): with no temporary when ``out`` has the product's
-    dtype, through :func:`attnkit.ops.matmul`, whose result does not depend on the thread count."""
-    if out.dtype == np.result_type(a, b):
-        ops.matmul(a, b, out=out, accumulate=True)
+    dtype, through :func:`attnkit.ops.matmul`, whose result does not depend on the thread count. With
+    ``bias_grad``, also ``bias_grad += b.sum(axis=0)`` (the layer's bias gradient, ``b`` being its output's
+    gradient), summed as the product packs ``b`` where the bits are NumPy's (C-contiguous ``b``, ``n > 1``)."""
+    dtype = np.result_type(a, b)
+    fused = bias_grad is not None and b.ndim == 2 and b.shape[1] > 1 and b.flags.c_contiguous and b.dtype == dtype
+    sums = np.empty(b.shape[1], dtype) if fused else None
+    if out.dtype == dtype:
+        ops.matmul(a, b, out=out, accumulate=True, b_column_sums=sums)
     else:  # e.g. float64 inputs through a float32 layer: the product rounds into the parameter's dtype
-        out += ops.matmul(a, b)
+        out += ops.matmul(a, b, b_column_sums=sums)
+    if bias_grad is not None:
+        bias_grad += sums if fused else b.sum(axis=0)
 
 
 class Linear(Module):
@@ -147,9 +154,7 @@ class Linear(Module):
     def backward(self, grad, cache):
         x = cache
         grad2 = np.asarray(grad).reshape(-1, self.out_features)
-        add_product(self.grads["weight"], x.reshape(-1, self.in_features).T, grad2)
-        if "bias" in self.params:
-            self.grads["bias"] += grad2.sum(axis=0)
+        add_product(self.grads["weight"], x.reshape(-1, self.in_features).T, grad2, bias_grad=self.grads.get("bias"))
         return ops.matmul(grad2, self.params["weight"].T).reshape(x.shape)
 
 

@@ -10,7 +10,7 @@ __all__ = ["matmul"]
 
 
 def matmul(a: ArrayLike, b: ArrayLike, *, bias: ArrayLike | None = None, out: np.ndarray | None = None,
-           accumulate: bool = False) -> np.ndarray:
+           accumulate: bool = False, b_column_sums: np.ndarray | None = None) -> np.ndarray:
     """Matrix product ``a @ b (+ out if accumulate) (+ bias)``, deterministic whatever the thread count.
 
     Runs attnkit's packed GEMM kernel on attnkit's OpenMP threads (:func:`attnkit.set_num_threads`),
@@ -39,6 +39,12 @@ def matmul(a: ArrayLike, b: ArrayLike, *, bias: ArrayLike | None = None, out: np
     accumulate : bool, default=False
         Add the product into ``out`` (which is then required) instead of overwriting it: a layer's
         ``grads["weight"] += x.T @ g`` without a temporary.
+    b_column_sums : ndarray, shape (n,), optional
+        Also written with the column sums of ``b`` (in the result dtype): ``0 + b[0, j] + b[1, j] + ...`` in row
+        order (NumPy's ``b.sum(axis=0)`` adds the same way when ``b``'s rows are contiguous and ``n > 1``), read
+        while ``b`` is packed for the product: a layer's bias gradient then costs no pass of its own over ``g``
+        in ``x.T @ g``. C-contiguous, writable, the result dtype, sharing no memory with ``a``, ``b``, ``bias``
+        or ``out``.
 
     Returns
     -------
@@ -81,8 +87,23 @@ def matmul(a: ArrayLike, b: ArrayLike, *, bias: ArrayLike | None = None, out: np
     if bias is not None:
         bias = np.ascontiguousarray(bias, dtype=dtype)
         bias = bias.copy() if given is not None and np.may_share_memory(bias, given) else bias
-    _core.matmul(a, b, bias, out, accumulate)
+    if b_column_sums is not None:
+        _check_sums(b_column_sums, n, dtype, (a, b, out) + (() if bias is None else (bias,)))
+    _core.matmul(a, b, bias, out, accumulate, b_column_sums)
     return out
+
+
+def _check_sums(sums, n, dtype, others):
+    """b_column_sums is written by the kernel while a, b, bias and out are read or written: its own memory."""
+    if not isinstance(sums, np.ndarray):
+        raise TypeError(f"b_column_sums must be an ndarray, got {type(sums).__name__}")
+    if sums.shape != (n,) or sums.dtype != dtype:
+        raise ValueError(f"b_column_sums must have shape (n,) = ({n},) and the result dtype {dtype}, got shape "
+                         f"{sums.shape} and dtype {sums.dtype}")
+    if not (sums.flags.c_contiguous and sums.flags.writeable):
+        raise ValueError("b_column_sums must be C-contiguous and writeable")
+    if any(np.may_share_memory(sums, other) for other in others):
+        raise ValueError("b_column_sums must not share memory with a, b, bias or out")
 
 
 def _check_out(out, shape, dtype):
