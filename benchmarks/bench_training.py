@@ -3,7 +3,9 @@
 The model, the same in both libraries: token embedding (8000 ids, padding id 0) + sinusoidal positions,
 a 2-layer pre-LayerNorm encoder (d_model=128, 4 heads, d_ff=512, GELU, dropout 0.1, final LayerNorm) and a
 token-classification head (Linear to 16 tags) under a softmax cross-entropy that ignores padding. One step
-is zero-grad, forward, loss, backward and an AdamW update (decay on matrices only, as attnkit's default).
+is zero-grad, forward, loss, backward and an AdamW update (decay on matrices only, as attnkit's default); each
+library zeroes its gradients as its own training loops do: attnkit inside the update's pass
+(``AdamW.step(zero_grad=True)``, as its estimators), torch by dropping them (``zero_grad(set_to_none=True)``).
 torch runs ``nn.TransformerEncoderLayer(norm_first=True, batch_first=True, activation="gelu")`` with its
 attention-weight dropout set to 0, since attnkit's attention has none (with it, torch's training step falls
 back from its fused flash kernel to the unfused math path), and ``torch.optim.AdamW`` with its default
@@ -135,9 +137,8 @@ class AttnkitTrainer:
     def step(self, batch):
         logits, cache = self.model.forward(batch.ids, True, key_lengths=batch.lengths)
         loss, loss_cache = self.loss.forward(logits, batch.tags, training=True)
-        self.model.zero_grad()
         self.model.backward(self.loss.backward(1.0, loss_cache), cache)
-        self.optimizer.step()
+        self.optimizer.step(zero_grad=True)  # the gradients start at zero and each update leaves them so
         return float(loss)
 
     def logits(self, batch):
@@ -284,7 +285,8 @@ def bench_steps(report, args, torch, sizes):
         f"Training step: tokens/s, batch {batch_size} x {n}, float32",
         ["threads", "case", "tokens / step", "attnkit step", "torch step", "attnkit tokens/s", "torch tokens/s",
          "attnkit / torch", "max abs logit diff"],
-        "One step = zero-grad, forward, loss, backward, AdamW update. Step time: median of "
+        "One step = zero-grad, forward, loss, backward, AdamW update (attnkit zeroes its gradients in the update's "
+        "pass, as its estimators do; torch drops them, set_to_none). Step time: median of "
         f"{STEPS_PER_REPEAT * args.repeats} steps timed one by one ± interquartile range / median, after "
         f"{WARMUP} warm-up steps, the libraries taking turns step by step. *padded*: lengths uniform in "
         f"[{min_length}, {n}], the longest {n}; tokens counts real tokens only. *attnkit / torch*: "

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
 from attnkit.io import serialize
-from attnkit.nn import AdamW, Module, WarmupSchedule, clip_grad_norm, default_decay
+from attnkit.nn import AdamW, Module, WarmupSchedule, clip_coefficient, clip_grad_norm, default_decay
 
 
 class Gain(Module):
@@ -311,6 +311,61 @@ def test_clip_grad_norm(seed, max_norm):
     else:
         for name, _, g in model.named_parameters():
             assert_array_equal(g, grads[name])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("max_norm", [1e-3, 1.0, 1e3])
+def test_step_with_the_clip_factor_and_zero_grad_equals_clip_step_zero(dtype, max_norm):
+    # The estimators' loop: clip_coefficient, then step(grad_scale=, zero_grad=True), bit for bit the
+    # clip_grad_norm, step(), zero_grad() sequence, on the kernel path (a Module) and on the copies path (strided).
+    rng = np.random.default_rng(7)
+    models = [Toy(np.random.default_rng(1)).astype(dtype) for _ in range(2)]
+    twins = [(name, strided_twin(p), strided_twin(g)) for name, p, g in models[1].named_parameters()]
+    for params in (models[1], twins):
+        fused, plain = AdamW(models[0], lr=0.05, weight_decay=0.1), AdamW(params, lr=0.05, weight_decay=0.1)
+        for _ in range(4):
+            grads = [rng.standard_normal(g.shape) for _, _, g in models[0].named_parameters()]
+            for (_, _, a), (_, _, b), g in zip(models[0].named_parameters(), plain._parameters(), grads):
+                a[...], b[...] = g, g
+            norm, factor = clip_coefficient(models[0], max_norm)
+            assert norm == clip_grad_norm(plain._parameters(), max_norm)
+            assert factor == (max_norm / norm if norm > max_norm else 1.0)
+            fused.step(grad_scale=factor, zero_grad=True)
+            plain.step()
+            for _, _, grad in plain._parameters():
+                grad[...] = 0
+            for (name, a, ga), (_, b, gb) in zip(models[0].named_parameters(), plain._parameters()):
+                assert_array_equal(np.ascontiguousarray(a).view(np.uint8), np.ascontiguousarray(b).view(np.uint8),
+                                   err_msg=name)
+                assert not ga.any() and not gb.any()
+        models = [Toy(np.random.default_rng(1)).astype(dtype) for _ in range(2)]
+
+
+def test_clip_coefficient_leaves_gradients_alone_and_reports_non_finite():
+    model = Toy(np.random.default_rng(0))
+    fill_grads(model)
+    before = [g.copy() for _, _, g in model.named_parameters()]
+    norm, factor = clip_coefficient(model, 0.5)
+    assert factor == 0.5 / norm < 1
+    for (_, _, g), old in zip(model.named_parameters(), before):
+        assert_array_equal(g, old)
+    assert clip_coefficient(model, np.inf) == (norm, 1.0)
+    model.grads["bias"][0] = np.nan
+    with pytest.raises(FloatingPointError, match=r"non-finite gradients in \['bias'\]"):
+        clip_coefficient(model, 1.0)
+    bad_norm, factor = clip_coefficient(model, 1.0, error_if_nonfinite=False)
+    assert math.isnan(bad_norm) and factor == 1.0
+    with pytest.raises(ValueError, match="max_norm must be a positive number"):
+        clip_coefficient(model, 0)
+
+
+def test_step_refuses_bad_grad_scale_and_zero_grad():
+    opt = AdamW(Toy(np.random.default_rng(0)))
+    with pytest.raises(ValueError, match="grad_scale"):
+        opt.step(grad_scale=0.0)
+    with pytest.raises(TypeError, match="zero_grad must be a bool"):
+        opt.step(zero_grad=1)
+    assert opt.step_count == 0
 
 
 def test_clip_grad_norm_does_not_overflow_in_float32():

@@ -58,6 +58,35 @@ def test_adamw_update_equals_numpy_bit_for_bit(isa, kernel_threads, problem):
         assert_array_equal(bits(got), bits(expected), err_msg=name)
 
 
+@given(problem=adamw_problems(), grad_scale=st.sampled_from((1.0, 0.5, 0.123456789, 1e-7)), zero_grad=st.booleans())
+def test_adamw_update_with_a_scaled_gradient_equals_scaling_then_updating(isa, kernel_threads, problem, grad_scale,
+                                                                         zero_grad):
+    # What clip_grad_norm then step() do: grad *= scale in place, then the update; and zero_grad() after.
+    arrays, hyper = problem
+    mine, want = [a.copy() for a in arrays], [a.copy() for a in arrays]
+    ops.adamw_update(*mine, **hyper, grad_scale=grad_scale, zero_grad=zero_grad)
+    reference.adamw_update(*want, **hyper, grad_scale=grad_scale, zero_grad=zero_grad)
+    by_hand = [a.copy() for a in arrays]
+    by_hand[1] *= grad_scale
+    reference.adamw_update(*by_hand, **hyper)
+    for name, got, expected, two_passes in zip(("param", "grad", "exp_avg", "exp_avg_sq"), mine, want, by_hand):
+        assert_array_equal(bits(got), bits(expected), err_msg=name)
+        if name != "grad":
+            assert_array_equal(bits(got), bits(two_passes), err_msg=name)
+    assert_array_equal(mine[1], np.zeros_like(arrays[1]) if zero_grad else arrays[1])
+
+
+def test_adamw_update_zero_grad_needs_a_writeable_gradient():
+    p, g, m, v = (np.ones(3) for _ in range(4))
+    g.flags.writeable = False
+    hyper = {"step_size": 0.1, "beta1": 0.9, "beta2": 0.999, "denom_scale": 1.0, "eps": 1e-8}
+    ops.adamw_update(p, g, m, v, **hyper)  # read only: fine
+    with pytest.raises(ValueError, match="grad must be writeable"):
+        ops.adamw_update(p, g, m, v, **hyper, zero_grad=True)
+    with pytest.raises(TypeError, match="zero_grad must be a bool"):
+        ops.adamw_update(p, np.ones(3), m, v, **hyper, zero_grad="yes")
+
+
 def test_adamw_update_without_decay_leaves_the_shrink_out():
     p, g, m, v = np.array([1.0]), np.array([0.0]), np.zeros(1), np.zeros(1)
     ops.adamw_update(p, g, m, v, step_size=0.1, beta1=0.9, beta2=0.999, denom_scale=1.0, eps=1e-8)

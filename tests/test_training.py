@@ -136,8 +136,8 @@ def test_learning_rate_warms_up_then_decays_to_zero():
     rates = []
     original = nn.AdamW.step
 
-    def spy(self):
-        original(self)
+    def spy(self, **kwargs):
+        original(self, **kwargs)
         rates.append(self.last_lr)
 
     with pytest.MonkeyPatch.context() as mp:
@@ -148,6 +148,38 @@ def test_learning_rate_warms_up_then_decays_to_zero():
     assert rates[0] == pytest.approx(0.05 / 8) and rates[7] == pytest.approx(0.05)  # warm-up: 8 updates
     assert rates[-1] == pytest.approx(0.0) and len(rates) == total
     assert all(a >= b for a, b in zip(rates[7:], rates[8:]))
+
+
+def test_updates_clip_and_zero_the_gradients_in_their_own_pass():
+    # The loop's clip_coefficient + step(grad_scale=, zero_grad=True) against the plain sequence (zero_grad,
+    # backward, clip_grad_norm, step) replayed on a twin: the same weights bit for bit, no gradient left behind.
+    toy, twin, seen, optimizers = _Toy(), _Toy(), [], []
+    options = _options(max_epochs=2, max_grad_norm=0.05)  # small enough to clip every update
+    original_loss, original_step = toy.batch_loss, nn.AdamW.step
+
+    def recording_loss(indices):
+        seen.append(np.array(indices))
+        return original_loss(indices)
+
+    def spy(self, **kwargs):
+        optimizers.append(self)
+        assert kwargs["zero_grad"] and kwargs["grad_scale"] < 1.0
+        original_step(self, **kwargs)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(nn.optim.AdamW, "step", spy)
+        train(toy.model, recording_loss, toy.lengths(), options, rng=np.random.default_rng(0))
+    engine = optimizers[0]
+    optimizer = nn.AdamW(twin.model, lr=engine.lr, weight_decay=engine.weight_decay, schedule=engine.schedule)
+    for indices in seen:
+        twin.model.zero_grad()
+        twin.batch_loss(indices)
+        nn.clip_grad_norm(twin.model, options.max_grad_norm)
+        optimizer.step()
+    assert len(seen) == 2 * 8
+    for (name, a, grad), (_, b, _) in zip(toy.model.named_parameters(), twin.model.named_parameters()):
+        np.testing.assert_array_equal(a, b, err_msg=name)
+        assert not grad.any(), name
 
 
 def test_early_stopping_restores_the_best_weights():

@@ -19,7 +19,9 @@ template <class T>
 void adamw_lanes(const AdamWArgs<T>& a, std::int64_t i, int w) {
   using V = Vec<T>;
   V p = load_partial(a.param + i, w);
-  const V g = load_partial(a.grad + i, w);
+  V g = load_partial(a.grad + i, w);
+  if (a.scaled) g = g * V::set1(a.grad_scale);
+  if (a.zero_grad) store_partial(V::zero(), a.grad + i, w);
   V m = load_partial(a.exp_avg + i, w);
   V v = load_partial(a.exp_avg_sq + i, w);
   if (a.decay) p = p * V::set1(a.shrink);

@@ -11,13 +11,15 @@ namespace attnkit {
 template <class T>
 struct AdamWArgs {
   T* param;
-  const T* grad;
+  T* grad;  // read; set to zero after it is read when zero_grad
   T* exp_avg;     // m
   T* exp_avg_sq;  // v
   std::int64_t n = 0;
   // Each rounded to T once by the caller, as NumPy rounds a Python float meeting a T array.
-  T beta1, one_minus_beta1, beta2, one_minus_beta2, denom_scale, eps, step_size, shrink;
-  bool decay = false;  // p *= shrink first
+  T beta1, one_minus_beta1, beta2, one_minus_beta2, denom_scale, eps, step_size, shrink, grad_scale;
+  bool decay = false;      // p *= shrink first
+  bool scaled = false;     // g = grad * grad_scale (a clipped gradient), else g = grad
+  bool zero_grad = false;  // grad <- 0 once read (the next backward's zero_grad, in the same pass)
 };
 
 template <class T>

@@ -24,7 +24,7 @@ from attnkit._warnings import warn
 from attnkit.batching import training_batches
 from attnkit.estimators._progress import EpochProgress, epoch_line
 from attnkit.nn.layers import Dropout
-from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm
+from attnkit.nn.optim import AdamW, WarmupSchedule, clip_coefficient
 
 __all__ = [
     "History",
@@ -308,13 +308,17 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
     divergence_limit, diverged = None, None
     start = time.perf_counter()
     epoch, last_epoch = history.n_epochs, history.n_epochs + options.max_epochs
+    # Each update leaves the gradients at zero (AdamW.step(zero_grad=True), in the pass that reads them), so only
+    # the first needs zero_grad; the clipping factor is applied in that pass too. Bit for bit the zero_grad,
+    # backward, clip_grad_norm, step sequence, with two passes fewer over every gradient (a fifth of a short-text
+    # fine-tuning step: the 30,522-word table alone is 47 MB of gradient).
+    model.zero_grad()
     try:
         for batches in epochs:
             epoch = history.n_epochs + 1
             loss_sum, n_seen = 0.0, 0
             progress = EpochProgress(options.verbose, options.label, epoch, len(batches))
             for indices in batches:
-                model.zero_grad()
                 # A diverging run overflows on its way to a non-finite loss; the check below reports it.
                 with np.errstate(over="ignore", invalid="ignore"):
                     loss, tokens = batch_loss(indices)
@@ -324,10 +328,10 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
                 if not (math.isfinite(loss) and loss <= divergence_limit):
                     raise _Diverged(f"the training loss diverged to {loss:.4g} at {where}")
                 try:
-                    clip_grad_norm(model, options.max_grad_norm)
+                    _, factor = clip_coefficient(model, options.max_grad_norm)
                 except FloatingPointError as exc:
                     raise _Diverged(f"the gradients became non-finite at {where} ({exc})") from None
-                optimizer.step()
+                optimizer.step(grad_scale=factor, zero_grad=True)
                 loss_sum += loss * len(indices)
                 n_seen += len(indices)
                 progress.update(loss, tokens)

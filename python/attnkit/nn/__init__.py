@@ -12,7 +12,7 @@ from attnkit.nn.losses import CrossEntropyLoss
 from attnkit.nn.masked_lm import MaskedLM, TiedOutput, mask_tokens
 from attnkit.nn.module import Module
 from attnkit.nn.ngram_bag import NgramBag
-from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm, default_decay
+from attnkit.nn.optim import AdamW, WarmupSchedule, clip_coefficient, clip_grad_norm, default_decay
 from attnkit.nn.packed import PackedEncoder
 from attnkit.nn.pooling import SequencePooling
 from attnkit.nn.positional import LearnedPositions, RelativePositionBias, SinusoidalPositions
@@ -57,6 +57,7 @@ __all__ = [
     "TokenEmbedding",
     "TransformerBlock",
     "WarmupSchedule",
+    "clip_coefficient",
     "clip_grad_norm",
     "default_decay",
     "hard_attention",

@@ -12,7 +12,7 @@ import numbers
 import numpy as np
 
 from attnkit import ops
-from attnkit._validation import check_int, check_real
+from attnkit._validation import check_bool, check_int, check_real
 from attnkit.nn.module import Module
 
 __all__ = ["AdamW", "WarmupSchedule", "clip_grad_norm", "default_decay"]
@@ -147,6 +147,33 @@ def clip_grad_norm(params, max_norm, *, error_if_nonfinite=True):
     FloatingPointError
         If the norm is not finite and ``error_if_nonfinite`` is True.
     """
+    triples = _named(params)
+    total, coef = clip_coefficient(triples, max_norm, error_if_nonfinite=error_if_nonfinite)
+    if coef != 1.0:
+        for _, _, grad in triples:
+            grad *= coef
+    return total
+
+
+def clip_coefficient(params, max_norm, *, error_if_nonfinite=True):
+    """The global gradient norm and the factor :func:`clip_grad_norm` would scale the gradients by, without scaling.
+
+    ``AdamW.step(grad_scale=factor)`` then gives the bits of ``clip_grad_norm`` followed by ``step()``, with one
+    pass fewer over the gradients (the training loops of the estimators use it).
+
+    Parameters
+    ----------
+    params, max_norm, error_if_nonfinite
+        As in :func:`clip_grad_norm`.
+
+    Returns
+    -------
+    norm : float
+        ``sqrt(sum_p ||grad_p||^2)``, accumulated in float64.
+    factor : float
+        ``max_norm / norm`` when the norm exceeds ``max_norm``, else 1.0 (also for a non-finite norm that is
+        not an error).
+    """
     if isinstance(max_norm, (bool, np.bool_)) or not isinstance(max_norm, numbers.Real) or not float(max_norm) > 0:
         raise ValueError(f"max_norm must be a positive number (inf allowed), got {max_norm!r}")
     triples = _named(params)
@@ -155,12 +182,8 @@ def clip_grad_norm(params, max_norm, *, error_if_nonfinite=True):
         if error_if_nonfinite:
             bad = [name for name, _, grad in triples if not np.isfinite(grad).all()]
             raise FloatingPointError(f"the gradient norm is {total}: non-finite gradients in {bad}")
-        return total
-    if total > max_norm:
-        coef = float(max_norm) / total
-        for _, _, grad in triples:
-            grad *= coef
-    return total
+        return total, 1.0
+    return total, float(max_norm) / total if total > max_norm else 1.0
 
 
 def _kernel_layout(arrays):
@@ -272,8 +295,19 @@ class AdamW:
         """Learning rate of update number ``step`` (1-based)."""
         return self.lr * (1.0 if self.schedule is None else float(self.schedule(step)))
 
-    def step(self):
-        """Take one update with the current gradients (which are left unchanged)."""
+    def step(self, *, grad_scale=1.0, zero_grad=False):
+        """Take one update with the current gradients (which are left unchanged unless ``zero_grad``).
+
+        Parameters
+        ----------
+        grad_scale : float, default=1.0
+            Update with ``grad * grad_scale`` (e.g. the factor of :func:`clip_coefficient`): the bits of
+            :func:`clip_grad_norm`'s in-place scaling followed by ``step()``, without that pass over the gradients.
+        zero_grad : bool, default=False
+            Set every gradient to zero as it is read (:meth:`zero_grad` folded into the update's pass).
+        """
+        grad_scale = check_real(grad_scale, "grad_scale", positive=True)
+        zero_grad = check_bool(zero_grad, "zero_grad")
         self.step_count += 1
         t = self.step_count
         lr = self.last_lr = self.lr_at(t)
@@ -287,15 +321,19 @@ class AdamW:
             factor = shrink if self.weight_decay and name in self.decayed else 1.0
             in_kernel_layout = _kernel_layout(arrays)
             if in_kernel_layout is not None:
-                ops.adamw_update(*in_kernel_layout, **hyper, shrink=factor)
+                ops.adamw_update(*in_kernel_layout, **hyper, shrink=factor, grad_scale=grad_scale, zero_grad=zero_grad)
                 continue
             # Triples given by hand (strided views, float16, mixed dtypes): the kernel on contiguous copies in
             # the parameter's float type (float32 at least), written back; the oracle is never a training path.
+            # The gradient is scaled in its own dtype first, as clip_grad_norm's in-place product rounds it.
             dtype = param.dtype if param.dtype in (np.float32, np.float64) else np.float32
-            copies = tuple(np.ascontiguousarray(a, dtype=dtype) for a in arrays)
+            scaled = grad if grad_scale == 1.0 else np.multiply(grad, grad_scale)
+            copies = tuple(np.ascontiguousarray(a, dtype=dtype) for a in (param, scaled) + arrays[2:])
             ops.adamw_update(*copies, **hyper, shrink=factor)
             for target, copy in zip((param, self._exp_avg[name], self._exp_avg_sq[name]), copies[:1] + copies[2:]):
                 target[...] = copy
+            if zero_grad:
+                grad[...] = 0
 
     def zero_grad(self):
         """Set every gradient to zero, in place."""

@@ -4,16 +4,17 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attnkit import _core
-from attnkit._validation import check_real, float_array
+from attnkit._validation import check_bool, check_real, float_array
 
 __all__ = ["adamw_update", "sum_of_squares"]
 
 
 def adamw_update(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_avg_sq: np.ndarray, *,
                  step_size: float, beta1: float, beta2: float, denom_scale: float, eps: float,
-                 shrink: float = 1.0) -> None:
+                 shrink: float = 1.0, grad_scale: float = 1.0, zero_grad: bool = False) -> None:
     """One AdamW update of one parameter, in place, in a single pass over its elements::
 
+        g <- grad * grad_scale                            (skipped when grad_scale == 1)
         p <- p * shrink                                   (skipped when shrink == 1)
         m <- m * beta1 + g * (1 - beta1)
         v <- v * beta2 + (g * g) * (1 - beta2)
@@ -37,6 +38,12 @@ def adamw_update(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_a
         As in the formula.
     shrink : float, default=1.0
         Decoupled weight-decay factor.
+    grad_scale : float, default=1.0
+        A factor on the gradient, as :func:`attnkit.nn.clip_grad_norm` applies it (``grad *= grad_scale``, the
+        same bits) but without a pass of its own; ``grad`` itself is not scaled.
+    zero_grad : bool, default=False
+        Set ``grad`` to zero once it is read (it must then be writeable): the next backward's ``zero_grad``,
+        done in this pass.
 
     Raises
     ------
@@ -68,13 +75,15 @@ def adamw_update(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_a
         if not arr.flags.c_contiguous:
             raise ValueError(f"{name} must be C-contiguous (it is used in place, never copied), got strides "
                              f"{arr.strides}")
-        if name != "grad" and not arr.flags.writeable:
+        if (name != "grad" or zero_grad) and not arr.flags.writeable:
             raise ValueError(f"{name} must be writeable: it is updated in place")
     shrink = check_real(shrink, "shrink")
+    zero_grad = check_bool(zero_grad, "zero_grad")
     _core.adamw_update(param.reshape(-1), grad.reshape(-1), exp_avg.reshape(-1), exp_avg_sq.reshape(-1),
                        step_size=check_real(step_size, "step_size"), beta1=check_real(beta1, "beta1"),
                        beta2=check_real(beta2, "beta2"), denom_scale=check_real(denom_scale, "denom_scale"),
-                       eps=check_real(eps, "eps"), shrink=shrink, decay=shrink != 1.0)
+                       eps=check_real(eps, "eps"), shrink=shrink, decay=shrink != 1.0,
+                       grad_scale=check_real(grad_scale, "grad_scale"), zero_grad=zero_grad)
 
 
 def sum_of_squares(x: ArrayLike) -> float:

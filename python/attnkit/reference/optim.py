@@ -5,7 +5,8 @@ import numpy as np
 __all__ = ["adamw_update", "sum_of_squares"]
 
 
-def adamw_update(param, grad, exp_avg, exp_avg_sq, *, step_size, beta1, beta2, denom_scale, eps, shrink=1.0):
+def adamw_update(param, grad, exp_avg, exp_avg_sq, *, step_size, beta1, beta2, denom_scale, eps, shrink=1.0,
+                 grad_scale=1.0, zero_grad=False):
     r"""One AdamW update of one parameter, in place, as a sequence of NumPy in-place operations.
 
     .. math:: p \leftarrow p\,s, \quad m \leftarrow \beta_1 m + (1 - \beta_1) g, \quad
@@ -25,9 +26,16 @@ def adamw_update(param, grad, exp_avg, exp_avg_sq, *, step_size, beta1, beta2, d
     step_size, beta1, beta2, denom_scale, eps : float
     shrink : float, default=1.0
         Weight-decay factor; 1 skips the multiply.
+    grad_scale : float, default=1.0
+        The update uses ``grad * grad_scale`` (one rounding; 1 skips it); ``grad`` is not scaled.
+    zero_grad : bool, default=False
+        Set ``grad`` to zero afterwards.
     """
     # Python floats, which NumPy rounds to the arrays' dtype (a float64 NumPy scalar would promote instead).
     step_size, beta1, beta2, denom_scale, eps, shrink = map(float, (step_size, beta1, beta2, denom_scale, eps, shrink))
+    given = grad
+    if float(grad_scale) != 1.0:
+        grad = np.multiply(grad, float(grad_scale), out=np.empty_like(grad))  # clip_grad_norm's grad *= scale
     if shrink != 1.0:
         param *= shrink
     # One scratch array, then in-place updates: no other temporaries. out= keeps it an array for a
@@ -45,6 +53,8 @@ def adamw_update(param, grad, exp_avg, exp_avg_sq, *, step_size, beta1, beta2, d
     np.divide(exp_avg, scratch, out=scratch)
     scratch *= step_size
     param -= scratch
+    if zero_grad:
+        given[...] = 0
 
 
 def sum_of_squares(x):
