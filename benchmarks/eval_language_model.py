@@ -39,7 +39,7 @@ import _harness as harness
 from attnkit import CausalLanguageModel, ops
 from attnkit.estimators.language_model import AUTO_EVALUATIONS
 from attnkit.nn import CausalLM, CrossEntropyLoss
-from attnkit.nn.optim import AdamW, WarmupSchedule, clip_grad_norm
+from attnkit.nn.optim import AdamW, WarmupSchedule, clip_coefficient
 
 REPO = harness.RESULTS_DIR.parent.parent
 SEED = 0
@@ -129,13 +129,13 @@ def train_attnkit(model, batches, recipe):
                       schedule=WarmupSchedule(warmup_steps=round(WARMUP_FRACTION * total), total_steps=total,
                                               decay="cosine"))
     start = time.perf_counter()
+    model.zero_grad()
     for windows in batches:
-        model.zero_grad()
         logits, cache = model.forward(windows[:, :-1], training=True)
         loss, grad = loss_fn.forward(logits, windows[:, 1:], training=True)
         model.backward(loss_fn.backward(1.0, grad), cache)
-        clip_grad_norm(model, 1.0)
-        optimizer.step()
+        # clip_grad_norm(model, 1.0), step() and zero_grad() with two passes fewer, as attnkit's estimators train.
+        optimizer.step(grad_scale=clip_coefficient(model, 1.0)[1], zero_grad=True)
     return time.perf_counter() - start
 
 
