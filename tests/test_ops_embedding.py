@@ -59,6 +59,13 @@ def test_accumulates_and_skips_the_padding_row():
     assert g.tolist() == [[1.0, 2.0], [1.0, 1.0], [7.0, 9.0]]
 
 
+@pytest.mark.parametrize("vocab, width, ids", [(0, 2, np.zeros(0, int)), (3, 0, [1, 2]), (3, 0, np.zeros((2, 0), int))])
+def test_empty_tables_and_rows(vocab, width, ids):
+    grad_weight = np.zeros((vocab, width))
+    ids = np.asarray(ids)
+    assert ops.embedding_backward(grad_weight, ids, np.zeros(ids.shape + (width,))) is grad_weight
+
+
 def test_gradient_of_a_float64_lookup_is_cast_to_the_table_dtype():
     g = np.zeros((2, 3), np.float32)
     ops.embedding_backward(g, [1], np.full((1, 3), 1 / 3))

@@ -63,7 +63,7 @@ def embedding_backward(
         raise ValueError(f"grad must have shape ids.shape + (width,) = {ids.shape + (width,)}, got {grad.shape}")
     if padding_idx is not None:
         padding_idx = check_int(padding_idx, "padding_idx", minimum=0, maximum=vocab - 1)
-    rows = np.ascontiguousarray(grad.reshape(-1, width), dtype=grad_weight.dtype)
+    rows = np.ascontiguousarray(grad.reshape(ids.size, width), dtype=grad_weight.dtype)
     if np.may_share_memory(rows, grad_weight):  # read while the table is written
         rows = rows.copy()
     flat_ids = np.ascontiguousarray(ids.reshape(-1), dtype=np.int64)
