@@ -284,6 +284,47 @@ def test_matmul(m, k, n, data):
                                        atol=1e-5 * scale.max(initial=1.0))
 
 
+@given(m=sizes, k=sizes, n=sizes, data=st.data())
+def test_matmul_column_sums(m, k, n, data):
+    a, b = np.ones((m, k)), data.draw(perturbed((k, n)), label="b")
+    sums = data.draw(st.one_of(st.just(np.full(n, np.nan)), perturbed((n,)), NUMBERS), label="b_column_sums")
+    result, error = outcome(lambda: ops.matmul(a, b, b_column_sums=sums), ("a", "b", "b_column_sums"), [a, b, sums])
+    if error is None and finite(b):
+        column = np.asarray(b, result.dtype)
+        np.testing.assert_allclose(sums, column.sum(axis=0), rtol=1e-5, atol=1e-5 * np.abs(column).sum(initial=1.0))
+
+
+@given(vocab=sizes, width=sizes, data=st.data())
+def test_embedding_backward(vocab, width, data):
+    table = data.draw(st.one_of(st.just(np.zeros((vocab, width))), perturbed((vocab, width))), label="grad_weight")
+    ids = data.draw(st.one_of(valid_arrays((3,), dtypes=(np.int64, np.int32, np.uint8)), perturbed((3,)),
+                              st.lists(st.integers(-(2**64), 2**64), max_size=3)), label="ids")
+    grad = data.draw(perturbed((3, width)), label="grad")
+    padding_idx = data.draw(st.one_of(st.none(), NUMBERS), label="padding_idx")
+    before = np.array(table) if isinstance(table, np.ndarray) else None
+    result, error = outcome(lambda: ops.embedding_backward(table, ids, grad, padding_idx=padding_idx),
+                            ("grad_weight", "ids", "grad", "padding_idx"), [table, grad])
+    if error is None:
+        assert result is table
+        if finite(grad, before):
+            expected = reference.embedding_backward(before, ids, grad, padding_idx=padding_idx)
+            np.testing.assert_allclose(result, expected, rtol=1e-6, atol=1e-6)
+
+
+@given(shape=st.lists(sizes, max_size=2).map(tuple), data=st.data())
+def test_adamw_update_scale_and_zero_grad(shape, data):
+    param, exp_avg, exp_avg_sq = np.ones(shape), np.zeros(shape), np.ones(shape)
+    grad = data.draw(perturbed(shape), label="grad")
+    grad_scale = data.draw(st.one_of(st.just(0.5), NUMBERS), label="grad_scale")
+    zero_grad = data.draw(FLAGS, label="zero_grad")
+    hyper = {"step_size": 0.1, "beta1": 0.9, "beta2": 0.999, "denom_scale": 1.0, "eps": 1e-8}
+    _, error = outcome(lambda: ops.adamw_update(param, grad, exp_avg, exp_avg_sq, **hyper, grad_scale=grad_scale,
+                                                zero_grad=zero_grad),
+                       ("param", "grad", "exp_avg", "exp_avg_sq", "grad_scale", "zero_grad"), [grad])
+    if error is None and zero_grad:
+        assert not np.asarray(grad).any()
+
+
 @given(x=st.lists(sizes, max_size=3).flatmap(lambda s: perturbed(tuple(s))), data=st.data())
 def test_normalization_activations_and_cross_entropy(x, data):
     approximate = data.draw(st.one_of(st.sampled_from(("tanh", "none")), st.sampled_from(("exact", None, 1, ["none"]))),
