@@ -66,6 +66,20 @@ def test_empty_tables_and_rows(vocab, width, ids):
     assert ops.embedding_backward(grad_weight, ids, np.zeros(ids.shape + (width,))) is grad_weight
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_table_in_another_layout_gets_the_same_bits(dtype):
+    rng = np.random.default_rng(3)
+    ids = rng.integers(0, 9, size=(4, 30))
+    grad = rng.standard_normal((4, 30, 5)).astype(dtype)
+    start = rng.standard_normal((9, 5)).astype(dtype)
+    want = ops.embedding_backward(start.copy(), ids, grad, padding_idx=2)
+    for table in (np.asfortranarray(start), start.T.copy().T, np.repeat(start, 2, axis=1)[:, ::2]):
+        assert not table.flags.c_contiguous
+        got = ops.embedding_backward(table, ids, grad, padding_idx=2)
+        assert got is table
+        assert_array_equal(got, want)
+
+
 def test_gradient_of_a_float64_lookup_is_cast_to_the_table_dtype():
     g = np.zeros((2, 3), np.float32)
     ops.embedding_backward(g, [1], np.full((1, 3), 1 / 3))
@@ -85,8 +99,7 @@ def test_gradient_that_shares_the_table_memory_is_read_before_it_is_written():
     [
         (dict(grad_weight=[[0.0]]), TypeError, "grad_weight must be a float32 or float64 ndarray"),
         (dict(grad_weight=np.zeros((3, 2), np.int64)), TypeError, "grad_weight must be a float32 or float64"),
-        (dict(grad_weight=np.zeros(6)), ValueError, "grad_weight must be a writable C-contiguous 2-D"),
-        (dict(grad_weight=np.zeros((2, 3)).T), ValueError, "C-contiguous: False"),
+        (dict(grad_weight=np.zeros(6)), ValueError, "grad_weight must be a writable 2-D array"),
         (dict(ids=[0.5, 1.0]), TypeError, "ids must be an integer array"),
         (dict(ids=[0, 3]), ValueError, r"ids must be in \[0, 3\) \(grad_weight's rows\), got 3"),
         (dict(ids=[-1, 0]), ValueError, "got -1"),

@@ -15,7 +15,7 @@ from attnkit import ops
 from attnkit._validation import check_bool, check_int, check_real
 from attnkit.nn.module import Module
 
-__all__ = ["AdamW", "WarmupSchedule", "clip_grad_norm", "default_decay"]
+__all__ = ["AdamW", "WarmupSchedule", "clip_coefficient", "clip_grad_norm", "default_decay"]
 
 
 def _named(params):

@@ -24,7 +24,7 @@ def embedding_backward(
     Parameters
     ----------
     grad_weight : ndarray of shape (vocab, width), float32 or float64
-        The table's gradient: C-contiguous and writable; updated in place.
+        The table's gradient, writable, any layout; updated in place.
     ids : array-like of int
         Row of the table each position read, any shape, each in ``[0, vocab)``.
     grad : array-like of float, shape ``ids.shape + (width,)``
@@ -48,9 +48,9 @@ def embedding_backward(
     if not isinstance(grad_weight, np.ndarray) or grad_weight.dtype not in (np.float32, np.float64):
         kind = grad_weight.dtype if isinstance(grad_weight, np.ndarray) else type(grad_weight).__name__
         raise TypeError(f"grad_weight must be a float32 or float64 ndarray, got {kind}")
-    if grad_weight.ndim != 2 or not grad_weight.flags.c_contiguous or not grad_weight.flags.writeable:
-        raise ValueError(f"grad_weight must be a writable C-contiguous 2-D array, got shape {grad_weight.shape} "
-                         f"(C-contiguous: {grad_weight.flags.c_contiguous}, writable: {grad_weight.flags.writeable})")
+    if grad_weight.ndim != 2 or not grad_weight.flags.writeable:
+        raise ValueError(f"grad_weight must be a writable 2-D array, got shape {grad_weight.shape} "
+                         f"(writable: {grad_weight.flags.writeable})")
     vocab, width = grad_weight.shape
     ids = as_array(ids, "ids")
     if ids.dtype.kind not in "iu":
@@ -67,5 +67,14 @@ def embedding_backward(
     if np.may_share_memory(rows, grad_weight):  # read while the table is written
         rows = rows.copy()
     flat_ids = np.ascontiguousarray(ids.reshape(-1), dtype=np.int64)
-    _core.embedding_backward(grad_weight, flat_ids, rows, -1 if padding_idx is None else padding_idx)
+    if grad_weight.flags.c_contiguous:
+        _core.embedding_backward(grad_weight, flat_ids, rows, -1 if padding_idx is None else padding_idx)
+        return grad_weight
+    # Another layout (a transposed table): the same sums into a compact C-ordered block of the ids present, each
+    # added to its row once (0 + sum is the sum), so the bits are those of the C-ordered case.
+    kept = flat_ids != padding_idx if padding_idx is not None else slice(None)
+    present, slots = np.unique(flat_ids[kept], return_inverse=True)
+    compact = np.zeros((present.size, width), grad_weight.dtype)
+    _core.embedding_backward(compact, np.ascontiguousarray(slots, dtype=np.int64), np.ascontiguousarray(rows[kept]), -1)
+    grad_weight[present] += compact
     return grad_weight
