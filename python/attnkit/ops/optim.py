@@ -63,6 +63,7 @@ def adamw_update(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_a
     >>> p.round(6).tolist()  # the first step of Adam moves each entry by lr * sign(g)
     [0.9, -0.9]
     """
+    zero_grad = check_bool(zero_grad, "zero_grad")  # before it decides below whether grad is written
     arrays = {"param": param, "grad": grad, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
     for name, arr in arrays.items():
         if not isinstance(arr, np.ndarray) or arr.dtype not in (np.float32, np.float64):
@@ -78,7 +79,6 @@ def adamw_update(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_a
         if (name != "grad" or zero_grad) and not arr.flags.writeable:
             raise ValueError(f"{name} must be writeable: it is updated in place")
     shrink = check_real(shrink, "shrink")
-    zero_grad = check_bool(zero_grad, "zero_grad")
     _core.adamw_update(param.reshape(-1), grad.reshape(-1), exp_avg.reshape(-1), exp_avg_sq.reshape(-1),
                        step_size=check_real(step_size, "step_size"), beta1=check_real(beta1, "beta1"),
                        beta2=check_real(beta2, "beta2"), denom_scale=check_real(denom_scale, "denom_scale"),
