@@ -62,24 +62,24 @@ def float_array(x: Any, name: str) -> np.ndarray:
     return arr
 
 
-def check_out_array(out: Any, shape: tuple[int, ...], dtype: Any, what: str = "") -> np.ndarray:
-    """``out`` as a numpy array of ``shape`` (described as ``what``, e.g. "(..., n)") and ``dtype``; the
-    op checks its layout (see check_out)."""
+def check_out_array(out: Any, shape: tuple[int, ...], dtype: Any, what: str = "", *, name: str = "out") -> np.ndarray:
+    """``out`` (the argument ``name``) as a numpy array of ``shape`` (described as ``what``, e.g. "(..., n)") and
+    ``dtype``; the op checks its layout (see check_out)."""
     if not isinstance(out, np.ndarray):
-        raise TypeError(f"out must be a numpy array, got {type(out).__name__}")
+        raise TypeError(f"{name} must be a numpy array, got {type(out).__name__}")
     if out.dtype != dtype:
-        raise TypeError(f"out must have the result dtype {np.dtype(dtype)}, got {out.dtype}")
+        raise TypeError(f"{name} must have the result dtype {np.dtype(dtype)}, got {out.dtype}")
     if out.shape != shape:
-        raise ValueError(f"out must have shape {what + ' = ' if what else ''}{shape}, got {out.shape}")
+        raise ValueError(f"{name} must have shape {what + ' = ' if what else ''}{shape}, got {out.shape}")
     return out
 
 
-def check_out(out: Any, shape: tuple[int, ...], dtype: Any, what: str = "") -> np.ndarray:
-    """``out`` for an op that writes its result into it: a C-contiguous, aligned, writeable numpy array of
-    ``shape`` (described as ``what``, e.g. "(..., n)") and ``dtype``."""
-    check_out_array(out, shape, dtype, what)
+def check_out(out: Any, shape: tuple[int, ...], dtype: Any, what: str = "", *, name: str = "out") -> np.ndarray:
+    """``out`` (the argument ``name``) for an op that writes its result into it: a C-contiguous, aligned,
+    writeable numpy array of ``shape`` (described as ``what``, e.g. "(..., n)") and ``dtype``."""
+    check_out_array(out, shape, dtype, what, name=name)
     if not (out.flags.c_contiguous and out.flags.aligned and out.flags.writeable):
-        raise ValueError("out must be a C-contiguous, aligned, writeable array")
+        raise ValueError(f"{name} must be a C-contiguous, aligned, writeable array")
     return out
 
 

@@ -9,7 +9,7 @@ import numpy as np
 from attnkit import ops
 from attnkit._validation import check_bool, check_int, check_real
 from attnkit.nn.cache import CrossAttentionCache, SelfAttentionCache
-from attnkit.nn.layers import add_product, dense
+from attnkit.nn.layers import add_product, column_sums_buffer, dense
 from attnkit.nn.module import Module
 from attnkit.ops.feature_maps import EluFeatureMap, FeatureMap, PositiveRandomFeatureMap
 from attnkit.ops.masking import check_key_lengths
@@ -386,10 +386,8 @@ class MultiHeadAttention(Module):
             np.copyto(part, d.swapaxes(-2, -3))
         dy = _flat(dy.reshape(x.shape[:-1] + (-1,)))
         columns = [bound * self.d_head for bound in self._qkv_bounds]
-        # The biases' gradient is dy's column sums, added up as the product packs dy: NumPy's dy.sum(axis=0) bits
-        # (dy is C-ordered), where dy is not cast for the product.
-        summed = "bq" in self.grads and dy.dtype == np.result_type(x, dy)
-        sums = np.empty(dy.shape[1], dy.dtype) if summed else None
+        # The biases' gradient is dy's column sums, added up as the product packs dy (see add_product).
+        sums = column_sums_buffer(_flat(x).T, dy) if "bq" in self.grads else None
         products = ops.matmul(_flat(x).T, dy, b_column_sums=sums)
         for w, grad in zip(("wq", "wk", "wv"), np.split(products, columns, axis=1)):
             self.grads[w] += grad

@@ -98,15 +98,21 @@ def add_product(out, a, b, *, bias_grad=None):
     dtype, through :func:`attnkit.ops.matmul`, whose result does not depend on the thread count. With
     ``bias_grad``, also ``bias_grad += b.sum(axis=0)`` (the layer's bias gradient, ``b`` being its output's
     gradient), summed as the product packs ``b`` where the bits are NumPy's (C-contiguous ``b``, ``n > 1``)."""
-    dtype = np.result_type(a, b)
-    fused = bias_grad is not None and b.ndim == 2 and b.shape[1] > 1 and b.flags.c_contiguous and b.dtype == dtype
-    sums = np.empty(b.shape[1], dtype) if fused else None
-    if out.dtype == dtype:
+    sums = column_sums_buffer(a, b) if bias_grad is not None else None
+    if out.dtype == np.result_type(a, b):
         ops.matmul(a, b, out=out, accumulate=True, b_column_sums=sums)
     else:  # e.g. float64 inputs through a float32 layer: the product rounds into the parameter's dtype
         out += ops.matmul(a, b, b_column_sums=sums)
     if bias_grad is not None:
-        bias_grad += sums if fused else b.sum(axis=0)
+        bias_grad += b.sum(axis=0) if sums is None else sums
+
+
+def column_sums_buffer(a, b):
+    """An array for ``ops.matmul(a, b, b_column_sums=...)`` where the sums it gets are NumPy's ``b.sum(axis=0)``
+    bits (a C-ordered ``b`` of several columns, not cast for the product); else None, and NumPy sums ``b``."""
+    if b.ndim == 2 and b.shape[1] > 1 and b.flags.c_contiguous and b.dtype == np.result_type(a, b):
+        return np.empty(b.shape[1], b.dtype)
+    return None
 
 
 class Linear(Module):

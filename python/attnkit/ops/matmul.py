@@ -4,7 +4,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attnkit import _core
-from attnkit._validation import check_bool, check_out_array, float_array
+from attnkit._validation import check_bool, check_out, check_out_array, float_array
 
 __all__ = ["matmul"]
 
@@ -95,13 +95,7 @@ def matmul(a: ArrayLike, b: ArrayLike, *, bias: ArrayLike | None = None, out: np
 
 def _check_sums(sums, n, dtype, others):
     """b_column_sums is written by the kernel while a, b, bias and out are read or written: its own memory."""
-    if not isinstance(sums, np.ndarray):
-        raise TypeError(f"b_column_sums must be an ndarray, got {type(sums).__name__}")
-    if sums.shape != (n,) or sums.dtype != dtype:
-        raise ValueError(f"b_column_sums must have shape (n,) = ({n},) and the result dtype {dtype}, got shape "
-                         f"{sums.shape} and dtype {sums.dtype}")
-    if not (sums.flags.c_contiguous and sums.flags.writeable):
-        raise ValueError("b_column_sums must be C-contiguous and writeable")
+    check_out(sums, (n,), dtype, "(n,)", name="b_column_sums")
     if any(np.may_share_memory(sums, other) for other in others):
         raise ValueError("b_column_sums must not share memory with a, b, bias or out")
 
