@@ -1,5 +1,5 @@
 """ops.gelu / ops.gelu_backward, tanh and exact forms, against the NumPy reference, high-precision values
-and finite differences, on every ISA."""
+and finite differences, and ops.swiglu against its reference, on every ISA."""
 
 import numpy as np
 import pytest
@@ -174,3 +174,104 @@ def test_gelu_writes_into_out_also_in_place(approximate):
 def test_gelu_refuses_a_bad_out(out, error, match):
     with pytest.raises(error, match=match):
         ops.gelu(np.zeros(4, np.float32), out=out)
+
+
+@given(gate=float_arrays(last=sizes, scales=(1.0, 3.0, 10.0, 0.01, 100.0)), data=st.data())
+def test_swiglu_matches_reference(isa, gate, data):
+    up = np.random.default_rng(gate.size).standard_normal(gate.shape).astype(gate.dtype)
+    up = data.draw(arrange(up))
+    before = gate.copy(), up.copy()
+    y = ops.swiglu(gate, up)
+    magnitude = float(np.abs(up).max(initial=0.0)) * max(1.0, float(np.abs(gate).max(initial=0.0)))
+    assert_allclose(y, reference.swiglu(gate, up), magnitude=magnitude)
+    assert_array_equal(gate, before[0])
+    assert_array_equal(up, before[1])
+
+
+@given(gate=st.lists(st.one_of(st.floats(-120, 120), st.floats(allow_nan=True, allow_infinity=True)), max_size=40),
+       dtype=st.sampled_from((np.float32, np.float64)))
+def test_swiglu_keeps_relative_precision_everywhere(isa, gate, dtype):
+    # silu(g) = g / (1 + e^-g): no cancellation, so a few ulps relative wherever the result is a normal number
+    # (exp's own error, the division and the product), down to exp's range; below it the result is 0, the
+    # true value below 4e-37 (float32) or 3e-305 (float64).
+    with np.errstate(over="ignore"):
+        gate = np.array(gate, dtype=dtype)
+    y = ops.swiglu(gate, np.ones_like(gate))
+    want = reference.swiglu(gate.astype(np.float64), np.ones(gate.shape))
+    assert_array_equal(np.isnan(y), np.isnan(want))
+    in_range = gate >= (-88.3 if dtype == np.float32 else -709.0)
+    normal = in_range & np.isfinite(want) & (np.abs(want) >= np.finfo(dtype).tiny)
+    rel = np.abs(y[normal].astype(np.float64) - want[normal]) / np.abs(want[normal])
+    assert np.all(rel <= 8 * np.finfo(dtype).eps), (gate[normal][np.argmax(rel)], rel.max())
+    assert np.all(np.abs(y[np.isfinite(want) & ~normal]) < (4e-37 if dtype == np.float32 else 3e-305))
+    assert_array_equal(y[np.isinf(want)], want[np.isinf(want)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_swiglu_known_values_and_extremes(isa, dtype):
+    gate = np.array([0.0, 1.0, -1.0, 30.0, 800.0, -800.0, -1e30, np.inf, -np.inf, np.nan, 2.0], dtype=dtype)
+    up = np.array([5.0, 1.0, 1.0, 2.0, 1.0, 1.0, 1.0, 3.0, 3.0, 1.0, np.nan], dtype=dtype)
+    y = ops.swiglu(gate, up)
+    assert_allclose(y[:3], np.array([0.0, 0.7310585786300049, -0.2689414213699951]).astype(dtype))
+    assert_allclose(y[3], dtype(60.0))
+    assert y[4] == 800.0 and y[7] == np.inf  # silu(g) = g for large g, +inf included
+    assert_array_equal(y[[5, 6, 8]], 0.0)  # -> 0 for very negative g, -inf included (no -inf / inf)
+    assert np.isnan(y[9]) and np.isnan(y[10])  # NaN in either input
+
+
+def test_swiglu_dtypes_shapes_and_threads(isa):
+    assert ops.swiglu(np.float32(1.0), np.float32(2.0)).shape == ()
+    assert ops.swiglu(np.ones(3, np.float16), np.ones(3, np.float16)).dtype == np.float32
+    assert ops.swiglu(np.ones(3, np.float32), np.ones(3)).dtype == np.float64
+    assert ops.swiglu(np.zeros((2, 0, 3)), np.zeros((2, 0, 3))).shape == (2, 0, 3)
+    assert_allclose(ops.swiglu([[0.5, -2.0]], [[1.0, 3.0]]), reference.swiglu(np.array([[0.5, -2.0]]),
+                                                                                np.array([[1.0, 3.0]])))
+    # Elementwise: past 2^18 values the blocks run on several threads, each value the same operations.
+    rng = np.random.default_rng(1)
+    gate, up = rng.standard_normal((2, 300000)).astype(np.float32)
+    import attnkit
+
+    before = attnkit.get_num_threads()
+    try:
+        attnkit.set_num_threads(1)
+        one = ops.swiglu(gate, up)
+        attnkit.set_num_threads(2)
+        assert_array_equal(ops.swiglu(gate, up), one)
+    finally:
+        attnkit.set_num_threads(before)
+
+
+def test_swiglu_rejects_bad_arguments():
+    with pytest.raises(TypeError, match="gate"):
+        ops.swiglu(np.arange(3), np.ones(3))
+    with pytest.raises(TypeError, match="up"):
+        ops.swiglu(np.ones(3), np.ones(3, np.int64))
+    with pytest.raises(ValueError, match=r"up must have the shape of gate \(3,\), got \(1, 3\)"):
+        ops.swiglu(np.ones(3), np.ones((1, 3)))
+
+
+def test_swiglu_writes_into_out_also_in_place():
+    rng = np.random.default_rng(0)
+    gate, up = rng.standard_normal((2, 7, 300)).astype(np.float32)
+    expected = ops.swiglu(gate, up)
+    out = np.empty_like(gate)
+    assert ops.swiglu(gate, up, out=out) is out
+    assert_array_equal(out, expected)
+    for which in (0, 1):  # out=gate and out=up
+        args = [gate.copy(), up.copy()]
+        assert ops.swiglu(*args, out=args[which]) is args[which]
+        assert_array_equal(args[which], expected)
+    z = gate.copy().reshape(-1)  # out overlapping gate shifted by one element: gate is read before it is written
+    assert_array_equal(ops.swiglu(z[1:], up.reshape(-1)[1:], out=z[:-1]),
+                       ops.swiglu(gate.reshape(-1)[1:], up.reshape(-1)[1:]))
+
+
+@pytest.mark.parametrize(("out", "error", "match"), [
+    ([0.0] * 4, TypeError, "out must be a numpy array, got list"),
+    (np.empty(4, np.float64), TypeError, "out must have the result dtype float32, got float64"),
+    (np.empty(5, np.float32), ValueError, r"out must have shape of gate and up = \(4,\), got \(5,\)"),
+    (np.empty(8, np.float32)[::2], ValueError, "C-contiguous"),
+])
+def test_swiglu_refuses_a_bad_out(out, error, match):
+    with pytest.raises(error, match=match):
+        ops.swiglu(np.zeros(4, np.float32), np.zeros(4, np.float32), out=out)

@@ -6,10 +6,9 @@
 // The exact (erf) form takes Q = Phi(-|x|) = g m and g from normal_tail (simd.h), so again nothing cancels:
 //   y = x Phi(x) = max(x, 0) - g (|x| m)               (Phi(x) = Q for x < 0, 1 - Q otherwise; Q <= 1/2)
 //   gelu'(x) = Phi(x) + x phi(x) = D or 1 - D,  D = g (m - |x| / sqrt(2 pi))
-#include <algorithm>
-
 #include "attnkit/isa.h"
 #include "attnkit/simd.h"
+#include "elementwise.h"
 #include "kernels.h"
 
 namespace attnkit {
@@ -32,14 +31,6 @@ Vec<T> minus_2u(Vec<T> x) {
   using V = Vec<T>;
   using C = GeluConst<T>;
   return x * V::fma(x * x, V::set1(-2 * C::c * C::k), V::set1(-2 * C::c));
-}
-
-// r where exp(z) is finite, else 0: past ExpConst::hi exp saturates, and the true result (a multiple
-// of 1 / (1 + e^z)) is below the smallest normal number.
-template <class T>
-Vec<T> zero_where_saturated(Vec<T> r, Vec<T> z) {
-  using V = Vec<T>;
-  return V::zero_below(r, V::zero() - z, V::set1(-ExpConst<T>::hi));
 }
 
 template <class T>
@@ -91,20 +82,6 @@ Vec<T> gelu_exact_grad_lanes(Vec<T> x, Vec<T> dy) {
   const V d = g * V::fma(u, V::set1(T(-0.398942280401432677940)), m);  // 1 / sqrt(2 pi)
   const V nonnegative = V::zero_below(one, x, V::zero());               // 1 where x >= 0 (or NaN), else 0
   return dy * V::fma(one - (nonnegative + nonnegative), d, nonnegative);  // D or 1 - D
-}
-
-constexpr std::int64_t kBlock = 1 << 12;  // elements per parallel work item
-
-// out[i] = lanes(x[i]...) over n elements, blocks of kBlock in parallel.
-template <class T, class F>
-void elementwise(std::int64_t n, F&& lanes) {
-  const std::int64_t blocks = (n + kBlock - 1) / kBlock;
-  const int threads = elementwise_threads(n);
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t first = b * kBlock, count = std::min(kBlock, n - first);
-    for_each_lane<T>(count, [&](std::int64_t j, int width) { lanes(first + j, width); });
-  }
 }
 
 }  // namespace

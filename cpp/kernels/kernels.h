@@ -16,6 +16,7 @@
 #include "attnkit/positions.h"
 #include "attnkit/random_features.h"
 #include "attnkit/softmax.h"
+#include "attnkit/swiglu.h"
 
 namespace attnkit {
 namespace ATTNKIT_KERNEL_NS {
@@ -54,6 +55,8 @@ template <class T>
 void gelu(const GeluArgs<T>& a);
 template <class T>
 void gelu_backward(const GeluArgs<T>& a);
+template <class T>
+void swiglu(const SwigluArgs<T>& a);
 template <class T>
 void dropout(const DropoutArgs<T>& a);
 template <class T>

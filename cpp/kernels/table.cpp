@@ -15,8 +15,8 @@ constexpr TypedKernels<T> typed() {
   return {&softmax<T>, &attention<T>, &attention_weights<T>, &attention_backward<T>, &positions<T>,
           &random_features<T>, &causal_linear_attention<T>, &causal_linear_attention_backward<T>,
           &linear_attention<T>, &linear_attention_backward<T>, &softmax_backward<T>, &cross_entropy<T>,
-          &layer_norm<T>, &layer_norm_backward<T>, &gelu<T>, &gelu_backward<T>, &matmul<T>, &adamw_update<T>,
-          &sum_of_squares<T>, &argmax_attention<T>, &dropout<T>, &embedding_backward<T>};
+          &layer_norm<T>, &layer_norm_backward<T>, &gelu<T>, &gelu_backward<T>, &swiglu<T>, &matmul<T>,
+          &adamw_update<T>, &sum_of_squares<T>, &argmax_attention<T>, &dropout<T>, &embedding_backward<T>};
 }
 }  // namespace ATTNKIT_KERNEL_NS
 

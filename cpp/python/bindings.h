@@ -26,6 +26,7 @@ void bind_linear_attention(py::module_& m);
 void bind_cross_entropy(py::module_& m);
 void bind_layer_norm(py::module_& m);
 void bind_gelu(py::module_& m);
+void bind_swiglu(py::module_& m);
 void bind_dropout(py::module_& m);
 void bind_embedding(py::module_& m);
 void bind_matmul(py::module_& m);

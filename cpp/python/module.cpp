@@ -28,6 +28,7 @@ PYBIND11_MODULE(_core, m) {
   attnkit::bind_cross_entropy(m);
   attnkit::bind_layer_norm(m);
   attnkit::bind_gelu(m);
+  attnkit::bind_swiglu(m);
   attnkit::bind_dropout(m);
   attnkit::bind_embedding(m);
   attnkit::bind_matmul(m);

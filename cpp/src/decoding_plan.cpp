@@ -262,15 +262,14 @@ const float* DecodingPlan::activate(const ThreadTeam& team, const KernelTable& k
       for (std::int64_t i = i0; i < i1; ++i) hidden_[i] = hidden_[i] < 0.0f ? 0.0f : hidden_[i];
       return hidden_.data();
     }
-    case PlanActivation::swiglu: {  // silu(gate) up, the logistic as 0.5 (1 + tanh(gate / 2)) (nn.layers)
+    case PlanActivation::swiglu: {  // silu(gate) up, each row's [gate | up] halves (the kernel of ops.swiglu)
       const auto [j0, j1] = team.share(f, 16);
-      for (std::int64_t b = 0; b < batch; ++b) {
-        const float* gate = hidden_.data() + b * 2 * f;
-        const float* up = gate + f;
-        float* r = gated_.data() + b * f;
-        for (std::int64_t j = j0; j < j1; ++j) {
-          const float sig = 0.5f * (1.0f + std::tanh(0.5f * gate[j]));
-          r[j] = (gate[j] * sig) * up[j];
+      if (j0 < j1) {
+        for (std::int64_t b = 0; b < batch; ++b) {
+          SwigluArgs<float> a;
+          a.gate = hidden_.data() + b * 2 * f + j0, a.up = a.gate + f, a.out = gated_.data() + b * f + j0;
+          a.n = j1 - j0;
+          kt.f32.swiglu(a);
         }
       }
       return gated_.data();

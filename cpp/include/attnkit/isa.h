@@ -18,6 +18,7 @@
 #include "attnkit/positions.h"
 #include "attnkit/random_features.h"
 #include "attnkit/softmax.h"
+#include "attnkit/swiglu.h"
 
 namespace attnkit {
 
@@ -39,6 +40,7 @@ struct TypedKernels {
   void (*layer_norm_backward)(const LayerNormBackwardArgs<T>&);
   void (*gelu)(const GeluArgs<T>&);
   void (*gelu_backward)(const GeluArgs<T>&);
+  void (*swiglu)(const SwigluArgs<T>&);
   void (*matmul)(const MatmulArgs<T>&);
   void (*adamw_update)(const AdamWArgs<T>&);
   void (*sum_of_squares)(const SumOfSquaresArgs<T>&);

@@ -433,6 +433,14 @@ inline Vec<T> exp(Vec<T> x) {
   return V::zero_below(p * V::pow2_from_magic(kf), x, lo);
 }
 
+// r where exp(z) is finite, else 0: past ExpConst::hi exp saturates, and the true result, a multiple of
+// 1 / (1 + e^z) (GELU's and the logistic function's forms), is below the smallest normal number.
+template <class T>
+inline Vec<T> zero_where_saturated(Vec<T> r, Vec<T> z) {
+  using V = Vec<T>;
+  return V::zero_below(r, V::zero() - z, V::set1(-ExpConst<T>::hi));
+}
+
 template <class T>
 struct TrigConst;
 template <>

@@ -303,7 +303,7 @@ def _sigmoid(g):
 def _swiglu(h, out=None):
     """SwiGLU of the hidden pre-activations h = [gate | up] (..., 2 f): ``silu(gate) * up`` (..., f)."""
     gate, up = np.split(h, 2, axis=-1)
-    return np.multiply(gate * _sigmoid(gate), up, out=None if out is None or out.shape != gate.shape else out)
+    return ops.swiglu(gate, up, out=None if out is None or out.shape != gate.shape else out)
 
 
 def _swiglu_backward(h, grad):

@@ -4,7 +4,7 @@ This layer validates, broadcasts and lays out arrays; the kernels assume valid i
 has a NumPy twin of the same name in :mod:`attnkit.reference`. One module per concept.
 """
 
-from attnkit.ops.activations import gelu, gelu_backward
+from attnkit.ops.activations import gelu, gelu_backward, swiglu
 from attnkit.ops.argmax_attention import argmax_attention
 from attnkit.ops.attention import (
     AttentionContext,
@@ -68,4 +68,5 @@ __all__ = [
     "softmax",
     "softmax_backward",
     "sum_of_squares",
+    "swiglu",
 ]

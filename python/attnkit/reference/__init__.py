@@ -8,7 +8,7 @@ validation with helpful messages is the job of :mod:`attnkit.ops`.
 """
 
 from attnkit.reference._common import attention_mask
-from attnkit.reference.activations import gelu, gelu_backward
+from attnkit.reference.activations import gelu, gelu_backward, swiglu
 from attnkit.reference.attention import (
     argmax_attention,
     kernel_attention,
@@ -65,5 +65,6 @@ __all__ = [
     "sinusoidal_positions",
     "softmax",
     "softmax_backward",
+    "swiglu",
     "sum_of_squares",
 ]

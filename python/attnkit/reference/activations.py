@@ -6,7 +6,7 @@ import numpy as np
 
 from attnkit.reference._common import result_dtype
 
-__all__ = ["gelu", "gelu_backward"]
+__all__ = ["gelu", "gelu_backward", "swiglu"]
 
 _C = np.sqrt(2.0 / np.pi)
 _K = 0.044715
@@ -80,3 +80,27 @@ def gelu_backward(x, dy, *, approximate="tanh"):
         t = np.tanh(_C * (x64 + _K * x64**3))
         derivative = 0.5 * (1.0 + t) + 0.5 * x64 * (1.0 - t * t) * _C * (1.0 + 3.0 * _K * x64**2)
     return (dy.astype(np.float64) * derivative).astype(dtype)
+
+
+def swiglu(gate, up):
+    r"""SwiGLU's gate (Llama's feed-forward), in float64.
+
+    .. math:: \mathrm{swiglu}(g, u) = \mathrm{silu}(g)\,u = \frac{g}{1 + e^{-g}}\,u
+
+    Parameters
+    ----------
+    gate, up : array_like of float
+        Same shape.
+
+    Returns
+    -------
+    ndarray
+        Same shape; float32 for float32 or float16 input, float64 for float64 (NumPy's promotion of the two).
+        ``silu(-inf) = 0``, ``silu(+inf) = +inf``.
+    """
+    gate, up = np.asarray(gate), np.asarray(up)
+    dtype = result_dtype(gate=gate, up=up)
+    g64 = gate.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # exp(-g) = inf for g < -709: g / inf = -0
+        silu = np.where(g64 == -np.inf, 0.0, g64 / (1.0 + np.exp(-g64)))
+    return (silu * up.astype(np.float64)).astype(dtype)
