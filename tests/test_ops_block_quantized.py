@@ -119,12 +119,13 @@ def test_matches_reference(isa, kind, m, blocks_per_row, n_out, layout, with_bia
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("m", [5, 8, 9, 12, 13, 16, 23, 24, 25, 32, 33])
-def test_a_batched_decoding_step_gives_each_row_the_bits_it_has_alone(isa, kind, m):
-    # Up to 32 rows (a step of batched decoding) run in strips over each stored row: sequences decoded together
-    # get exactly what they get alone (1 row), so batching never changes a generation. Past 32, the GEMM's rows
-    # are within the tolerance.
-    n_in, n_out = 96, 70
+@pytest.mark.parametrize("m", [5, 6, 7, 8, 9, 12, 13, 16, 17, 23, 24, 25, 31, 32, 33])
+@pytest.mark.parametrize(("n_in", "n_out"), [(96, 70), (32, 1), (320, 13)])
+def test_a_batched_decoding_step_gives_each_row_the_bits_it_has_alone(isa, kind, m, n_in, n_out):
+    # Up to 32 rows (a step of batched decoding) run in tiles over dequantised groups of stored rows: sequences
+    # decoded together get exactly what they get alone (1 row), so batching never changes a generation. Past
+    # 32, the GEMM's rows are within the tolerance. Stored rows past the groups (n_out = 70, 1, 13) and
+    # strips of every size are covered.
     w = ops.quantize_blocks(_weight(4, n_in, n_out), kind)
     x = np.random.default_rng(5).standard_normal((m, n_in)).astype(np.float32)
     together = ops.block_quantized_matmul(x, w)

@@ -2,9 +2,11 @@
 // file): nothing is expanded to float32 beyond one panel of rows.
 //
 // Few rows of X (decoding): each output j streams its row of blocks once and dequantises in registers.
-// Per block b of 32 values, s = sum_t q[t] x[t] in W-lane FMA chains, then acc += d_b s (lanes); q4_1's
-// min adds m_b sum_t x[t], with the 32-value sums of x computed once per call and shared by every row.
-// A row's result does not depend on the thread count (rows are split, never a row's sum).
+// Per block b of 32 values, acc += (d_b q[t]) x[t] in W-lane FMA chains; q4_1's min adds m_b sum_t x[t],
+// with the 32-value sums of x computed once per call and shared by every row.
+// Up to 32 rows (batched decoding): the same chains from stored rows dequantised once per call (striped).
+// A row's result depends neither on the thread count (rows are split, never a row's sum) nor, up to 32
+// rows, on the rows beside it.
 // Many rows (a prompt): a panel of rows is dequantised to float32 and multiplied by the packed GEMM of
 // kernels/matmul.cpp, so the float throughput is ops.matmul's.
 // With int8 activations (g.int8_x), the integer products of block_int8.h.
@@ -32,10 +34,10 @@ constexpr int W = V::W;
 // Rows of X at or below this take the matrix-vector path: its cost is a pass over the blocks per call
 // (memory-bound), the GEMM's is a dequantised panel per call plus packing, worth it only for many rows.
 constexpr std::int64_t kThinRows = 4;
-// Up to this many rows (batched decoding: a step of up to 32 sequences), strips of kStripRows rows share
-// each pass over the blocks (see striped); above, the panels' dequantise-and-pack cost is worth it.
-// SmolLM2's decoder products on the 2-core Xeon: striped 1.85 ms a row (AVX-512), 2.2-2.8 (AVX2); panels
-// at m = 32 / 48 / 64: 68 / 78 / 89 ms (AVX-512), 81 / 98 / 108 (AVX2).
+// Up to this many rows (batched decoding: a step of up to 32 sequences), tiles of rows share each stored
+// row's dequantisation (see striped); above, the panels' GEMM, whose rows' bits depend on the rows beside
+// them. SmolLM2's decoder products on the 2-core Xeon when it was set: 1.85 ms a row (AVX-512), 2.2-2.8
+// (AVX2); panels at m = 32 / 48 / 64: 68 / 78 / 89 ms (AVX-512), 81 / 98 / 108 (AVX2).
 constexpr std::int64_t kStripedRows = 32;
 // Rows dequantised per GEMM panel: one NC block of the packed GEMM (kernels/matmul.cpp).
 constexpr std::int64_t kPanelRows = 512;
@@ -72,28 +74,21 @@ void dequantize_row(const std::uint8_t* row, std::int64_t blocks, float* out) {
 // at a time (both with the prefetch; 4.2-4.5 ms for the previous kernel): one row.
 template <BlockKind K, int M>
 constexpr int kGroupRows = K == BlockKind::q8_0 ? 1 : M == 1 ? 4 : 2;
-// Batched decoding (striped, compute-bound) runs strips of up to kStripRows rows of X on groups of
-// kStripGroupRows stored rows: 12 x 2 accumulators with AVX-512's 32 registers, 8 x 1 with AVX2's 16. The
-// products of a 16-sequence step of SmolLM2 on the 2-core Xeon (AVX-512): 8 x 2 33-38 ms, 29-31 with x read
-// packed (below); 16 x 1 (packed) 28.5-31, and 58-60 ms for 32 rows where 12 x 2 (11 + 11 + 10) takes 52-56.
-// AVX2: 4 x 2 53-55 ms, 8 x 1 43-46, 38.5 packed.
-constexpr int kStripRows = W >= 16 ? 12 : W >= 8 ? 8 : int(kThinRows);
-constexpr int kStripGroupRows = W >= 16 ? 2 : 1;
-// q4_1's min parts of a strip's rows, one lane each: in a vector where it holds kStripRows lanes (every x86
-// ISA), else (one-lane targets) in scalars; xsum has kSumLanes lanes a block either way.
-constexpr bool kVectorMins = W >= kStripRows;
-constexpr int kSumLanes = kVectorMins ? W : kStripRows;
+// q4_1's min parts of up to kSumLanes rows of X, one lane each: in a vector where it holds kThinRows lanes (every
+// x86 ISA), else (one-lane targets) in scalars; xsum has kSumLanes lanes a block either way.
+constexpr bool kVectorMins = W >= kThinRows;
+constexpr int kSumLanes = kVectorMins ? W : int(kThinRows);
 
-// C[0:M, j + r] for r < R, M <= kStripRows: per block b of stored row j + r, the weights w = d_b q (exact in
+// C[0:M, j + r] for r < R, M <= kThinRows: per block b of stored row j + r, the weights w = d_b q (exact in
 // float: an 11-bit d times an 8-bit q) and acc_i += w x_i[b] lane by lane, one FMA chain per row over the
 // block's vectors in order; q4_1's min adds m_b times the 32-value sums of x, in lane i of a vector per stored
 // row (xsum (blocks, kSumLanes), lane i row i's sum, zeros past M), computed once per call. Every row of C runs the
 // same operations in the same order whatever M and R (so whatever the thread count and the rows beside it).
 // One FMA per W values and row: the dequantisation is shared by the M rows (a batched decoding step was
 // compute-bound at a fifth of the float GEMM's rate with products of q and x scaled per block).
-template <BlockKind K, int M, int R, bool Packed = false>
+template <BlockKind K, int M, int R>
 inline void thin_group(const BlockQuantizedMatmulArgs& g, const float* xsum, std::int64_t j) {
-  static_assert(M <= kStripRows, "a strip has at most kStripRows rows");
+  static_assert(M <= kSumLanes, "the rows' block sums share a vector");
   constexpr std::int64_t bb = block_bytes(K);
   constexpr int NV = kBlockValues / W, HALF = NV / 2;
   const std::int64_t blocks = g.n_in / kBlockValues, row_bytes = blocks * bb;
@@ -107,7 +102,7 @@ inline void thin_group(const BlockQuantizedMatmulArgs& g, const float* xsum, std
     for (int i = 0; i < M; ++i) acc[i][r] = V::zero();
   }
   for (std::int64_t b = 0; b < blocks; ++b) {
-    const float* xb = g.x + b * (Packed ? M * kBlockValues : kBlockValues);
+    const float* xb = g.x + b * kBlockValues;
     V w[R][NV];  // the block of each stored row, dequantised; then each vector of x is read once for all R
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -135,7 +130,7 @@ inline void thin_group(const BlockQuantizedMatmulArgs& g, const float* xsum, std
     for (int i = 0; i < M; ++i)
 #pragma GCC unroll 16
       for (int v = 0; v < NV; ++v) {
-        const V xv = V::load(Packed ? xb + (v * M + i) * W : xb + i * g.x_row_stride + v * W);
+        const V xv = V::load(xb + i * g.x_row_stride + v * W);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) acc[i][r] = V::fma(w[r][v], xv, acc[i][r]);
       }
@@ -153,11 +148,11 @@ inline void thin_group(const BlockQuantizedMatmulArgs& g, const float* xsum, std
 }
 
 // C[0:M, j] for j in [j0, j1), in groups of R stored rows and single rows for the rest.
-template <BlockKind K, int M, int R = kGroupRows<K, M>, bool Packed = false>
+template <BlockKind K, int M, int R = kGroupRows<K, M>>
 void thin_rows(const BlockQuantizedMatmulArgs& g, const float* xsum, std::int64_t j0, std::int64_t j1) {
   std::int64_t j = j0;
-  for (; j + R <= j1; j += R) thin_group<K, M, R, Packed>(g, xsum, j);
-  for (; j < j1; ++j) thin_group<K, M, 1, Packed>(g, xsum, j);
+  for (; j + R <= j1; j += R) thin_group<K, M, R>(g, xsum, j);
+  for (; j < j1; ++j) thin_group<K, M, 1>(g, xsum, j);
 }
 
 // q4_1's 32-value sums of X's rows for each strip of `strip_rows` rows: (strips, blocks, kSumLanes), lane i of
@@ -192,48 +187,170 @@ void thin(const BlockQuantizedMatmulArgs& g) {
                   [&](std::int64_t j0, std::int64_t j1) { thin_rows<K, M>(g, xsum.get(), j0, j1); });
 }
 
-// Rows [0, g.m) of a strip, columns [j0, j1): groups of kStripGroupRows stored rows, single rows for the rest.
-template <BlockKind K, int M = 1>
-void strip_dispatch(const BlockQuantizedMatmulArgs& g, const float* xsum, std::int64_t j0, std::int64_t j1) {
-  if constexpr (M < kStripRows) {
-    if (g.m != M) return strip_dispatch<K, M + 1>(g, xsum, j0, j1);
+// Batched decoding (kThinRows < m <= kStripedRows) is compute-bound: a tile of kTileRows rows of X by
+// kTileStored stored rows keeps its accumulators in registers (6 x 4 of AVX-512's 32, 4 x 3 of AVX2's 16), x
+// loaded once per vector for the R FMAs (a memory operand per FMA made the loads the bound). A group of
+// kTileStored stored rows is dequantised once per call into float32 (thread scratch, L1) and shared by every
+// tile of X's rows, where each strip of 8 rows had dequantised it again in registers: SmolLM2's 180 decoder
+// products at 16 rows, 1 thread on the 2-core Xeon, 33-35 -> 29-30 ms (AVX-512; 8 x 3 and 12 x 2 tiles were
+// no faster), 48-49 -> 41-42 ms (AVX2; 6 x 2 and 4 x 2 slower). The tile alone, from L1, runs at ~80% of
+// the FMA peak; the dequantisation (2 permutes per 32 values, exact d q) costs about a fifth more.
+constexpr int kTileRows = W >= 16 ? 6 : 4;
+constexpr int kTileStored = W >= 16 ? 4 : 3;
+
+// Stored rows [j, j + R) as float32, w (R, n_in): per block the thin path's weights d_b q (q4_1's min apart);
+// q4_1's min parts of every row i of X in mins (R, rows rounded up to kSumLanes): m_b times the 32-value sums
+// of x (xsum (sum strips, blocks, kSumLanes)) in the thin path's chain, lane by lane; zeros for q8_0.
+template <BlockKind K, int R>
+void dequantize_stored(const BlockQuantizedMatmulArgs& g, const float* xsum, std::int64_t j, float* w,
+                       float* block_mins, float* mins) {
+  constexpr std::int64_t bb = block_bytes(K);
+  constexpr int NV = kBlockValues / W, HALF = NV / 2;
+  const std::int64_t blocks = g.n_in / kBlockValues, row_bytes = blocks * bb;
+  const std::int64_t sum_strips = (g.m + kSumLanes - 1) / kSumLanes, padded = sum_strips * kSumLanes;
+  for (int r = 0; r < R; ++r) {
+    const std::uint8_t* row = g.blocks + (j + r) * row_bytes;
+    float* wr = w + r * g.n_in;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const std::uint8_t* block = row + b * bb;
+      if constexpr (kPrefetchBytes > 0) prefetch_bytes(block + kPrefetchBytes);
+      if constexpr (K == BlockKind::q8_0) {
+        const V d = V::set1(half_to_float(block));
+        const auto* q = reinterpret_cast<const std::int8_t*>(block + 2);
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) (d * load_s8(q + v * W)).store(wr + b * kBlockValues + v * W);
+      } else {
+        float d;
+        half_pair_to_float(block, d, block_mins[r * blocks + b]);
+        const V dv = V::set1(d);
+#pragma GCC unroll 16
+        for (int v = 0; v < HALF; ++v) {
+          V lo, hi;
+          load_u4_scaled(block + 4 + v * W, dv, lo, hi);
+          lo.store(wr + b * kBlockValues + v * W);
+          hi.store(wr + b * kBlockValues + (HALF + v) * W);
+        }
+      }
+    }
   }
-  return thin_rows<K, M, kStripGroupRows, true>(g, xsum, j0, j1);
+  for (std::int64_t e = 0; e < R * padded; ++e) mins[e] = 0.0f;
+  if constexpr (K == BlockKind::q4_1) {
+    // The R rows' chains side by side (one FMA's latency a block, not R).
+    for (std::int64_t s = 0; s < sum_strips; ++s) {
+      const float* xs = xsum + s * blocks * kSumLanes;
+      if constexpr (kVectorMins) {
+        V part[R];
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) part[r] = V::zero();
+        for (std::int64_t b = 0; b < blocks; ++b) {
+          const V sums = V::load(xs + b * kSumLanes);
+#pragma GCC unroll 8
+          for (int r = 0; r < R; ++r) part[r] = V::fma(V::set1(block_mins[r * blocks + b]), sums, part[r]);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) part[r].store(mins + r * padded + s * kSumLanes);
+      } else {
+        for (int r = 0; r < R; ++r)
+          for (std::int64_t b = 0; b < blocks; ++b)
+            for (int l = 0; l < kSumLanes; ++l) {
+              float& m = mins[r * padded + s * kSumLanes + l];
+              m = fma_scalar(block_mins[r * blocks + b], xs[b * kSumLanes + l], m);
+            }
+      }
+    }
+  }
+  // The next group's blocks, fetched while this group's tiles run (the tiles are compute-bound, the
+  // dequantisation waits on DRAM).
+  if constexpr (kPrefetchBytes > 0) {
+    const std::uint8_t* next = g.blocks + (j + R) * row_bytes;
+    const std::uint8_t* end = g.blocks + g.n_out * row_bytes;
+    for (std::int64_t o = 0; o < R * row_bytes && next + o < end; o += 64) prefetch_bytes(next + o);
+  }
 }
 
-// kThinRows < m <= kStripedRows (batched decoding): strips of up to kStripRows rows of X, every strip run on
-// each group of stored rows in turn, so the group's blocks come from DRAM once and from L1 for the other
-// strips. A row of C gets the thin path's operations (thin_group is the same for any M and R), so the same
-// bits as alone.
+// C[i0 + i, j + r] for i < M, r < R from the tile's packed rows of X, xp (n_in / W, M, W), and the dequantised
+// stored rows w (R, n_in): acc_ir += w_r x_i vector by vector in order, as thin_group adds them, then the
+// lanes' sum, the min part and the bias, as thin_group ends. So a row's bits are those it gets alone.
+template <int M, int R>
+void tile(const BlockQuantizedMatmulArgs& g, const float* xp, const float* w, const float* mins, std::int64_t padded,
+          std::int64_t i0, std::int64_t j) {
+  V acc[M][R];
+#pragma GCC unroll 16
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) acc[i][r] = V::zero();
+  const std::int64_t vectors = g.n_in / W;
+  for (std::int64_t v = 0; v < vectors; ++v) {
+    V wv[R];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) wv[r] = V::load(w + r * g.n_in + v * W);
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      V xv = V::load(xp + (v * M + i) * W);
+#if defined(__x86_64__)
+      asm("" : "+v"(xv.v));  // in a register: GCC would fold the load into each of the R FMAs
+#endif
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) acc[i][r] = V::fma(wv[r], xv, acc[i][r]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int i = 0; i < M; ++i) {
+      float y = acc[i][r].reduce_add() + mins[r * padded + i0 + i];
+      if (g.bias) y += g.bias[j + r];
+      g.c[(i0 + i) * g.c_row_stride + j + r] = y;
+    }
+}
+
+// The tile for a strip of m <= kTileRows rows.
+template <int R, int M = 1>
+void tile_dispatch(const BlockQuantizedMatmulArgs& g, std::int64_t m, const float* xp, const float* w,
+                   const float* mins, std::int64_t padded, std::int64_t i0, std::int64_t j) {
+  if constexpr (M < kTileRows) {
+    if (m != M) return tile_dispatch<R, M + 1>(g, m, xp, w, mins, padded, i0, j);
+  }
+  tile<M, R>(g, xp, w, mins, padded, i0, j);
+}
+
+// Stored rows [j, j + R) against every strip of X's rows (strip_rows each, packed one after another in xp).
+template <BlockKind K, int R>
+void stored_rows(const BlockQuantizedMatmulArgs& g, const float* xsum, const float* xp, std::int64_t strip_rows,
+                 std::int64_t j, float* w, float* block_mins, float* mins) {
+  const std::int64_t padded = (g.m + kSumLanes - 1) / kSumLanes * kSumLanes;
+  dequantize_stored<K, R>(g, xsum, j, w, block_mins, mins);
+  for (std::int64_t i0 = 0; i0 < g.m; i0 += strip_rows) {
+    const std::int64_t m = min_scalar(strip_rows, g.m - i0);
+    tile_dispatch<R>(g, m, xp + i0 * g.n_in, w, mins, padded, i0, j);
+  }
+}
+
+// kThinRows < m <= kStripedRows: X's rows in strips of at most kTileRows (of equal size: 12 = 6 + 6, not 8 + 4),
+// each packed by vector, (n_in / W, rows, W), so the tile's loads are fixed offsets from one pointer.
 template <BlockKind K>
 void striped(const BlockQuantizedMatmulArgs& g) {
-  constexpr std::int64_t kMaxStrips = (kStripedRows + kStripRows - 1) / kStripRows;
-  // Strips of equal rows (16 = 8 + 8, not 12 + 4): a strip's cost is a dequantisation plus its rows' FMAs.
-  const std::int64_t blocks = g.n_in / kBlockValues, strips = (g.m + kStripRows - 1) / kStripRows;
+  const std::int64_t blocks = g.n_in / kBlockValues, strips = (g.m + kTileRows - 1) / kTileRows;
   const std::int64_t strip_rows = (g.m + strips - 1) / strips;
-  const auto xsum = block_sums<K>(g, strip_rows);
-  BlockQuantizedMatmulArgs strip[kMaxStrips];
-  // Each strip's rows interleaved by vector, (blocks, W-value vectors, rows, W): the kernel's loads are then
-  // fixed offsets from one pointer (a strip's rows at a row stride held as many address registers, and spilled them).
+  const auto xsum = block_sums<K>(g, kSumLanes);
   auto packed = aligned_buffer<float>(g.m * g.n_in);
-  for (std::int64_t s = 0; s < strips; ++s) {
-    const std::int64_t m = min_scalar(strip_rows, g.m - s * strip_rows);
-    float* xp = packed.get() + s * strip_rows * g.n_in;
+  for (std::int64_t i0 = 0; i0 < g.m; i0 += strip_rows) {
+    const std::int64_t m = min_scalar(strip_rows, g.m - i0);
+    float* xp = packed.get() + i0 * g.n_in;
     for (std::int64_t i = 0; i < m; ++i) {
-      const float* x = g.x + (s * strip_rows + i) * g.x_row_stride;
+      const float* x = g.x + (i0 + i) * g.x_row_stride;
       for (std::int64_t v = 0; v < g.n_in / W; ++v) V::load(x + v * W).store(xp + (v * m + i) * W);
     }
-    strip[s] = g;
-    strip[s].x = xp;
-    strip[s].c = g.c + s * strip_rows * g.c_row_stride;
-    strip[s].m = m;
   }
+  const std::int64_t padded = (g.m + kSumLanes - 1) / kSumLanes * kSumLanes;
   over_row_ranges(g.n_out, thin_threads<K>(g), [&](std::int64_t j0, std::int64_t j1) {
-    for (std::int64_t j = j0; j < j1; j += kStripGroupRows) {
-      const std::int64_t end = min_scalar<std::int64_t>(j + kStripGroupRows, j1);
-      for (std::int64_t s = 0; s < strips; ++s)
-        strip_dispatch<K>(strip[s], xsum.get() + s * blocks * kSumLanes, j, end);
-    }
+    auto w = aligned_buffer<float>(kTileStored * g.n_in);
+    auto block_mins = aligned_buffer<float>(kTileStored * blocks);
+    auto mins = aligned_buffer<float>(kTileStored * padded);
+    std::int64_t j = j0;
+    for (; j + kTileStored <= j1; j += kTileStored)
+      stored_rows<K, kTileStored>(g, xsum.get(), packed.get(), strip_rows, j, w.get(), block_mins.get(), mins.get());
+    for (; j < j1; ++j) stored_rows<K, 1>(g, xsum.get(), packed.get(), strip_rows, j, w.get(), block_mins.get(), mins.get());
   });
 }
 
