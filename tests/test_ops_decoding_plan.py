@@ -49,26 +49,28 @@ def _norm(x, params, eps):
     return reference.rms_norm(x, gamma, eps) if beta is None else reference.layer_norm(x, gamma, beta, eps)
 
 
-def _reference_step(layers, final, x, position, keys, values, *, eps, activation, rotary_base):
+def _reference_step(layers, final, x, position, keys, values, *, eps, activation, rotary_base, heads=HEADS,
+                    kv_heads=KV_HEADS):
     """The stack's output for x (B, D) at ``position`` in float64; keys and values (B, Hkv, >= position + 1, dh)
     get the new position's entries."""
     x = x.astype(np.float64)
     batch = x.shape[0]
+    dh = x.shape[1] // heads
     for layer, k_buf, v_buf in zip(layers, keys, values):
         n = _norm(x, layer.norm1, eps)
-        q = _product(n, layer.wq, layer.bq).reshape(batch, HEADS, 1, DH)
-        k = _product(n, layer.wk, layer.bk).reshape(batch, KV_HEADS, 1, DH)
-        v = _product(n, layer.wv, layer.bv).reshape(batch, KV_HEADS, 1, DH)
+        q = _product(n, layer.wq, layer.bq).reshape(batch, heads, 1, dh)
+        k = _product(n, layer.wk, layer.bk).reshape(batch, kv_heads, 1, dh)
+        v = _product(n, layer.wv, layer.bv).reshape(batch, kv_heads, 1, dh)
         if rotary_base is not None:
             q = reference.rotary_positions(q, start=position, base=rotary_base)
             k = reference.rotary_positions(k, start=position, base=rotary_base)
         k_buf[:, :, position] = k[:, :, 0]
         v_buf[:, :, position] = v[:, :, 0]
-        group = HEADS // KV_HEADS
+        group = heads // kv_heads
         keys_seen = np.repeat(k_buf[:, :, : position + 1].astype(np.float64), group, axis=1)
         values_seen = np.repeat(v_buf[:, :, : position + 1].astype(np.float64), group, axis=1)
-        heads = reference.scaled_dot_product_attention(q, keys_seen, values_seen)
-        x = x + _product(heads.reshape(batch, HEADS * DH), layer.wo, layer.bo)
+        attended = reference.scaled_dot_product_attention(q, keys_seen, values_seen)
+        x = x + _product(attended.reshape(batch, heads * dh), layer.wo, layer.bo)
         h = _product(_norm(x, layer.norm2, eps), layer.w1, layer.b1)
         if activation == "swiglu":
             gate, up = np.split(h, 2, axis=-1)
@@ -138,6 +140,33 @@ def test_rows_at_their_own_positions_equal_the_reference(isa, kernel_threads, no
             np.testing.assert_allclose(out[b : b + 1], expected, rtol=1e-4, atol=1e-4)
         for got, want in zip(keys + values, ref_keys + ref_values):  # written at each row's position, only there
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("heads", "kv_heads", "dh"), [(6, 2, 24), (2, 1, 136), (3, 3, 8)])
+def test_attention_over_many_positions_and_head_widths(isa, kernel_threads, heads, kv_heads, dh):
+    """Rows at up to 45 positions (past the kernel's blocks of 32 keys and its vector widths) with head widths
+    that are not a multiple of the vector width, or wider than its accumulators (136 > 8 x 16 lanes), and
+    groups of 3, 2 and 1 query heads per key/value head."""
+    rng = np.random.default_rng(11)
+    d = heads * dh
+    layers = [_layer(rng, norm="rms", activation="swiglu", bias=False, kind=None, d=d, heads=heads,
+                     kv_heads=kv_heads, ff=32)]
+    final = (np.ones(d, np.float32), None)
+    plan = ops.DecodingPlan(layers, final, n_heads=heads, n_kv_heads=kv_heads, norm="rms", eps=1e-5,
+                            activation="swiglu", rotary_base=1e4)
+    lengths = np.array([44, 0, 31, 32, 17])
+    keys = [rng.standard_normal((5, kv_heads, 46, dh)).astype(np.float32)]
+    values = [rng.standard_normal(keys[0].shape).astype(np.float32)]
+    ref_keys, ref_values = [keys[0].copy()], [values[0].copy()]
+    for step in range(2):
+        positions = lengths + step
+        x = rng.standard_normal((5, d)).astype(np.float32)
+        out = plan.step(x, positions, keys, values)
+        for b, position in enumerate(positions):
+            expected = _reference_step(layers, final, x[b : b + 1], position, [ref_keys[0][b : b + 1]],
+                                       [ref_values[0][b : b + 1]], eps=1e-5, activation="swiglu", rotary_base=1e4,
+                                       heads=heads, kv_heads=kv_heads)
+            np.testing.assert_allclose(out[b : b + 1], expected, rtol=1e-4, atol=1e-4)
 
 
 # A plan past the size where a step runs as one parallel region of threads (src/thread_team.h):

@@ -259,13 +259,6 @@ void dequantize_stored(const BlockQuantizedMatmulArgs& g, const float* xsum, std
       }
     }
   }
-  // The next group's blocks, fetched while this group's tiles run (the tiles are compute-bound, the
-  // dequantisation waits on DRAM).
-  if constexpr (kPrefetchBytes > 0) {
-    const std::uint8_t* next = g.blocks + (j + R) * row_bytes;
-    const std::uint8_t* end = g.blocks + g.n_out * row_bytes;
-    for (std::int64_t o = 0; o < R * row_bytes && next + o < end; o += 64) prefetch_bytes(next + o);
-  }
 }
 
 // C[i0 + i, j + r] for i < M, r < R from the tile's packed rows of X, xp (n_in / W, M, W), and the dequantised

@@ -4,6 +4,7 @@
 #include "attnkit/attention.h"
 #include "attnkit/block_quantized.h"
 #include "attnkit/cross_entropy.h"
+#include "attnkit/decode_attention.h"
 #include "attnkit/dropout.h"
 #include "attnkit/embedding.h"
 #include "attnkit/gelu.h"
@@ -43,6 +44,8 @@ template <class T>
 void linear_attention(const LinearArgs<T>& a);
 template <class T>
 void linear_attention_backward(const LinearBackwardArgs<T>& a);
+template <class T>
+void decode_attention(const DecodeAttentionArgs<T>& a);
 template <class T>
 void softmax_backward(const SoftmaxBackwardArgs<T>& a);
 template <class T>

@@ -12,7 +12,8 @@ namespace attnkit {
 namespace ATTNKIT_KERNEL_NS {
 template <class T>
 constexpr TypedKernels<T> typed() {
-  return {&softmax<T>, &attention<T>, &attention_weights<T>, &attention_backward<T>, &positions<T>,
+  return {&softmax<T>, &attention<T>, &attention_weights<T>, &attention_backward<T>,
+          &decode_attention<T>, &positions<T>,
           &random_features<T>, &causal_linear_attention<T>, &causal_linear_attention_backward<T>,
           &linear_attention<T>, &linear_attention_backward<T>, &softmax_backward<T>, &cross_entropy<T>,
           &layer_norm<T>, &layer_norm_backward<T>, &gelu<T>, &gelu_backward<T>, &swiglu<T>, &matmul<T>,

@@ -100,7 +100,6 @@ void DecodingPlan::reserve(std::int64_t batch) {
   gated_.resize(s.activation == PlanActivation::swiglu ? rows * std::size_t(s.d_ff) : 0);
   sin_.resize(rows * std::size_t(s.d_head / 2));
   cos_.resize(rows * std::size_t(s.d_head / 2));
-  q_offset_.resize(rows * std::size_t(s.n_heads));
   kv_offset_.resize(rows * std::size_t(s.n_heads));
   sequence_.resize(rows);
   batch_capacity_ = batch;
@@ -124,7 +123,6 @@ void DecodingPlan::step(const float* x, float* out, std::int64_t batch, const st
     kt.f64.positions(p);
     for (std::int64_t i = 0; i < half; ++i) sin[i] = float(table_[2 * i]), cos[i] = float(table_[2 * i + 1]);
   }
-  for (std::int64_t i = 0; i < batch * s.n_heads; ++i) q_offset_[i] = i * dh;
   for (std::int64_t b = 0; b < batch; ++b) sequence_[b] = sequences ? sequences[b] : b;
   std::copy(x, x + batch * s.d_model, x_.data());
 
@@ -218,26 +216,25 @@ void DecodingPlan::layers(const ThreadTeam& team, std::int64_t batch, const std:
   }
 }
 
-// This member's share of the (row, head) items: one query each against its shared key/value head, over the
-// row's positions 0..positions[b]. A call per row (not one masked call over the longest) gives a row the very
-// operations it gets decoded alone, whatever the other rows' lengths.
+// This member's share of the (row, key/value head) items: the head's query heads, one query each, over the
+// row's positions 0..positions[b]. A call per row gives a row the very operations it gets decoded alone,
+// whatever the other rows' lengths. Items hold a key/value head's whole group of query heads (its keys read
+// once for all) when there are enough of them to share; else one query head each (one row of SmolLM2's 3
+// key/value heads on 2 threads would split 2 + 1). A query head's operations are the same either way.
 void DecodingPlan::attend(const ThreadTeam& team, const KernelTable& kt, std::int64_t batch,
                           const std::int64_t* positions, const PlanCache& cache) {
-  const std::int64_t heads = shape_.n_heads, dh = shape_.d_head;
-  const auto [i0, i1] = team.share(batch * heads, 1);
-  for (std::int64_t i = i0; i < i1;) {
-    const std::int64_t b = i / heads;
-    std::int64_t end = std::min(i1, (b + 1) * heads);
-    while (end < i1 && positions[end / heads] == positions[b]) end = std::min(i1, end + heads);  // rows alike: one call
-    AttentionArgs<float> a;
-    a.batch = end - i, a.nq = 1, a.nk = positions[b] + 1, a.d = dh, a.dv = dh;
-    a.q = {q_.data(), q_offset_.data() + i, dh};
-    a.k = {cache.keys, kv_offset_.data() + i, dh};
-    a.v = {cache.values, kv_offset_.data() + i, dh};
+  const std::int64_t heads = shape_.n_heads, dh = shape_.d_head, kv_heads = shape_.n_kv_heads;
+  const std::int64_t group = heads / kv_heads;
+  const std::int64_t per_item = batch * kv_heads >= 4 * team.size ? group : 1;
+  const auto [i0, i1] = team.share(batch * heads / per_item, 1);
+  for (std::int64_t i = i0; i < i1; ++i) {
+    const std::int64_t head = i * per_item, b = head / heads;
+    DecodeAttentionArgs<float> a;
+    a.q = q_.data() + head * dh, a.out = heads_.data() + head * dh;
+    a.keys = cache.keys + kv_offset_[head], a.values = cache.values + kv_offset_[head];
+    a.group = per_item, a.nk = positions[b] + 1, a.d = dh;
     a.scale = float(1.0 / std::sqrt(double(dh)));
-    a.out = heads_.data() + i * dh;
-    kt.f32.attention(a);
-    i = end;
+    kt.f32.decode_attention(a);
   }
 }
 

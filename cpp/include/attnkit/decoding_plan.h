@@ -95,7 +95,7 @@ class DecodingPlan {
   std::vector<float> x_, n_, q_, k_, v_, heads_, hidden_, gated_;
   std::vector<double> table_;
   std::vector<float> sin_, cos_;
-  std::vector<std::int64_t> q_offset_, kv_offset_, sequence_;
+  std::vector<std::int64_t> kv_offset_, sequence_;
 };
 
 }  // namespace attnkit

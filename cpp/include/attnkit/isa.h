@@ -7,6 +7,7 @@
 #include "attnkit/attention.h"
 #include "attnkit/block_quantized.h"
 #include "attnkit/cross_entropy.h"
+#include "attnkit/decode_attention.h"
 #include "attnkit/dropout.h"
 #include "attnkit/embedding.h"
 #include "attnkit/gelu.h"
@@ -28,6 +29,7 @@ struct TypedKernels {
   void (*attention)(const AttentionArgs<T>&);
   void (*attention_weights)(const AttentionWeightsArgs<T>&);
   void (*attention_backward)(const AttentionBackwardArgs<T>&);
+  void (*decode_attention)(const DecodeAttentionArgs<T>&);
   void (*positions)(const PositionsArgs<T>&);
   void (*random_features)(const RandomFeaturesArgs<T>&);
   void (*causal_linear_attention)(const CausalLinearArgs<T>&);
