@@ -78,6 +78,8 @@ constexpr int kGroupRows = K == BlockKind::q8_0 ? 1 : M == 1 ? 4 : 2;
 // x86 ISA), else (one-lane targets) in scalars; xsum has kSumLanes lanes a block either way.
 constexpr bool kVectorMins = W >= kThinRows;
 constexpr int kSumLanes = kVectorMins ? W : int(kThinRows);
+// m rows rounded up to whole vectors of block sums: the length of a stored row's min parts (see striped).
+constexpr std::int64_t sum_padded(std::int64_t m) { return (m + kSumLanes - 1) / kSumLanes * kSumLanes; }
 
 // C[0:M, j + r] for r < R, M <= kThinRows: per block b of stored row j + r, the weights w = d_b q (exact in
 // float: an 11-bit d times an 8-bit q) and acc_i += w x_i[b] lane by lane, one FMA chain per row over the
@@ -207,7 +209,7 @@ void dequantize_stored(const BlockQuantizedMatmulArgs& g, const float* xsum, std
   constexpr std::int64_t bb = block_bytes(K);
   constexpr int NV = kBlockValues / W, HALF = NV / 2;
   const std::int64_t blocks = g.n_in / kBlockValues, row_bytes = blocks * bb;
-  const std::int64_t sum_strips = (g.m + kSumLanes - 1) / kSumLanes, padded = sum_strips * kSumLanes;
+  const std::int64_t padded = sum_padded(g.m), sum_strips = padded / kSumLanes;
   for (int r = 0; r < R; ++r) {
     const std::uint8_t* row = g.blocks + (j + r) * row_bytes;
     float* wr = w + r * g.n_in;
@@ -311,7 +313,7 @@ void tile_dispatch(const BlockQuantizedMatmulArgs& g, std::int64_t m, const floa
 template <BlockKind K, int R>
 void stored_rows(const BlockQuantizedMatmulArgs& g, const float* xsum, const float* xp, std::int64_t strip_rows,
                  std::int64_t j, float* w, float* block_mins, float* mins) {
-  const std::int64_t padded = (g.m + kSumLanes - 1) / kSumLanes * kSumLanes;
+  const std::int64_t padded = sum_padded(g.m);
   dequantize_stored<K, R>(g, xsum, j, w, block_mins, mins);
   for (std::int64_t i0 = 0; i0 < g.m; i0 += strip_rows) {
     const std::int64_t m = min_scalar(strip_rows, g.m - i0);
@@ -335,7 +337,7 @@ void striped(const BlockQuantizedMatmulArgs& g) {
       for (std::int64_t v = 0; v < g.n_in / W; ++v) V::load(x + v * W).store(xp + (v * m + i) * W);
     }
   }
-  const std::int64_t padded = (g.m + kSumLanes - 1) / kSumLanes * kSumLanes;
+  const std::int64_t padded = sum_padded(g.m);
   over_row_ranges(g.n_out, thin_threads<K>(g), [&](std::int64_t j0, std::int64_t j1) {
     auto w = aligned_buffer<float>(kTileStored * g.n_in);
     auto block_mins = aligned_buffer<float>(kTileStored * blocks);

@@ -2,12 +2,11 @@
 // kernel (attention.cpp) pads a single query to a block of W and scans the values for non-finite entries per
 // call: 16 times the work on AVX-512, which made attention 62% of a 16-sequence SmolLM2 step at 500 positions.
 // Here: the scores of a block of keys for every query head of the group (the block read from L1 once per
-// head), an exact softmax over all nk scores (max, then exp), and out_h = sum_j p_hj v_j / sum_j p_hj with d in
-// lanes. Called on one thread (the decoding plan shares (row, head) items among its team).
+// head), the row-wise softmax kernel over each head's nk scores, and out_h = sum_j p_hj v_j with d in lanes.
+// Called on one thread (the decoding plan shares (row, head) items among its team).
 // Past ~100 positions a batched step reads the cache from DRAM (16 sequences of SmolLM2 at 210 positions: 155
 // MB of keys and values a step, ~12 ms): unrolled variants (4 keys' FMA chains at once, the weighted sum's
 // accumulators in registers) measured no faster, so the loops stay plain.
-#include <limits>
 #include <vector>
 
 #include "attnkit/isa.h"
@@ -24,32 +23,6 @@ constexpr std::int64_t kKeyBlock = 32;
 // Output vectors accumulated at once (8 of AVX-512's 16 lanes: d = 128 in one pass over the values).
 constexpr int kOutVectors = 8;
 
-template <class T>
-T dot(const T* x, const T* y, std::int64_t d) {
-  using V = Vec<T>;
-  V acc = V::zero();
-  for_each_lane<T>(d, [&](std::int64_t c, int w) { acc = V::fma(load_partial(x + c, w), load_partial(y + c, w), acc); });
-  return acc.reduce_add();
-}
-
-// p (nk) = exp(s - max s), in place; returns the sum.
-template <class T>
-T exp_in_place(T* p, std::int64_t nk) {
-  using V = Vec<T>;
-  V top = V::set1(-std::numeric_limits<T>::infinity());
-  for_each_lane<T>(nk, [&](std::int64_t j, int w) {
-    top = V::max(top, w == V::W ? V::load(p + j) : V::max(load_partial(p + j, w), V::set1(p[j])));
-  });
-  const V m = V::set1(top.reduce_max());
-  V sum = V::zero();
-  for_each_lane<T>(nk, [&](std::int64_t j, int w) {
-    const V e = exp(load_partial(p + j, w) - m);
-    store_partial(e, p + j, w);
-    sum = sum + (w == V::W ? e : load_partial(p + j, w));  // the tail's lanes past nk are not summed
-  });
-  return sum.reduce_add();
-}
-
 }  // namespace
 
 template <class T>
@@ -65,14 +38,11 @@ void decode_attention(const DecodeAttentionArgs<T>& a) {
     for (std::int64_t h = 0; h < group; ++h)
       for (std::int64_t j = j0; j < j1; ++j) scores[h * nk + j] = a.scale * dot(a.q + h * d, a.keys + j * d, d);
   }
+  // No key (nk = 0) leaves every p empty and the output zeros, as the general kernel gives a query that sees none.
+  softmax<T>(SoftmaxArgs<T>{scores.data(), scores.data(), group, nk, false});
   for (std::int64_t h = 0; h < group; ++h) {
-    T* p = scores.data() + h * nk;
+    const T* p = scores.data() + h * nk;
     T* out = a.out + h * d;
-    if (nk == 0) {  // nothing to attend to: zeros, as the general kernel gives a query that sees no key
-      for (std::int64_t c = 0; c < d; ++c) out[c] = T(0);
-      continue;
-    }
-    const V inv = V::set1(T(1) / exp_in_place(p, nk));
     for (std::int64_t c0 = 0; c0 < d; c0 += kOutVectors * W) {
       const int chunks = int(min_scalar<std::int64_t>(kOutVectors, (d - c0 + W - 1) / W));
       const int tail = int(min_scalar<std::int64_t>(W, d - c0 - (chunks - 1) * W));
@@ -84,8 +54,8 @@ void decode_attention(const DecodeAttentionArgs<T>& a) {
         for (int u = 0; u + 1 < chunks; ++u) acc[u] = V::fma(pj, V::load(v + u * W), acc[u]);
         acc[chunks - 1] = V::fma(pj, load_partial(v + (chunks - 1) * W, tail), acc[chunks - 1]);
       }
-      for (int u = 0; u + 1 < chunks; ++u) (acc[u] * inv).store(out + c0 + u * W);
-      store_partial(acc[chunks - 1] * inv, out + c0 + (chunks - 1) * W, tail);
+      for (int u = 0; u + 1 < chunks; ++u) acc[u].store(out + c0 + u * W);
+      store_partial(acc[chunks - 1], out + c0 + (chunks - 1) * W, tail);
     }
   }
 }

@@ -52,27 +52,6 @@ void axpy_rows(T* o, const T* coef, const T* rows, std::int64_t ld, std::int64_t
   }
 }
 
-// sum_i x[i] y[i]; with Abs, sum_i |x[i]| |y[i]| (the scale the denominator guard compares with).
-template <bool Abs = false, class T>
-T dot(const T* x, const T* y, std::int64_t n) {
-  using V = Vec<T>;
-  constexpr int W = V::W;
-  auto load = [](const T* p) {
-    if constexpr (Abs) return V::abs(V::load(p));
-    else return V::load(p);
-  };
-  V a0 = V::zero(), a1 = V::zero();
-  std::int64_t i = 0;
-  for (; i + 2 * W <= n; i += 2 * W) {
-    a0 = V::fma(load(x + i), load(y + i), a0);
-    a1 = V::fma(load(x + i + W), load(y + i + W), a1);
-  }
-  for (; i + W <= n; i += W) a0 = V::fma(load(x + i), load(y + i), a0);
-  T s = (a0 + a1).reduce_add();
-  for (; i < n; ++i) s += Abs ? std::abs(x[i]) * std::abs(y[i]) : x[i] * y[i];
-  return s;
-}
-
 // Linear attention's relative denominator guard (see attnkit/linear_attention.h): true when row i
 // gives zeros, den_i <= eps * sum_D |phi_q[i]| |Z_i|. False for a NaN den, which then propagates.
 template <class T>

@@ -633,6 +633,28 @@ inline void store_partial(Vec<T> x, T* p, int count) {
   }
 }
 
+// sum_i x[i] y[i] in two FMA chains; with Abs, sum_i |x[i]| |y[i]| (the scale linear attention's denominator
+// guard compares with).
+template <bool Abs = false, class T>
+inline T dot(const T* x, const T* y, std::int64_t n) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  auto load = [](const T* p) {
+    if constexpr (Abs) return V::abs(V::load(p));
+    else return V::load(p);
+  };
+  V a0 = V::zero(), a1 = V::zero();
+  std::int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    a0 = V::fma(load(x + i), load(y + i), a0);
+    a1 = V::fma(load(x + i + W), load(y + i + W), a1);
+  }
+  for (; i + W <= n; i += W) a0 = V::fma(load(x + i), load(y + i), a0);
+  T s = (a0 + a1).reduce_add();
+  for (; i < n; ++i) s += Abs ? std::abs(x[i]) * std::abs(y[i]) : x[i] * y[i];
+  return s;
+}
+
 template <class T>
 inline T max_scalar(T a, T b) {
   return a > b ? a : b;
