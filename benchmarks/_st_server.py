@@ -30,6 +30,7 @@ def serve(model):
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    sock.listen(2048)  # before the address is printed: a client connecting at once waits in the backlog
     print(f"sentence-transformers on http://127.0.0.1:{sock.getsockname()[1]} ", flush=True)
     uvicorn.Server(uvicorn.Config(Starlette(routes=[Route("/v1/embeddings", embeddings, methods=["POST"])]),
                                   log_level="warning")).run(sockets=[sock])

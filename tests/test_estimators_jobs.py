@@ -297,7 +297,7 @@ def test_embedder_on_batches_at_once_equals_one_thread_bit_for_bit(tmp_path, dty
     np.testing.assert_array_equal(got, expected)
     # A call of at most one batch (a server's few requests), of lengths that halve unevenly by count, with
     # MIN_SHARE tokens a thread: cut into two batches of equal tokens, one per thread, with the same bits.
-    long = [" ".join(["good", "bad", "film", "plot"] * 4)] * 11 + texts[:1]  # 11 x 18 tokens (max_len 20), and 3
+    long = [" ".join(["good", "bad", "film", "plot"] * 4)] * 15 + texts[:1]  # 15 x 18 tokens (max_len 20), and 3
     model.set_params(batch_size=16)
     batch_threads.clear()
     np.testing.assert_array_equal(model.set_params(n_jobs=2).transform(long),

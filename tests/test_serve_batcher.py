@@ -15,6 +15,7 @@ from serve_server import skip_without_serve_extra  # noqa: E402
 
 skip_without_serve_extra()
 
+from attnkit.serve import batcher as batcher_module  # noqa: E402
 from attnkit.serve.batcher import Batcher, QueueFull, ShuttingDown  # noqa: E402
 from attnkit.serve.metrics import Metrics  # noqa: E402
 from attnkit.serve.models import load_model  # noqa: E402
@@ -107,6 +108,46 @@ def test_a_request_arriving_mid_decoding_joins_the_steps_under_way(language_mode
     assert len(rest) > 5  # the stream was still going when the short request was answered
     text = first + "".join(p for p in rest[:-1])
     assert rest[-1].texts == [text] and text == "".join(language_model.stream("the film", dict(options)))
+
+
+def test_after_a_batch_of_several_the_worker_waits_briefly_for_the_next_to_fill(embedder, monkeypatch):
+    # The wait's cap made long (0.4 s) and its share of the last call's time unbounded, so that what is timed here
+    # is the policy, not the machine: after a call of 6 jobs, the worker waits for 6 to queue, or for the cap.
+    monkeypatch.setattr(batcher_module, "GATHER_SHARE", 1e6)
+    monkeypatch.setattr(batcher_module, "GATHER_SECONDS", 0.4)
+
+    async def after_six(then):
+        batcher = Batcher(embedder, max_batch_tokens=10_000, max_queue=100, metrics=Metrics())
+        first = [asyncio.ensure_future(batcher.submit("embed", [t])) for t in TEXTS[:6]]
+        await asyncio.sleep(0)  # all 6 queued before the worker starts: one call
+        batcher.start()
+        await asyncio.gather(*first)
+        timings = await then(batcher)
+        await asyncio.to_thread(batcher.close)
+        return timings, _histogram_counts(batcher.metrics.batch_size)[()]
+
+    async def staggered(batcher):  # 6 jobs 20 ms apart: the worker waits for the sixth, then runs them at once
+        jobs = []
+        for text in TEXTS[:6]:
+            jobs.append(asyncio.ensure_future(batcher.submit("embed", [text])))
+            await asyncio.sleep(0.02)
+        start = time.perf_counter()
+        await asyncio.gather(*jobs)
+        return time.perf_counter() - start
+
+    async def alone_twice(batcher):  # the first waits for the cap and runs alone; after a call of one, no wait
+        times = []
+        for text in TEXTS[3:5]:
+            start = time.perf_counter()
+            await batcher.submit("embed", [text])
+            times.append(time.perf_counter() - start)
+        return times
+
+    joined, (calls, texts) = asyncio.run(after_six(staggered))
+    assert (calls, texts) == (2, 12) and joined < 0.3  # answered once the sixth arrived, not at the cap
+    (capped, single), (calls, texts) = asyncio.run(after_six(alone_twice))
+    assert (calls, texts) == (3, 8)
+    assert capped >= 0.35 and single < 0.3  # a single client (a last call of one job) never waits
 
 
 def test_a_full_queue_refuses_and_close_finishes_the_queued_jobs(embedder):

@@ -111,9 +111,11 @@ BALANCE = 1.1
 
 
 # The least work (cost, in tokens) a thread's share may hold for batches to go to threads: below, the Python
-# between the ops dominates and two Python threads queue for the GIL. MiniLM on 2 cores, SST-2 sentences: 4
-# texts (83 tokens) split 19.4 ms against 11.7 ms as one batch on both threads; 8 (194 tokens) 19.2 against 20.5.
-MIN_SHARE = 96
+# between the ops dominates, two Python threads queue for the GIL, and each reads every weight matrix itself
+# (a call of a few texts is bound by those reads). MiniLM on 2 cores, SST-2 sentences: 4 texts (83 tokens)
+# split 19.4 ms against 11.7 ms as one batch on both threads (Zen 3); 8 (~200 tokens) 19.2 against 20.5 on
+# Zen 3, 27 against 21-23 on a Sapphire Rapids Xeon; 16 (~400 tokens) even on the Xeon.
+MIN_SHARE = 128
 
 
 def worth_threads(total_cost, threads):
