@@ -34,5 +34,6 @@ void bind_optim(py::module_& m);
 void bind_int8_linear(py::module_& m);
 void bind_block_quantized(py::module_& m);
 void bind_decoding_plan(py::module_& m);
+void bind_number_text(py::module_& m);
 
 }  // namespace attnkit

@@ -36,6 +36,7 @@ PYBIND11_MODULE(_core, m) {
   attnkit::bind_int8_linear(m);
   attnkit::bind_block_quantized(m);
   attnkit::bind_decoding_plan(m);
+  attnkit::bind_number_text(m);
   m.def("available_isas", &attnkit::available_isas, "ISA variants compiled in and supported by this CPU.");
   m.def("get_isa", &attnkit::active_isa, "The ISA variant in use.");
   m.def("set_isa", &attnkit::set_isa, py::arg("name"), "Switch the ISA variant (for tests).");

@@ -25,6 +25,7 @@ from starlette.routing import Route
 
 from attnkit.serve.auth import OPEN_PATHS, authorized
 from attnkit.serve.batcher import Batcher, QueueFull, ShuttingDown
+from attnkit.serve.json_numbers import rows_as_json
 from attnkit.serve.metrics import Metrics
 from attnkit.serve.models import Generation, ServedModel
 from attnkit.serve.schemas import Limits, RequestError, parse_chat, parse_completion, parse_json, parse_texts
@@ -146,12 +147,17 @@ def create_app(model: ServedModel, *, api_keys: list[bytes] | None = None, max_b
     async def embeddings(body):
         request = parse_texts(body, limits, dimensions=model.width)
         rows, tokens = await batcher.submit("embed", request.texts)
+        head = {"object": "list", "model": model.name, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
         if request.encoding_format == "base64":
             data = [base64.b64encode(np.asarray(row, dtype="<f4").tobytes()).decode("ascii") for row in rows]
-        else:
-            data = rows.tolist()
-        return _json({"object": "list", "model": model.name, "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-                      "data": [{"object": "embedding", "index": i, "embedding": e} for i, e in enumerate(data)]})
+            return _json(dict(head, data=[{"object": "embedding", "index": i, "embedding": e}
+                                          for i, e in enumerate(data)]))
+        # The float rows written by the compiled core (json_numbers), the rest by json: the same text json.dumps
+        # gives, but for the spelling of some numbers.
+        items = ",".join(f'{{"object":"embedding","index":{i},"embedding":[{text}]}}'
+                         for i, text in enumerate(rows_as_json(rows)))
+        return Response(json.dumps(head, separators=(",", ":"))[:-1] + ',"data":[' + items + "]}",
+                        media_type="application/json")
 
     @endpoint("/v1/classify", ("classifier",))
     async def classify(body):
