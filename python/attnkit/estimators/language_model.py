@@ -114,8 +114,11 @@ class CausalLanguageModel(TrainableEstimator):
         the float32 products of the dequantised weights (a pretrained decoder's log-probabilities within 1e-5 of
         a float64 forward of its dequantised weights). True: as llama.cpp does, each block of 32 input values as
         int8 codes and one scale, the products integer sums (:attr:`attnkit.ops.BlockQuantizedMatrix.activations`,
-        with VNNI where the CPU has it): decoding SmolLM2 ~1.2x faster, prompts about half as fast, each
-        input rounded to 1/254 of its block's largest value. Ignored when the weights are float32.
+        with VNNI where the CPU has it): decoding one sequence of SmolLM2 ~1.2x faster, prompts about half as
+        fast, and batched steps slower (16 sequences: 40 against 27 ms a step on 2 cores; the float32 inputs'
+        kernel dequantises each weight block once for all rows): keep False behind ``attnkit serve``, whose
+        shared steps are batched. Each input is rounded to 1/254 of its block's largest value. Ignored when the
+        weights are float32.
     tokenizer : {"char", "word", "bpe", "unigram"} or tokenizers.Tokenizer, default="char"
         ``"char"``: every character a token, newlines included, so generated text keeps its layout; the
         right choice for a megabyte of text. ``"bpe"`` / ``"unigram"``: subword pieces learnt from the corpus
