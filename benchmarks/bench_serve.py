@@ -167,24 +167,34 @@ def generation(args, report):
     server = ServerProcess([sys.executable, "-m", "attnkit", "serve", args.generator, "--port", "0", "--threads",
                             str(args.threads)])
     table = report.table(f"Generation: {args.generator}, {args.max_tokens} tokens per request (greedy)", [
-        "clients", "requests", "completion tokens/s (summed)", "p50 s", "x one client"],
-        note="Completions share decoding steps (continuous batching, up to 16 sequences: a request arriving while "
-             "others decode joins them at the next step). Each client sends its requests one after another.")
+        "clients", "requests", "completion tokens/s (summed, median of passes)", "p50 s", "x one client",
+        "x one client, each pass"],
+        note=f"Completions share decoding steps (continuous batching, up to 16 sequences: a request arriving while "
+             f"others decode joins them at the next step). Each client sends its requests one after another. "
+             f"{args.repeats} passes over the client counts in turn: the machine's phase moved one client's rate by "
+             f"up to 25% between single passes, so each pass's ratio is shown and the ratio is of the medians.")
     try:
-        base = None
-        for clients in args.clients:
-            # One client sends 8 requests, more clients 4 each: 2 each measured 16 clients at 2.56-3.11x one client
-            # in two quiet runs of one session, the single client's 64 tokens moving 106-120 tokens/s.
-            rounds = 8 if clients == 1 else args.generation_rounds
-            bodies = [{"prompt": f"Story {i}: once upon a time", "max_tokens": args.max_tokens, "temperature": 0}
-                      for i in range(clients * rounds)]
-            seconds, latencies, answers = asyncio.run(load(server.url, bodies, clients, "/v1/completions",
+        rates = {clients: [] for clients in args.clients}
+        latencies = {clients: [] for clients in args.clients}
+        for _ in range(args.repeats):
+            for clients in args.clients:
+                # One client sends 8 requests, more clients 4 each (--generation-rounds).
+                rounds = 8 if clients == 1 else args.generation_rounds
+                bodies = [{"prompt": f"Story {i}: once upon a time", "max_tokens": args.max_tokens,
+                           "temperature": 0} for i in range(clients * rounds)]
+                seconds, times, answers = asyncio.run(load(server.url, bodies, clients, "/v1/completions",
                                                            args.time_limit))
-            rate = sum(a["usage"]["completion_tokens"] for a in answers) / seconds
-            base = base or rate
-            table.add_row(str(clients), str(len(answers)), f"{rate:.1f}", f"{percentile(latencies, 0.5):.2f}",
-                          f"{rate / base:.2f}")
-            report.data[f"generation clients={clients}"] = {"tokens_per_s": rate, "requests": len(answers)}
+                rates[clients].append(sum(a["usage"]["completion_tokens"] for a in answers) / seconds)
+                latencies[clients] += times
+        one = args.clients[0]
+        base = statistics.median(rates[one])
+        for clients in args.clients:
+            rate = statistics.median(rates[clients])
+            each = ", ".join(f"{r / b:.2f}" for r, b in zip(rates[clients], rates[one]))
+            table.add_row(str(clients), str(len(latencies[clients])), f"{rate:.1f}",
+                          f"{percentile(latencies[clients], 0.5):.2f}", f"{rate / base:.2f}", each)
+            report.data[f"generation clients={clients}"] = {"tokens_per_s": rate, "passes": rates[clients],
+                                                            "requests": len(latencies[clients])}
     finally:
         server.stop()
 
