@@ -393,3 +393,22 @@ def test_docstring_examples():
     module = importlib.import_module("attnkit.ops.block_quantized")
     failures, _ = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert failures == 0
+
+
+@pytest.mark.parametrize("kind", ["q8_0", "q4_1"])
+@pytest.mark.parametrize("m", [1, 3, 40])
+def test_out_may_be_x_or_overlap_it(isa, kind, m):
+    rng = np.random.default_rng(5)
+    w = ops.quantize_blocks(rng.standard_normal((64, 64)).astype(np.float32), kind)
+    x = rng.standard_normal((m + 1, 64)).astype(np.float32)
+    bias = rng.standard_normal(64).astype(np.float32)
+    want = ops.block_quantized_matmul(x[:m].copy(), w)
+    same = x[:m].copy()
+    assert ops.block_quantized_matmul(same, w, out=same) is same  # in place: read from a copy first
+    assert_array_equal(same, want)
+    shifted = x.copy()
+    assert_array_equal(ops.block_quantized_matmul(shifted[:m], w, out=shifted[1:]), want)
+    with_bias = ops.block_quantized_matmul(x[:m].copy(), w, bias=bias)
+    room = np.zeros((m, 64), np.float32)
+    room[0] = bias  # the bias is out's first row
+    assert_array_equal(ops.block_quantized_matmul(x[:m], w, bias=room[0], out=room), with_bias)

@@ -140,6 +140,8 @@ def test_out_in_place_or_apart_gives_the_same_bits(isa, name, dtype):
     assert_array_equal(in_place, want)
     strided = np.asfortranarray(x)  # a copy of x's rows is read, the result written to out
     assert_array_equal(fn(strided, out=np.empty_like(x)), want)
+    rows = np.concatenate([x.reshape(-1, 70), np.zeros((1, 70), dtype)])  # out one row after x, in x's memory
+    assert_array_equal(fn(rows[:-1], out=rows[1:]).reshape(x.shape), want)
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)

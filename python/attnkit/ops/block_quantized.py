@@ -236,12 +236,14 @@ def block_quantized_matmul(x: ArrayLike, w: BlockQuantizedMatrix, *, bias: Array
     if (type(x) is np.ndarray and x.dtype == np.float32 and x.ndim == 2 and x.flags.c_contiguous and bias is None
             and x.shape[1] == w.shape[0]):
         fast_shape = (x.shape[0], w.shape[1])
-        if out is None:
+        fresh = out is None
+        if fresh:
             out = np.empty(fast_shape, np.float32)
         if (type(out) is np.ndarray and out.dtype == np.float32 and out.shape == fast_shape and out.flags.c_contiguous
-                and out.flags.aligned and out.flags.writeable):
+                and out.flags.aligned and out.flags.writeable and (fresh or not np.may_share_memory(x, out))):
             _core.block_quantized_matmul(w.blocks, w.kind, w.shape[0], x, None, out, w.activations == "int8")
             return out
+        out = None if fresh else out
     arr = float_array(x, "x")
     if arr.dtype != np.float32:
         raise TypeError(f"x must be float32 (block_quantized_matmul computes in float32; cast with "
@@ -261,6 +263,10 @@ def block_quantized_matmul(x: ArrayLike, w: BlockQuantizedMatrix, *, bias: Array
     else:
         check_out(out, shape, np.float32, "(..., n_out)")
     m = math.prod(arr.shape[:-1])
-    _core.block_quantized_matmul(w.blocks, w.kind, n_in, np.ascontiguousarray(arr).reshape(m, n_in), bias_row,
-                                 out.reshape(m, n_out), w.activations == "int8")
+    rows = np.ascontiguousarray(arr).reshape(m, n_in)
+    # Rows are read while out is written, by other threads too: x or bias in out's memory is read from a copy.
+    rows = rows.copy() if np.may_share_memory(rows, out) else rows
+    if bias_row is not None and np.may_share_memory(bias_row, out):
+        bias_row = bias_row.copy()
+    _core.block_quantized_matmul(w.blocks, w.kind, n_in, rows, bias_row, out.reshape(m, n_out), w.activations == "int8")
     return out

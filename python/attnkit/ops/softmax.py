@@ -138,6 +138,9 @@ def _softmax(x, axis, *, log, out=None):
                              f"the last; got {getattr(out, 'dtype', type(out).__name__)} "
                              f"{getattr(out, 'shape', '')} (axis {axis})")
         result = out.reshape(rows.shape)
+        # Row by row, so out may be x itself; a partial overlap would be read after it was written.
+        if np.may_share_memory(rows, result) and rows.ctypes.data != result.ctypes.data:
+            rows = rows.copy()
     _core.softmax(rows, result, log)
     return out if out is not None else np.moveaxis(result.reshape(shape), -1, axis)
 
