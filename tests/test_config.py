@@ -63,10 +63,22 @@ def test_set_num_threads_round_trips(restore_threads, n):
     assert attnkit.get_num_threads() == n
 
 
-@pytest.mark.parametrize(("n", "error"), [(0, ValueError), (-2, ValueError), (1.5, TypeError)])
+@pytest.mark.parametrize(("n", "error"), [(0, ValueError), (-2, ValueError), (1.5, TypeError), (1025, ValueError),
+                                          (2**40, ValueError)])
 def test_set_num_threads_rejects_bad_counts(n, error):
+    # Past MAX_THREADS (1024) a count is refused: 100,000 made OpenMP fail or crash at the next kernel.
     with pytest.raises(error, match=r"\bn\b"):
         attnkit.set_num_threads(n)
+    with pytest.raises(error, match=r"\bn\b"), _config.num_threads(n):
+        pass
+
+
+@pytest.mark.parametrize("n_jobs", [1025, -1025, 10**6])
+def test_an_estimators_n_jobs_past_the_limit_is_refused_before_any_work(n_jobs):
+    from attnkit import TransformerClassifier
+
+    with pytest.raises(ValueError, match="n_jobs.*1024"):
+        TransformerClassifier(n_jobs=n_jobs, max_iter=1).fit(["good", "bad"], [1, 0])
 
 
 def test_threadpoolctl_sees_and_limits_openmp(restore_threads):

@@ -155,11 +155,12 @@ def test_the_count_is_restored_when_a_call_raises(case, one_thread, monkeypatch)
 
 
 @pytest.mark.parametrize(("n_jobs", "error"), [(0, ValueError), (True, TypeError), (1.5, TypeError),
-                                               ("2", TypeError), (np.float64(2.0), TypeError)])
+                                               ("2", TypeError), (np.float64(2.0), TypeError), (1025, ValueError),
+                                               (-1025, ValueError)])
 def test_bad_n_jobs_is_refused_by_name_before_any_work(case, one_thread, n_jobs, error):
     estimator, data, calls = case
     with pytest.raises(error, match=rf"'n_jobs' parameter of {type(estimator).__name__} must be None, an int in "
-                                    r"the range \[1, inf\) or an int in the range \(-inf, -1\]"):
+                                    r"the range \[1, 1024\] or an int in the range \[-1024, -1\]"):
         calls["fit"](clone(estimator).set_params(n_jobs=n_jobs))
     assert attnkit.get_num_threads() == 1
 

@@ -13,6 +13,10 @@ import numpy as np
 from attnkit import _core
 from attnkit._validation import check_int
 
+# The most kernel threads attnkit starts: a count far past the CPUs only contends, and one of 100,000 made OpenMP
+# fail to create its threads (or crash) at the next kernel; 1,024 still ran on 2 cores.
+MAX_THREADS = 1024
+
 
 def set_num_threads(n: int) -> None:
     """Set the number of threads attnkit's kernels use.
@@ -20,12 +24,12 @@ def set_num_threads(n: int) -> None:
     Parameters
     ----------
     n : int
-        Number of threads, at least 1. ``OMP_NUM_THREADS`` and ``threadpoolctl`` limits also apply:
-        the kernels use the smaller of this value and OpenMP's current maximum. In a child made by
+        Number of threads, from 1 to ``MAX_THREADS`` (1024). ``OMP_NUM_THREADS`` and ``threadpoolctl`` limits
+        also apply: the kernels use the smaller of this value and OpenMP's current maximum. In a child made by
         ``os.fork`` (multiprocessing's default start method on Linux, gunicorn) the kernels run on
         one thread, and a larger ``n`` warns and stays 1: GNU OpenMP's threads do not survive fork.
     """
-    _core.set_num_threads(_after_fork(check_int(n, "n", minimum=1), stacklevel=3))
+    _core.set_num_threads(_after_fork(check_int(n, "n", minimum=1, maximum=MAX_THREADS), stacklevel=3))
 
 
 def _after_fork(n, *, stacklevel):
@@ -98,6 +102,7 @@ def num_threads(n: int | None, *, stacklevel: int = 4) -> Iterator[None]:
     if n is None:
         yield
         return
+    n = check_int(n, "n", minimum=1, maximum=MAX_THREADS)
     before = _core.get_call_threads()
     _core.set_call_threads(_after_fork(n, stacklevel=stacklevel))
     try:

@@ -13,13 +13,13 @@ import functools
 import numbers
 from concurrent.futures import ThreadPoolExecutor
 
-from attnkit._config import get_num_threads, num_threads, resolve_n_jobs
+from attnkit._config import MAX_THREADS, get_num_threads, num_threads, resolve_n_jobs
 from attnkit._validation import Interval, validate_params
 
 __all__ = ["N_JOBS_CONSTRAINTS", "fit_context", "map_batches", "threaded", "threaded_iterator"]
 
-N_JOBS_CONSTRAINTS = [None, Interval(numbers.Integral, 1, None, closed="left"),
-                      Interval(numbers.Integral, None, -1, closed="right")]
+N_JOBS_CONSTRAINTS = [None, Interval(numbers.Integral, 1, MAX_THREADS, closed="both"),
+                      Interval(numbers.Integral, -MAX_THREADS, -1, closed="both")]
 
 
 def threaded(method):
