@@ -375,6 +375,12 @@ def test_bad_training_text():
         CausalLanguageModel(**{**TINY, "validation_fraction": None, "early_stopping": False}).fit([""])
 
 
+def test_a_batch_no_update_could_hold_is_refused_before_any_work():
+    # batch_size=10**9 windows asked for terabytes of logits: the process was killed, not told
+    with pytest.raises(ValueError, match=r"batch_size=1000000000 windows of \d+ tokens need at least .* GiB"):
+        CausalLanguageModel(**{**TINY, "batch_size": 10**9}).fit(CORPUS)
+
+
 @pytest.mark.parametrize("call, error, match", [
     (lambda lm: lm.generate("the", 5), TypeError, "single str"),
     (lambda lm: lm.generate(["the"], 0), ValueError, "max_new_tokens must be >= 1"),

@@ -12,6 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from attnkit import ops
 from attnkit._config import num_threads, resolve_n_jobs
+from attnkit._memory import available_bytes
 from attnkit._validation import Interval, Options, check_int, validate_params
 from attnkit.batching import pad_sequences
 from attnkit.estimators import _decoder_start
@@ -394,9 +395,21 @@ class CausalLanguageModel(TrainableEstimator):
         if np.all(stream.ids == self._codec().eot_id):
             raise ValueError("X holds no text to learn from: give at least one non-empty document")
         n_windows = max(1, math.ceil(stream.ids.size / self._input["context_length"]))
+        if not incremental:
+            self._check_batch_fits(stream)
         # A fit's "epoch" is eval_interval updates of random windows; partial_fit's a pass over its tokens.
         n = n_windows if incremental else self._eval_interval(stream) * int(self.batch_size)
         return Samples(list(range(n)), np.full(n, self._input["context_length"]), targets=stream)
+
+    def _check_batch_fits(self, stream):
+        """Refuse a batch of windows that one update could not hold: its logits and their gradient alone, batch_size
+        x the window x the vocabulary in float32 (batch_size=10**9 asked for terabytes, and the process was killed)."""
+        width, vocab = min(self._input["context_length"], stream.ids.size - 1), self._codec().size
+        need, limit = 2 * 4 * int(self.batch_size) * width * vocab, available_bytes()
+        if need > limit:
+            raise ValueError(f"batch_size={self.batch_size} windows of {width} tokens need at least "
+                             f"{need / 2**30:,.1f} GiB for one update (logits over a vocabulary of {vocab} and their "
+                             f"gradient), more than the {limit / 2**30:,.1f} GiB of memory available: lower batch_size")
 
     def _new_network_config(self, samples, start):
         if start is not None:  # the checkpoint's architecture; a window drops the far past of its attention
