@@ -41,6 +41,11 @@ def test_pickles_as_its_json_text(tokenizer):
     assert restored.encode(["the plot"], 8) == tokenizer.encode(["the plot"], 8)
 
 
+def test_a_lone_surrogate_is_named_not_an_opaque_type_error(tokenizer):
+    with pytest.raises(ValueError, match=r"text 1 is not valid Unicode"):
+        tokenizer.encode(["fine", "half an emoji \ud83d"], 16)
+
+
 def test_bad_input():
     with pytest.raises(TypeError, match="json_text must be the text of tokenizer.json"):
         PretrainedTokenizer(b"{}")

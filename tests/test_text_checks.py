@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from attnkit.text import check_texts
+from attnkit.text.checks import refuse_unencodable
 
 
 @pytest.mark.parametrize(
@@ -44,3 +45,10 @@ def test_check_texts_rejects_bad_input(X, error, match):
 def test_check_texts_names_the_argument():
     with pytest.raises(TypeError, match="^y must"):
         check_texts("text", name="y")
+
+
+def test_refuse_unencodable_names_the_text_and_the_character():
+    refuse_unencodable(["plain", "emoji \U0001f600", "", "中文"])  # valid Unicode passes
+    with pytest.raises(ValueError, match=r"text 2 is not valid Unicode \(surrogates not allowed, '\\udc80' at "
+                                         r"character 3\)"):
+        refuse_unencodable(["a", "b", "abc\udc80d"])

@@ -67,6 +67,8 @@ def test_a_tokenizers_tokenizer_shifts_its_ids_past_the_specials():
     assert codec.decode(ids) == CORPUS[1] and codec.size == hf.get_vocab_size() + len(SPECIAL_TOKENS)
     restored = TextCodec.from_config(json.loads(json.dumps(codec.get_config())))
     np.testing.assert_array_equal(restored.encode("speak"), codec.encode("speak"))
+    with pytest.raises(ValueError, match="not valid Unicode"):  # tokenizers' own TypeError, named
+        codec.encode("half an emoji \ud83d")
 
 
 def test_errors():

@@ -56,3 +56,10 @@ def test_keep_whitespace_spells_every_space_tab_and_newline(kind):
     assert restored == tokenizer and restored.keep_whitespace
     with pytest.raises(TypeError, match="keep_whitespace must be a bool"):
         SubwordTokenizer(kind, keep_whitespace="yes")
+
+
+@pytest.mark.parametrize("kind", ["bpe", "unigram"])
+def test_a_lone_surrogate_is_named(kind):
+    tokenizer = SubwordTokenizer(kind).fit(["the cat sat on the mat", "a dog sat on a log"] * 5, 30)
+    with pytest.raises(ValueError, match="not valid Unicode"):
+        tokenizer("the \udc00 cat")

@@ -12,6 +12,8 @@ import threading
 
 import numpy as np
 
+from attnkit.text.checks import refuse_unencodable
+
 __all__ = ["PretrainedTokenizer", "require_extra"]
 
 EXTRA = "pip install 'attnkit[pretrained]'"
@@ -80,9 +82,14 @@ class PretrainedTokenizer:
         room = max_len - tokenizer.num_special_tokens_to_add(False)
         if room < 0:
             raise ValueError(f"max_len={max_len} leaves no room for the tokenizer's own special tokens")
-        ids, n_cut = [], 0
+        ids, n_cut, texts = [], 0, list(texts)
         # One batched call: the Rust side splits the texts over its own thread pool.
-        for encoding in tokenizer.encode_batch(list(texts), add_special_tokens=False):
+        try:
+            encodings = tokenizer.encode_batch(texts, add_special_tokens=False)
+        except TypeError:  # what it says of a lone surrogate; named here
+            refuse_unencodable(texts)
+            raise
+        for encoding in encodings:
             if len(encoding.ids) > room:
                 encoding.truncate(room)
                 n_cut += 1

@@ -6,7 +6,7 @@ from typing import TypeAlias
 
 import numpy as np
 
-__all__ = ["Texts", "check_texts"]
+__all__ = ["Texts", "check_texts", "refuse_unencodable"]
 
 #: What the text estimators take as X: a list, tuple, 1-D array or pandas Series of str (the
 #: classifier also takes a 2-D array of token ids).
@@ -58,3 +58,16 @@ def check_texts(X, name="X"):
                              "(use '' for an empty text)")
         raise TypeError(f"{name} must contain only strings; item {i} is {type(item).__name__} {item!r:.40}")
     return texts
+
+
+def refuse_unencodable(texts):
+    """Raise a ValueError naming the first of ``texts`` that is not valid Unicode (a lone surrogate, which a Python
+    str may hold and UTF-8 cannot): what Hugging Face ``tokenizers`` refuses with an opaque TypeError. Returns
+    when every text encodes."""
+    for i, text in enumerate(texts):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise ValueError(f"text {i} is not valid Unicode ({error.reason}, {text[error.start]!r} at character "
+                             f"{error.start}), which this model's tokenizer cannot read: clean it first, e.g. "
+                             f"text.encode('utf-8', 'replace').decode()") from None

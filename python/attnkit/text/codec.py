@@ -3,7 +3,7 @@ case as written, where the tokens can spell them) and decodes ids back into text
 
 import numpy as np
 
-from attnkit.text.checks import check_texts
+from attnkit.text.checks import check_texts, refuse_unencodable
 from attnkit.text.subword import SubwordTokenizer, _import_tokenizers
 from attnkit.text.tokenizer import Tokenizer
 from attnkit.text.vocabulary import SPECIAL_TOKENS, Vocabulary
@@ -117,7 +117,12 @@ class TextCodec:
     def encode(self, text):
         """The ids of one text (no end-of-text id), an int64 array; a token never learnt is ``<unk>``."""
         if self._hf is not None:
-            return np.asarray(self._hf.encode(text, add_special_tokens=False).ids, dtype=np.int64) + self._offset
+            try:
+                encoding = self._hf.encode(text, add_special_tokens=False)
+            except TypeError:  # what tokenizers says of a lone surrogate; named here
+                refuse_unencodable([text])
+                raise
+            return np.asarray(encoding.ids, dtype=np.int64) + self._offset
         if self.vocabulary is None or self._splitter is None:
             raise ValueError("this TextCodec is not fitted: call fit(texts) first")
         return np.asarray(self.vocabulary.encode(self._splitter(text)), dtype=np.int64)

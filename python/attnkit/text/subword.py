@@ -6,7 +6,7 @@ import numbers
 
 import numpy as np
 
-from attnkit.text.checks import check_texts
+from attnkit.text.checks import check_texts, refuse_unencodable
 
 __all__ = ["SubwordTokenizer"]
 
@@ -108,7 +108,11 @@ class SubwordTokenizer:
     def __call__(self, text):
         """The pieces of one string, a list of str (empty for an empty string)."""
         text = self._normalise(text)
-        return self._tokenizer().encode(text).tokens if text else []
+        try:
+            return self._tokenizer().encode(text).tokens if text else []
+        except TypeError:  # what tokenizers says of a lone surrogate; named here
+            refuse_unencodable([text])
+            raise
 
     def detokenize(self, tokens):
         """Join pieces into a string: ``detokenize(tokenizer(text))`` is ``text`` with its whitespace
