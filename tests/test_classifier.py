@@ -343,7 +343,8 @@ def test_predict_with_bad_items_names_them(fitted):
      ("learning_rate", 0.0), ("weight_decay", -1.0), ("max_iter", 0), ("early_stopping", "yes"),
      ("early_stopping_metric", "accuracy"),
      ("validation_fraction", 1.0), ("n_iter_no_change", 0), ("tol", -1.0), ("class_weight", "auto"),
-     ("warm_start", None), ("random_state", "seed"), ("verbose", -1), ("features", "logits"), ("n_jobs", 0),
+     ("warm_start", None), ("random_state", "seed"), ("random_state", -1), ("verbose", -1), ("features", "logits"),
+     ("n_jobs", 0), ("n_jobs", 1025),
      ("inference_dtype", "bfloat16")],
 )
 def test_unknown_parameter_values_are_refused(param, value):

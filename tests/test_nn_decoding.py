@@ -450,7 +450,7 @@ def test_inconsistent_parameters():
         generate(PrefixModel(1), 1, bos_id=1, eos_id=3)
     with pytest.raises(ValueError, match="random_state given as a list"):
         generate(PrefixModel(2), 2, **GOOD, strategy="sample", random_state=input_generators(0, 3))
-    with pytest.raises(ValueError, match="random_state must be a non-negative int"):
+    with pytest.raises(ValueError, match="'random_state' parameter of input_generators must be an int >= 0"):
         input_generators(-1, 2)
 
 

@@ -198,9 +198,9 @@ def _is_float_dtype(value):
 _NAMED_CONSTRAINTS = {
     "boolean": (lambda v: isinstance(v, (bool, np.bool_)), "a bool"),
     "random_state": (
-        lambda v: v is None or _is_number(v, numbers.Integral)
+        lambda v: v is None or (_is_number(v, numbers.Integral) and v >= 0)
         or isinstance(v, (np.random.RandomState, np.random.Generator)),
-        "an int, a numpy RandomState or Generator, or None",
+        "an int >= 0, a numpy RandomState or Generator, or None",
     ),
     "float dtype": (_is_float_dtype, "a float32 or float64 dtype (np.float32, 'float64', ...)"),
 }

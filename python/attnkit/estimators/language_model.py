@@ -577,7 +577,7 @@ class CausalLanguageModel(TrainableEstimator):
         prompts = list(check_texts(prompts, name="prompts"))
         params = self._generation_params(max_new_tokens, strategy, temperature, top_k, top_p, min_p,
                                          repetition_penalty, no_repeat_ngram_size, n_returns, stop,
-                                         num_beams=num_beams, length_penalty=length_penalty)
+                                         num_beams=num_beams, length_penalty=length_penalty, random_state=random_state)
         contexts = [self._prompt_ids(p) for p in prompts]
         per_input = decoding.input_generators(random_state, max(len(prompts), 1)) if strategy == "sample" else None
         out: list[Any] = [None] * len(prompts)
@@ -616,7 +616,7 @@ class CausalLanguageModel(TrainableEstimator):
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
         params = self._generation_params(max_new_tokens, strategy, temperature, top_k, top_p, min_p,
-                                         repetition_penalty, no_repeat_ngram_size, 1, stop)
+                                         repetition_penalty, no_repeat_ngram_size, 1, stop, random_state=random_state)
         if strategy == "beam":
             raise ValueError("strategy='beam' cannot stream (its best continuation is known only at the end); use "
                              "'greedy' or 'sample'")
@@ -641,10 +641,11 @@ class CausalLanguageModel(TrainableEstimator):
             yield rest
 
     def _generation_params(self, max_new_tokens, strategy, temperature, top_k, top_p, min_p, repetition_penalty,
-                           no_repeat_ngram_size, n_returns, stop, num_beams=4, length_penalty=1.0):
+                           no_repeat_ngram_size, n_returns, stop, num_beams=4, length_penalty=1.0, random_state=None):
         max_new_tokens = check_int(max_new_tokens, "max_new_tokens", minimum=1)
-        validate_params({"n_returns": n_returns}, {"n_returns": [Interval(numbers.Integral, 1, None, closed="left")]},
-                        caller=type(self).__name__)
+        validate_params({"n_returns": n_returns, "random_state": random_state},
+                        {"n_returns": [Interval(numbers.Integral, 1, None, closed="left")],
+                         "random_state": ["random_state"]}, caller=f"{type(self).__name__}.generate")
         if stop is not None and (isinstance(stop, str) or not all(isinstance(s, str) and s for s in stop)):
             raise ValueError(f"stop must be a list of non-empty strings, got {stop!r}")
         params = dict(strategy=strategy, max_length=max_new_tokens, temperature=temperature, top_k=top_k,
@@ -1050,7 +1051,8 @@ class _SharedGeneration:
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
         params = self.estimator._generation_params(max_new_tokens, strategy, temperature, top_k, top_p, min_p,
-                                                   repetition_penalty, no_repeat_ngram_size, n_returns, stop)
+                                                   repetition_penalty, no_repeat_ngram_size, n_returns, stop,
+                                                   random_state=random_state)
         if strategy == "beam" or (stream and n_returns != 1):
             raise ValueError("shared steps decode greedy search and sampling, one stream at a time per prompt; beam "
                              "search runs in generate()")

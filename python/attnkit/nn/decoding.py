@@ -379,9 +379,7 @@ def input_generators(random_state, n_inputs):
     elif isinstance(random_state, np.random.RandomState):
         seed = int(random_state.randint(2**63, dtype=np.int64))
     else:
-        seed = int(random_state)
-        if seed < 0:
-            raise ValueError(f"random_state must be a non-negative int, got {seed}")
+        seed = int(random_state)  # >= 0: checked above
     return [np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(i,))) for i in range(n_inputs)]
 
 
