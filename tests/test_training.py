@@ -287,7 +287,7 @@ def test_a_diverging_loss_stops_with_a_warning_and_the_best_weights(blow_up):
 
     def batch_loss(indices):
         loss, tokens = toy.batch_loss(indices)
-        if toy.calls > 2 * 8 + 3:  # 8 updates an epoch: epoch 3 diverges
+        if toy.calls == 2 * 8 + 4:  # 8 updates an epoch: epoch 3's fourth diverges
             return (1e12 if blow_up == "exploding" else float("nan")), tokens
         return loss, tokens
 
@@ -299,6 +299,24 @@ def test_a_diverging_loss_stops_with_a_warning_and_the_best_weights(blow_up):
     assert caught[0].filename == __file__  # the warning points at the caller's line, not attnkit's
     assert history.diverged and history.n_epochs == 2 and len(history.loss_curve) == 2 and history.kept_epoch == 2
     assert all(np.array_equal(toy.model.params[k], snapshots[1][k]) for k in toy.model.params)
+
+
+def test_best_weights_that_cannot_read_the_diverging_batch_are_not_kept():
+    # learning_rate=1e10: epoch 1 ended on weights of ~5e9, which predicted NaN; restored as "the best seen", they
+    # left a fitted model that answered NaN. Now the restored weights read the batch that diverged once more: a
+    # non-finite loss there fails the call, and the model is left as it was.
+    toy = _Toy()
+    before = toy.model.state_dict()
+
+    def batch_loss(indices):
+        loss, tokens = toy.batch_loss(indices)
+        return (float("nan") if toy.calls > 8 + 2 else loss), tokens  # epoch 2 and everything after it
+
+    with pytest.raises(ValueError, match=r"diverged to nan at epoch 2, update 11, and the weights of epoch 1 \(the "
+                                         r"best seen\) give a loss of nan on that batch: the model is left as it was "
+                                         r"before the call; try a lower learning_rate"):
+        train(toy.model, batch_loss, toy.lengths(), _options(), rng=np.random.default_rng(0))
+    assert all(np.array_equal(toy.model.params[k], before[k]) for k in toy.model.params)
 
 
 def test_a_loss_that_merely_rises_is_not_divergence():

@@ -373,6 +373,18 @@ def train(model, batch_loss, lengths, options, *, rng, validate=None, history=No
         history.interrupted = True
     except _Diverged as error:
         diverged = str(error)
+    if diverged is not None and best_weights is not None:
+        # The best epoch's last updates may already have blown its weights up (finite, but 1e9 and more: a loss
+        # of NaN at the next batch); weights that cannot read the batch that diverged are no model to keep.
+        model.load_state_dict(best_weights)
+        with np.errstate(over="ignore", invalid="ignore"):
+            loss, _ = batch_loss(indices)
+        model.zero_grad()
+        if not math.isfinite(loss):
+            model.load_state_dict(start_weights)
+            raise ValueError(f"{diverged}, and the weights of epoch {history.best_epoch} (the best seen) give a loss "
+                             f"of {loss:.4g} on that batch: the model is left as it was before the call; try a lower "
+                             "learning_rate")
     if diverged is not None and best_weights is None:
         model.load_state_dict(start_weights)
         raise ValueError(f"{diverged}, before the first epoch of this call ended (the model is left as it was "
