@@ -88,6 +88,19 @@ def test_warm_start_continues_and_a_refit_starts_over(case):
     assert model.n_iter_ == 2 and model.loss_curve_ == first  # the same seed, the same fit
 
 
+def test_continuing_refuses_parameters_that_shape_another_network(case):
+    # warm_start trained the old network while get_params() (and a saved file) gave the new shape
+    cls, params, X, y, _ = case
+    model = cls(**{**params, "early_stopping": False, "max_iter": 1}).fit(X, y)
+    heads = model._network_config["n_heads"]
+    model.set_params(warm_start=True, n_heads=1 if heads != 1 else 2)
+    with pytest.raises(ValueError, match=rf"warm_start=True continues the fitted network, which these parameters no "
+                                         rf"longer describe: n_heads=\d \(the network's: {heads}\)"):
+        model.fit(X, y)
+    model.set_params(n_heads=heads, learning_rate=1e-4).fit(X, y)  # training parameters may change
+    assert model.n_iter_ == 2
+
+
 def test_checkpoints_hold_the_epoch_they_were_written_at(case, tmp_path):
     cls, params, X, y, _ = case
     path = tmp_path / "checkpoint.npz"

@@ -71,6 +71,9 @@ def validation_pair(validation_data):
         type(validation_data).__name__
     raise TypeError(f"validation_data must be a tuple of two items (X_val, y_val), got {seen}")
 
+# Parameters that shape the network (compared with its config by _check_same_architecture).
+ARCHITECTURE = ("d_model", "n_heads", "n_layers", "d_ff", "attention", "positional", "norm")
+
 
 class TrainableEstimator(NetworkEstimator):
     """Base class of the network estimators that train their network: the fit skeleton (``_fit``).
@@ -161,11 +164,27 @@ class TrainableEstimator(NetworkEstimator):
         ``epoch_updates``): ``_max_epochs`` passes by default."""
         return self._max_epochs(len(samples)), None
 
+    def _check_same_architecture(self, how):
+        """A fit that continues the fitted network (``how``: warm_start or partial_fit) refuses parameters that
+        would shape another network: it would train the old one while get_params() (and a saved file) said
+        otherwise. A pretrained start's shape is the checkpoint's, whatever the parameters say."""
+        if getattr(self, "pretrained", None) is not None:
+            return
+        params, config = self.get_params(deep=False), self._network_config
+        changed = [f"{name}={params[name]!r} (the network's: {config[name]!r})" for name in ARCHITECTURE
+                   if name in params and name in config and params[name] not in (None, "auto")
+                   and params[name] != config[name]]
+        if changed:
+            raise ValueError(f"{how} continues the fitted network, which these parameters no longer describe: "
+                             f"{', '.join(changed)}; set them back, or fit anew with warm_start=False")
+
     # ------------------------------------------------------------------------- fit skeleton
     def _fit(self, X, y, sample_weight=None, *, validation_data=None, classes=None, incremental=False):
         """Validate, read the data, start or continue the network, train, and publish the results."""
         self._check_params()
         continuing = (incremental or self.warm_start) and self.__sklearn_is_fitted__()
+        if continuing:
+            self._check_same_architecture("partial_fit" if incremental else "warm_start=True")
         # One stream per (seed, epochs done): a fit is reproducible, consecutive partial_fit and warm_start
         # calls shuffle differently, and a model loaded from a file continues as the saved one would.
         rng = generator(self.random_state, self._training_state["n_epochs"] if continuing else 0)
