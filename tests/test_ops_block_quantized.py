@@ -412,3 +412,18 @@ def test_out_may_be_x_or_overlap_it(isa, kind, m):
     room = np.zeros((m, 64), np.float32)
     room[0] = bias  # the bias is out's first row
     assert_array_equal(ops.block_quantized_matmul(x[:m], w, bias=room[0], out=room), with_bias)
+
+
+def test_a_matrix_built_directly_is_checked_when_built():
+    # It was accepted, then failed inside a product with a message about an out never passed.
+    w = ops.quantize_blocks(np.ones((64, 8), np.float32), "q8_0")
+    cases = [(("q9", w.blocks, (64, 8)), ValueError, "kind must be one of"),
+             (("q8_0", w.blocks, (-1, 0)), ValueError, r"shape must be \(n_in, n_out\)"),
+             (("q8_0", w.blocks, (64, 9)), ValueError, "one row per output column, n_out = 9, got 8"),
+             (("q8_0", w.blocks, (32, 8)), ValueError, "34 bytes per row"),
+             (("q8_0", w.blocks.astype(np.float32), (64, 8)), TypeError, "dtype uint8"),
+             (("q8_0", w.blocks[:, ::-1], (64, 8)), ValueError, "C-contiguous")]
+    for args, error, match in cases:
+        with pytest.raises(error, match=match):
+            ops.BlockQuantizedMatrix(*args)
+    assert ops.BlockQuantizedMatrix("q8_0", w.blocks, (64, 8)).shape == (64, 8)

@@ -240,3 +240,15 @@ def test_rejects_bad_weights():
 def test_docstring_examples():
     module = importlib.import_module("attnkit.ops.int8_linear")
     assert doctest.testmod(module).failed == 0
+
+
+def test_a_weight_built_directly_is_checked_when_built():
+    import dataclasses
+
+    q = ops.quantize_linear_weight(np.ones((10, 5), np.float32))
+    with pytest.raises(ValueError, match=r"scale must be a float32 array of shape \(5,\)"):
+        dataclasses.replace(q, scale=q.scale.astype(np.float64))
+    with pytest.raises(ValueError, match=r"packed must be a int8 array of shape"):
+        dataclasses.replace(q, shape=(10, 70))
+    with pytest.raises(ValueError, match=r"shape must be \(k, n\)"):
+        dataclasses.replace(q, shape=(10, -5))

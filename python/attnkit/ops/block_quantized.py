@@ -54,6 +54,31 @@ class BlockQuantizedMatrix:
     activations: str = "float32"
 
     def __post_init__(self):
+        # Checked here, not only in from_blocks: a matrix built directly with a wrong shape failed later, inside a
+        # product, with a message about an ``out`` its caller never passed.
+        kind, blocks, shape = self.kind, self.blocks, self.shape
+        if kind not in BLOCK_BYTES:
+            raise ValueError(f"kind must be one of {sorted(BLOCK_BYTES)}, got {kind!r}")
+        if not isinstance(blocks, np.ndarray):
+            raise TypeError(f"blocks must be a numpy array of uint8, got {type(blocks).__name__}")
+        if blocks.dtype != np.uint8:
+            raise TypeError(f"blocks must have dtype uint8, got {blocks.dtype}")
+        if blocks.ndim != 2:
+            raise ValueError(f"blocks must be 2-D (n_out, bytes_per_row), got shape {blocks.shape}")
+        if not (isinstance(shape, tuple) and len(shape) == 2 and all(
+                isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 0 for n in shape)):
+            raise ValueError(f"shape must be (n_in, n_out), two non-negative ints, got {shape!r}")
+        n_in = int(shape[0])
+        if n_in % BLOCK_VALUES:
+            raise ValueError(f"n_in must be a non-negative multiple of {BLOCK_VALUES}, got {n_in!r}")
+        row_bytes = n_in // BLOCK_VALUES * BLOCK_BYTES[kind]
+        if blocks.shape[1] != row_bytes:
+            raise ValueError(f"blocks must have {row_bytes} bytes per row for {kind} with n_in = {n_in} "
+                             f"({n_in // BLOCK_VALUES} blocks of {BLOCK_BYTES[kind]} bytes), got {blocks.shape[1]}")
+        if blocks.shape[0] != shape[1]:
+            raise ValueError(f"blocks must hold one row per output column, n_out = {shape[1]}, got {blocks.shape[0]}")
+        if not blocks.flags.c_contiguous:
+            raise ValueError("blocks must be C-contiguous (they are used in place, never copied)")
         if self.activations not in ACTIVATIONS:
             raise ValueError(f"activations must be one of {list(ACTIVATIONS)}, got {self.activations!r}")
 
@@ -78,26 +103,14 @@ class BlockQuantizedMatrix:
         -------
         BlockQuantizedMatrix
         """
-        if kind not in BLOCK_BYTES:
-            raise ValueError(f"kind must be one of {sorted(BLOCK_BYTES)}, got {kind!r}")
         if isinstance(n_in, bool) or not isinstance(n_in, (int, np.integer)) or n_in < 0 or n_in % BLOCK_VALUES:
             raise ValueError(f"n_in must be a non-negative multiple of {BLOCK_VALUES}, got {n_in!r}")
         if not isinstance(blocks, np.ndarray):
             raise TypeError(f"blocks must be a numpy array of uint8, got {type(blocks).__name__}")
-        if blocks.dtype != np.uint8:
-            raise TypeError(f"blocks must have dtype uint8, got {blocks.dtype}")
-        if blocks.ndim != 2:
-            raise ValueError(f"blocks must be 2-D (n_out, bytes_per_row), got shape {blocks.shape}")
-        row_bytes = int(n_in) // BLOCK_VALUES * BLOCK_BYTES[kind]
-        if blocks.shape[1] != row_bytes:
-            raise ValueError(f"blocks must have {row_bytes} bytes per row for {kind} with n_in = {n_in} "
-                             f"({int(n_in) // BLOCK_VALUES} blocks of {BLOCK_BYTES[kind]} bytes), "
-                             f"got {blocks.shape[1]}")
-        if not blocks.flags.c_contiguous:
-            raise ValueError("blocks must be C-contiguous (they are used in place, never copied)")
         view = blocks.view()
         view.flags.writeable = False
-        return cls(kind=kind, blocks=view, shape=(int(n_in), blocks.shape[0]))
+        n_out = blocks.shape[0] if blocks.ndim else 0
+        return cls(kind=kind, blocks=view, shape=(int(n_in), n_out))  # the rest is checked by __post_init__
 
     @property
     def nbytes(self) -> int:

@@ -43,6 +43,24 @@ class QuantizedLinearWeight:
     column_sum: np.ndarray
     shape: tuple[int, int]
 
+    def __post_init__(self):
+        # Checked when built, not at the first product (whose message named an ``out`` never passed).
+        shape = self.shape
+        if not (isinstance(shape, tuple) and len(shape) == 2 and all(
+                isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= 0 for v in shape)):
+            raise ValueError(f"shape must be (k, n), two non-negative ints, got {shape!r}")
+        k, n = (int(v) for v in shape)
+        size = -(-k // _GROUP) * _GROUP * -(-n // _COLUMN_PADDING) * _COLUMN_PADDING
+        for name, dtype, want in (("packed", np.int8, (size,)), ("scale", np.float32, (n,)),
+                                  ("column_sum", np.int32, (n,))):
+            value = getattr(self, name)
+            if not isinstance(value, np.ndarray) or value.dtype != dtype or value.shape != want:
+                raise ValueError(f"{name} must be a {np.dtype(dtype).name} array of shape {want} for shape {shape}, "
+                                 f"got {getattr(value, 'dtype', type(value).__name__)} "
+                                 f"{getattr(value, 'shape', '')}; make one with quantize_linear_weight")
+            if not value.flags.c_contiguous:
+                raise ValueError(f"{name} must be C-contiguous")
+
     @property
     def values(self) -> np.ndarray:
         """The int8 weights, shape (k, n), unpacked."""
