@@ -603,6 +603,11 @@ def test_pretrained_errors(tiny_gguf, tmp_path):
         CausalLanguageModel(pretrained=tiny_gguf, context_length=512).generate(["a"], 2)
     with pytest.raises(InvalidParameterError, match="quantized"):
         CausalLanguageModel(pretrained=tiny_gguf, quantized="q4").generate(["a"], 2)
+    # used as it is (never fitted), a pretrained model checks its parameters as a fit would
+    with pytest.raises(InvalidParameterError, match="'attention_window' parameter of CausalLanguageModel"):
+        CausalLanguageModel(pretrained=tiny_gguf, attention_window=-1).generate(["a"], 2)
+    with pytest.raises(InvalidParameterError, match="'n_jobs' parameter of CausalLanguageModel"):
+        CausalLanguageModel(pretrained=tiny_gguf, n_jobs=0).perplexity(["a"])
 
 
 def test_a_pretrained_decoder_can_drop_the_far_past(tiny_gguf):

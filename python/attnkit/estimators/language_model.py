@@ -771,6 +771,8 @@ class CausalLanguageModel(TrainableEstimator):
 
     def _load_pretrained(self):
         """The fitted state of the pretrained decoder as it is, untrained: weights as stored (or float32)."""
+        # What a fit checks first, checked here too: used as it is, the model is never fitted.
+        validate_params(self.get_params(deep=False), self._parameter_constraints, caller=type(self).__name__)
         start = _decoder_start.read_decoder(self.pretrained, quantized=self.quantized is not False)
         self._input = self._pretrained_input(start)
         self._network_config = self._new_network_config(None, start)
