@@ -35,6 +35,9 @@ def test_fit_learns_to_fill_in_words(mlm):
             probs = [p for _, p in candidates]
             assert len(candidates) == 3 and probs == sorted(probs, reverse=True) and sum(probs) <= 1 + 1e-9
             assert all(not token.startswith("<") for token, _ in candidates)  # special tokens never proposed
+    words = mlm.fill_mask(["the [MASK]"], top_k=10_000)[0][0]  # more than the vocabulary: every word, no special
+    assert len(words) == len(mlm.vocabulary_) - sum(t.startswith("<") for t in mlm.vocabulary_)
+    assert all(not token.startswith("<") for token, _ in words) and abs(sum(p for _, p in words) - 1) < 1e-9
 
 
 def test_score_hides_the_same_tokens_every_time(mlm):

@@ -240,7 +240,7 @@ class MaskedLanguageModel(TrainableEstimator):
         Returns
         -------
         list (per text) of lists (per ``[MASK]``, in order) of ``top_k`` (token, probability) pairs, most likely
-        first; special tokens are never proposed.
+        first (fewer when the vocabulary has fewer words); special tokens are never proposed.
         """
         check_is_fitted(self)
         top_k = check_int(top_k, "top_k", minimum=1)
@@ -265,7 +265,8 @@ class MaskedLanguageModel(TrainableEstimator):
             logits = logits.astype(np.float64)
             logits[:, : len(SPECIAL_TOKENS)] = -np.inf
             probs = ops.softmax(logits, axis=-1)
-            best = np.argsort(-probs, axis=-1, kind="stable")[:, :top_k]
+            # at most the words there are: a larger top_k listed the special tokens, at probability 0
+            best = np.argsort(-probs, axis=-1, kind="stable")[:, : min(top_k, probs.shape[1] - len(SPECIAL_TOKENS))]
             out.append([[(vocabulary.tokens[t], float(p[t])) for t in row] for row, p in zip(best, probs)])
         return out
 
