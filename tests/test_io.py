@@ -264,6 +264,16 @@ def test_load_reads_file_objects(fitted, tmp_path):
     assert np.array_equal(restored.predict_proba(["good"]), fitted.predict_proba(["good"]))
 
 
+def test_save_writes_file_objects(fitted, tmp_path):
+    from io import BytesIO
+
+    buffer = BytesIO()
+    io.save(fitted, buffer)
+    assert buffer.getvalue() == (fitted.save(tmp_path / "m.npz") or (tmp_path / "m.npz").read_bytes())
+    buffer.seek(0)
+    assert np.array_equal(attnkit.load(buffer).predict_proba(["good"]), fitted.predict_proba(["good"]))
+
+
 @pytest.mark.parametrize(
     "value",
     [{"a": 1, "b": [1, 2.5, None]}, {1: "x", (2, 3): "y"}, (1, "a"), np.array(["neg", "pos"]), np.array([3, 1]),

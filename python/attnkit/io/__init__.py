@@ -59,16 +59,17 @@ def register_estimator(cls: type) -> type:
     return cls
 
 
-def save(estimator: Any, path: str | os.PathLike[str], *, compress: bool = False) -> None:
-    """Write a fitted estimator to ``path``, atomically.
+def save(estimator: Any, path: str | os.PathLike[str] | BinaryIO, *, compress: bool = False) -> None:
+    """Write a fitted estimator to ``path``, atomically (a file object: written from its position, as it is).
 
     Parameters
     ----------
     estimator : TransformerClassifier, Seq2SeqTransformer or TransformerEmbedder
         A fitted attnkit estimator (a registered class, see :func:`register_estimator`).
-    path : str or os.PathLike
+    path : str, os.PathLike or binary file object
         The file to write, exactly (no suffix is added); an existing file is replaced only once
-        the new one is complete.
+        the new one is complete. A file object opened for binary writing (``io.BytesIO``) is written as it is,
+        from its current position.
     compress : bool, default=False
         Compress the arrays (smaller file, slower save and load).
 
@@ -103,6 +104,9 @@ def save(estimator: Any, path: str | os.PathLike[str], *, compress: bool = False
         "params": to_json(_portable_params(estimator.get_params(deep=False))),
         "fitted": fitted,
     }
+    if hasattr(path, "write"):  # a binary file object (io.BytesIO, an open file), as load takes
+        serialize.save(path, groups, config, compress=compress)
+        return
     path = os.fspath(path)
     if os.path.isdir(path):
         raise IsADirectoryError(f"path {path!r} is a directory; give the file to write, such as "
