@@ -123,8 +123,11 @@ def _rewrite(path, change):
         (lambda s, c: s["weights"].update(extra=np.zeros(3)), "unexpected \\['extra'\\]"),
         (lambda s, c: s["weights"].update({k: np.zeros((2, 2)) for k in list(s["weights"])[:1]}),
          "expected a float array of shape"),
+        (lambda s, c: c["fitted"]["vocabulary"].extend(f"word{i}" for i in range(50)),
+         r"its vocabulary holds \d+ tokens, more than its network's vocab_size"),
+        (lambda s, c: c["fitted"].update(classes=["a", "b", "c"]), "names 3 classes for a network of n_classes=2"),
     ],
-    ids=["format", "version", "estimator", "missing-array", "extra-array", "wrong-shape"],
+    ids=["format", "version", "estimator", "missing-array", "extra-array", "wrong-shape", "vocabulary", "classes"],
 )
 def test_load_refuses_files_it_did_not_write(fitted, tmp_path, change, match):
     path = tmp_path / "m.npz"

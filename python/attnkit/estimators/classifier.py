@@ -878,6 +878,15 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         else:
             self._cache["token_space"] = VocabularySpace(Vocabulary(config["vocabulary"]))
         self.vocabulary_ = self._token_space().mapping()
+        # A file is untrusted: ids past the embedding table, or classes the output layer has no row for, failed
+        # only at predict, inside the network.
+        network, space = self._network_config, self._token_space()
+        if len(self.classes_) != network["n_classes"]:
+            raise ValueError(f"this file is inconsistent: it names {len(self.classes_)} classes for a network of "
+                             f"n_classes={network['n_classes']}")
+        if getattr(space, "vocab_size", 0) > network["vocab_size"]:
+            raise ValueError(f"this file is inconsistent: its vocabulary holds {space.vocab_size} tokens, more than "
+                             f"its network's vocab_size={network['vocab_size']}")
         self._stack = None if "stack" not in groups else \
             TfidfStack.from_arrays(groups["stack"], self._network_config["vocab_size"])
         self._publish()
