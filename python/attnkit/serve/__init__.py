@@ -5,8 +5,8 @@ owns the queue and gathers concurrent requests into batches; :mod:`~attnkit.serv
 enqueues (:mod:`~attnkit.serve.schemas`), checks keys (:mod:`~attnkit.serve.auth`) and keeps the metrics
 (:mod:`~attnkit.serve.metrics`); :mod:`~attnkit.serve.server` runs it all under uvicorn.
 
-Needs the ``serve`` extra (``pip install 'attnkit[serve]'``: uvicorn and starlette); ``import attnkit`` never
-imports them, and this package imports them only when a server is made.
+Needs the ``serve`` extra (``pip install 'attnkit[serve]'``: uvicorn and starlette, with httptools and uvloop);
+``import attnkit`` never imports them, and this package imports them only when a server is made.
 """
 
 import importlib.util
