@@ -355,6 +355,18 @@ def test_random_fourier_normalisers_of_both_signs(isa, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("fm", ["elu", "relu"])
+def test_features_that_overflow_float32_give_nan_not_zeros(isa, causal, fm):
+    # |q|, |k| ~ 1e19: the normaliser overflows to inf, and inf <= eps * inf read as "no key seen" (zeros)
+    q, k = np.full((1, 2, 4), 1e19, np.float32), np.full((1, 2, 4), 1e19, np.float32)
+    v = np.arange(8, dtype=np.float32).reshape(1, 2, 4)
+    assert np.isnan(linear_attention(q, k, v, causal=causal, feature_map=fm)).all()
+    exact = linear_attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), causal=causal,
+                             feature_map=fm)
+    np.testing.assert_allclose(exact[0, -1], [2, 3, 4, 5])  # float64 holds them
+
+
+@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_nan_propagates_through_the_guard(isa, causal, dtype):
     q, k, v = _qkv(13, (2,), 70, 70, 4, 3, dtype)

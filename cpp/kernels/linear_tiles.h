@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <new>
 
@@ -53,10 +54,12 @@ void axpy_rows(T* o, const T* coef, const T* rows, std::int64_t ld, std::int64_t
 }
 
 // Linear attention's relative denominator guard (see attnkit/linear_attention.h): true when row i
-// gives zeros, den_i <= eps * sum_D |phi_q[i]| |Z_i|. False for a NaN den, which then propagates.
+// gives zeros, den_i <= eps * sum_D |phi_q[i]| |Z_i|. False for a NaN den, which then propagates, and for
+// an infinite one (features that overflowed, |q|, |k| ~ 1e19 in float32: inf <= eps * inf held, and the
+// row read as zeros, a plausible answer; it now reads NaN).
 template <class T>
 bool zeroed_row(T den, T mag, T eps) {
-  return den <= eps * mag;
+  return den <= eps * mag && den < std::numeric_limits<T>::infinity();
 }
 
 // Whether phi(x) >= 0 always (elu + 1, relu, FAVOR+'s exp): then Z >= 0 too, and the guard's scale

@@ -60,7 +60,8 @@ def linear_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *,
         ``den_i`` does (FAVOR+ features of long keys give an exact ``den_i`` ~ 1e-9). For
         non-negative features (elu, relu, FAVOR+) only ``den_i = 0`` (no key seen, or all features
         zero) gives zeros; with features of both signs (random Fourier features) also an estimate
-        that cancelled to rounding noise or came out negative. A NaN normaliser stays NaN.
+        that cancelled to rounding noise or came out negative. A NaN normaliser stays NaN, and so does an
+        infinite one (float32 features whose products overflow, ``|q|, |k|`` near 1e19: use float64 there).
     return_state : bool, default=False
         With ``causal=True``, also return the :class:`LinearAttentionState` after the last row, to
         continue step by step.
