@@ -78,6 +78,20 @@ def test_embeddings_equal_the_in_process_call_bit_for_bit(embedding_server, loca
     assert floats["usage"] == {"prompt_tokens": tokens, "total_tokens": tokens}
 
 
+def test_a_content_length_with_whitespace_around_it_is_read(embedding_server):
+    import socket
+
+    host, port = embedding_server.url.split("//")[1].rsplit(":", 1)
+    body = b'{"input": "ok"}'
+    with socket.create_connection((host, int(port)), timeout=30) as conn:  # HTTP allows "Content-Length: 15 "
+        conn.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: %d \r\nConnection: close\r\n\r\n%s" % (len(body), body))
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+
+
 @pytest.mark.parametrize(("body", "status", "param"), [
     ({}, 400, "input"),
     ({"input": 3}, 400, "input"),

@@ -18,7 +18,8 @@ def _refused(parse, body, param, status=400):
 
 def test_json_bodies_must_be_objects():
     assert parse_json(b'{"input": "x"}') == {"input": "x"}
-    for body in (b"nope", b"[]", b'"x"', b"\xff", b"[" * 100_000):
+    # ... and an integer past Python's 4,300 digits, which json.loads refuses with a ValueError (it was a 500)
+    for body in (b"nope", b"[]", b'"x"', b"\xff", b"[" * 100_000, b'{"input": "a", "user": 1' + b"0" * 4300 + b"}"):
         with pytest.raises(RequestError) as caught:
             parse_json(body)
         assert caught.value.status == 400 and "JSON" in caught.value.message
@@ -32,6 +33,10 @@ def test_texts():
     _refused(parse_texts, {"input": ["a"] * 5}, "input", 413)
     _refused(parse_texts, {"input": [None]}, "input[0]")
     _refused(parse_texts, {"input": True}, "input")
+    assert _refused(parse_texts, {"input": None}, "input").message.endswith("got null")  # not "got null null"
+    # a classification refuses the embeddings' own fields rather than ignoring them
+    _refused(parse_texts, {"input": "a", "encoding_format": "base64"}, "encoding_format")
+    _refused(parse_texts, {"input": "a", "dimensions": 3}, "dimensions")
 
 
 def test_completion_options_are_the_estimators_keywords():
@@ -51,6 +56,7 @@ def test_completion_options_are_the_estimators_keywords():
     ({"prompt": "a", "stop": ["a"] * 5}, "stop"), ({"prompt": "a", "stop": 3}, "stop"),
     ({"prompt": "a", "echo": True}, "echo"), ({"prompt": "a", "presence_penalty": 0.5}, "presence_penalty"),
     ({"prompt": None}, "prompt"), ({"prompt": "a", "model": []}, "model"),
+    ({"prompt": "a", "logprobs": 0}, "logprobs"), ({"prompt": "a", "presence_penalty": False}, "presence_penalty"),
 ])
 def test_completion_refusals_name_the_field(body, param):
     _refused(parse_completion, body, param)

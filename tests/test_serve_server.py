@@ -31,6 +31,8 @@ def test_a_missing_serve_extra_is_named(monkeypatch):
     (["--max-batch-sequences", "0"], "--max-batch-sequences must be >= 1, got 0"),
     (["--max-batch-sequences", "33"], "--max-batch-sequences must be from 1 to 32"),
     (["--port", "70000"], "--port must be from 0 to 65535"),
+    (["--threads", "100000"], "--threads must be from 1 to 1024"),  # it started, then answered every call 500
+    (["--host", ""], "--host must be an address to listen on"),  # an unset $HOST listened on every interface
     (["--api-key-file", "/nonexistent/keys"], "No such file"),
 ])
 def test_bad_options_exit_2_with_a_message(serve_models, capsys, options, message):

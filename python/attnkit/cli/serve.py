@@ -46,6 +46,15 @@ def run(args):
         print(f"attnkit serve: --max-batch-sequences must be from 1 to 32 (steps of more rows would not give each "
               f"sequence the bits it gets alone), got {args.max_batch_sequences}", file=sys.stderr)
         return 2
+    from attnkit._config import MAX_THREADS
+
+    if args.threads is not None and args.threads > MAX_THREADS:  # else it started, then answered every call 500
+        print(f"attnkit serve: --threads must be from 1 to {MAX_THREADS}, got {args.threads}", file=sys.stderr)
+        return 2
+    if not args.host.strip():  # an unset $HOST would otherwise listen on every interface
+        print("attnkit serve: --host must be an address to listen on (127.0.0.1: this machine only; 0.0.0.0: every "
+              f"interface), got {args.host!r}", file=sys.stderr)
+        return 2
     if not 0 <= args.port < 65536:
         print(f"attnkit serve: --port must be from 0 to 65535, got {args.port}", file=sys.stderr)
         return 2

@@ -289,7 +289,7 @@ class _Guard:
                 and not authorized(headers.get(b"authorization"), self.api_keys):
             return _error(401, "a valid API key is required: Authorization: Bearer KEY", kind="authentication_error",
                           headers={"WWW-Authenticate": "Bearer"})
-        length = headers.get(b"content-length", b"0")
+        length = headers.get(b"content-length", b"0").strip(b" \t")  # HTTP allows whitespace around the value
         if not length.isdigit():
             return _error(400, "the Content-Length header must be a number")
         if int(length) > self.max_body_bytes:

@@ -77,8 +77,8 @@ def _type_name(value):
 
 
 def _wrong(param, expected, value):
-    return RequestError(400, f"'{param}' must be {expected}, got {_type_name(value)}"
-                             f"{'' if isinstance(value, (dict, list)) else f' {json.dumps(value)[:80]}'}", param)
+    shown = "" if value is None or isinstance(value, (dict, list)) else f" {json.dumps(value)[:80]}"
+    return RequestError(400, f"'{param}' must be {expected}, got {_type_name(value)}{shown}", param)
 
 
 def _text(value, param, expected="a string"):
@@ -97,7 +97,7 @@ def parse_json(body: bytes) -> dict[str, Any]:
     """The request body as a JSON object."""
     try:
         value = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError, and an integer past Python's 4,300 digits
         raise RequestError(400, f"the request body is not valid JSON: {error}") from None
     except RecursionError:
         raise RequestError(400, "the request body is not valid JSON: nested too deeply") from None
@@ -131,7 +131,11 @@ def parse_texts(body: dict[str, Any], limits: Limits, *, dimensions: int | None 
     _model(body)
     texts = _texts(body, "input", limits)
     encoding = body.get("encoding_format", "float")
-    if dimensions is None:
+    if dimensions is None:  # a classification: the embeddings' own fields are refused, not ignored
+        for param in ("encoding_format", "dimensions"):
+            if body.get(param) is not None:
+                raise RequestError(400, f"'{param}' is a field of /v1/embeddings, not supported by /v1/classify",
+                                   param)
         return TextsRequest(texts)
     if encoding not in ("float", "base64"):
         raise _wrong("encoding_format", '"float" or "base64"', encoding)
@@ -164,11 +168,12 @@ def _real(body, param, default, low, high, *, low_open=False):
 def _generation(body, limits):
     """(options for the estimator's generate/stream, n, stream) from OpenAI's sampling fields."""
     _model(body)
-    for param in UNSUPPORTED:
-        if body.get(param) not in (None, False):
+    for param in UNSUPPORTED:  # `is`: logprobs=0 asks for the chosen tokens' log-probabilities (0 == False)
+        if body.get(param) is not None and body.get(param) is not False:
             raise RequestError(400, f"'{param}' is not supported by this server", param)
     for param in ("presence_penalty", "frequency_penalty"):
-        if body.get(param) not in (None, NEUTRAL_PENALTY):
+        value = body.get(param)
+        if value is not None and (isinstance(value, bool) or value != NEUTRAL_PENALTY):
             raise RequestError(400, f"'{param}' is not supported by this server (only 0)", param)
     max_tokens = _integer(body, "max_tokens", None, 1, limits.max_tokens)
     if "max_completion_tokens" in body:
