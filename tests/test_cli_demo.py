@@ -43,6 +43,13 @@ def test_demo_runs_every_part(quick_demo, capsys):
     assert "isa_available" in out
 
 
+@pytest.mark.parametrize("options", [["--pairs", "0"], ["--pairs", "-3"], ["--epochs", "0"]])
+def test_bad_options_exit_2_before_any_work(options, capsys):
+    assert main(["demo", *options]) == 2
+    err = capsys.readouterr()
+    assert f"{options[0]} must be >= 1" in err.err and "Traceback" not in err.err and err.out == ""
+
+
 def test_show_config(capsys):
     assert main(["show-config"]) == 0
     assert "isa_available" in capsys.readouterr().out

@@ -25,9 +25,15 @@ DEMO_CLASSIFIER = dict(d_model=32, n_heads=2, d_ff=64, n_layers=2, dropout=0.0, 
 def run(args):
     """The demo: a small causal, padded attention batch checked against the NumPy reference, then the
     classifier, the seq2seq model and the configuration; returns the exit code."""
+    import sys
+
     import attnkit
     from attnkit import reference
 
+    for option in ("pairs", "epochs"):  # before any work: --pairs 0 failed after the classifier, with a traceback
+        if getattr(args, option) < 1:
+            print(f"attnkit demo: --{option} must be >= 1, got {getattr(args, option)}", file=sys.stderr)
+            return 2
     rng = np.random.default_rng(0)
     batch, heads, n, d = 4, 8, 128, 64
     q, k, v = (rng.standard_normal((batch, heads, n, d), dtype=np.float32) for _ in range(3))
