@@ -55,3 +55,20 @@ def test_case_pairs():
         assert target == (sentence.upper() if tag == "<U> " else sentence.lower())
         assert 3 <= len(sentence.split()) <= 6 and all(w.lower() in CASE_WORDS for w in sentence.split())
     assert {x[:3] for x in X} == {"<U>", "<L>"}
+
+
+def test_bad_arguments_are_named():
+    import pytest
+
+    cases = [(lambda: make_negation_sentences(-1), ValueError, "n_samples must be >= 0"),
+             (lambda: make_negation_sentences(2.5), TypeError, "n_samples must be an integer"),
+             (lambda: make_case_pairs(-1), ValueError, "n_samples must be >= 0"),  # it returned [] silently
+             (lambda: make_case_pairs(5, min_words=5, max_words=2), ValueError, "max_words must be >= 5"),
+             (lambda: make_case_pairs(5, min_words=0), ValueError, "min_words must be >= 1"),
+             (lambda: make_case_pairs(5, min_words=1.5), TypeError, "min_words must be an integer"),
+             (lambda: make_negation_sentences(3, random_state=-1), ValueError, "'random_state' parameter of "
+                                                                               "make_negation_sentences")]
+    for call, error, match in cases:
+        with pytest.raises(error, match=match):
+            call()
+    assert make_negation_sentences(0)[0] == [] and make_case_pairs(0) == ([], [])

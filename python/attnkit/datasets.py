@@ -11,6 +11,8 @@ reads the sentence can.
 
 import numpy as np
 
+from attnkit._validation import check_int, validate_params
+
 __all__ = ["CASE_WORDS", "NEGATIVE_WORDS", "POSITIVE_WORDS", "make_case_pairs", "make_negation_sentences"]
 
 #: The positive adjectives of :func:`make_negation_sentences` (a negation in its scope flips them).
@@ -70,7 +72,8 @@ def make_negation_sentences(n_samples=2000, *, random_state=None):
     >>> len(texts), sorted(set(labels.tolist())) <= [0, 1]
     (2, True)
     """
-    rng = np.random.default_rng(random_state)
+    n_samples = check_int(n_samples, "n_samples", minimum=0)
+    rng = _generator(random_state, "make_negation_sentences")
     texts, labels = [], np.empty(n_samples, dtype=np.int64)
     for i in range(n_samples):
         template, rule = _TEMPLATES[rng.integers(len(_TEMPLATES))]
@@ -81,6 +84,12 @@ def make_negation_sentences(n_samples=2000, *, random_state=None):
         texts.append(f"{_pick(rng, _SUBJECTS)} {_pick(rng, _VERBS)} {clause}")
         labels[i] = {"a": positive_a, "not a": not positive_a, "b": not positive_a}[rule]
     return texts, labels
+
+
+def _generator(random_state, caller):
+    """NumPy's generator of ``random_state``, checked as the estimators check theirs."""
+    validate_params({"random_state": random_state}, {"random_state": ["random_state"]}, caller=caller)
+    return np.random.default_rng(random_state)
 
 
 def _pick(rng, options):
@@ -110,7 +119,10 @@ def make_case_pairs(n_samples=2000, *, random_state=None, min_words=3, max_words
     -------
     X, y : list of str
     """
-    rng = np.random.default_rng(random_state)
+    n_samples = check_int(n_samples, "n_samples", minimum=0)
+    min_words = check_int(min_words, "min_words", minimum=1)
+    max_words = check_int(max_words, "max_words", minimum=min_words)
+    rng = _generator(random_state, "make_case_pairs")
     X, y = [], []
     for _ in range(n_samples):
         sentence = " ".join(rng.choice(CASE_WORDS, size=int(rng.integers(min_words, max_words + 1))))
