@@ -50,6 +50,14 @@ def test_bad_options_exit_2_before_any_work(options, capsys):
     assert f"{options[0]} must be >= 1" in err.err and "Traceback" not in err.err and err.out == ""
 
 
+def test_version(capsys):
+    import attnkit
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out == f"attnkit {attnkit.__version__}\n"
+
+
 def test_show_config(capsys):
     assert main(["show-config"]) == 0
     assert "isa_available" in capsys.readouterr().out

@@ -10,7 +10,10 @@ __all__ = ["main"]
 
 def main(argv=None):
     """Run the command ``argv`` (default: the process's arguments); returns the exit code."""
+    from attnkit import __version__
+
     parser = argparse.ArgumentParser(prog="attnkit", description="Fast transformer attention and models on the CPU.")
+    parser.add_argument("--version", action="version", version=f"attnkit {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo.add_arguments(sub.add_parser("demo", help="run a small attention example, train a small classifier and a "
                                                    "small seq2seq model, and print the configuration"))
