@@ -215,6 +215,7 @@ def test_attention_maps_of_an_embedder_plot(tmp_path):
      ((_maps(),), {"head": True}, r"head must be an int or None, got True"),
      ((_maps(),), {"scale": "auto"}, r"scale must be one of \['fixed', 'shared', 'map', 'log'\], got 'auto'"),
      ((np.full((2, 2), np.nan),), {}, "attention weights must be finite"),
+     ((np.full((2, 2), "0.5"),), {}, "attention weights must be numbers, got an array of dtype <U3"),
      ((np.ones((1, 0, 0)),), {}, r"must not be empty, got shape \(1, 0, 0\)"),
      ((np.eye(2), ["a"]), {}, "tokens has 1 labels for 2 rows"), (({"tokens": []},), {}, "a dict with 'weights'"),
      ((np.ones((2, 3)), (["a", "b"], ["c"])), {}, "tokens has 1 labels for 3 columns"),
@@ -223,6 +224,15 @@ def test_attention_maps_of_an_embedder_plot(tmp_path):
 def test_errors(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
         plot_attention(*args, **kwargs)
+
+
+def test_tokens_may_be_numbers_or_a_generator():
+    # a pair of ints read as (row labels, column labels) ("'int' object is not iterable"); a generator was used up
+    # by the rows ("tokens has 0 labels for 2 columns")
+    fig = plot_attention(np.eye(2), tokens=(5, 6))
+    assert _texts(_images(fig)[0].get_xticklabels()) == ["5", "6"]
+    fig = plot_attention(np.eye(2), tokens=(t for t in "ab"))
+    assert _texts(_images(fig)[0].get_yticklabels()) == ["a", "b"]
 
 
 def test_missing_matplotlib_names_the_extra(monkeypatch):

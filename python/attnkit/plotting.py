@@ -261,6 +261,8 @@ def _select(attention, tokens, part, layer, head):
                          f"got {weights.shape}")
     if weights.size == 0:
         raise ValueError(f"attention weights must not be empty, got shape {weights.shape}")
+    if weights.dtype.kind not in "biuf":
+        raise ValueError(f"attention weights must be numbers, got an array of dtype {weights.dtype}")
     if not np.isfinite(weights).all():
         raise ValueError("attention weights must be finite, got NaN or infinite values")
     ndim = weights.ndim
@@ -289,9 +291,12 @@ def _indices(name, value, n):
 
 def _labels(tokens, rows, columns):
     """(row labels, column labels) as lists of str, checked against the map's shape."""
+    if tokens is not None and not isinstance(tokens, (list, tuple, np.ndarray)):
+        tokens = list(tokens)  # a generator read once, not once per axis
     if tokens is None:
         labels = (range(rows), range(columns))
-    elif isinstance(tokens, tuple) and len(tokens) == 2 and not isinstance(tokens[0], str):
+    elif isinstance(tokens, tuple) and len(tokens) == 2 and not isinstance(tokens[0], str) and all(
+            isinstance(axis, (list, tuple, np.ndarray, range)) for axis in tokens):
         labels = tokens
     elif rows == columns:
         labels = (tokens, tokens)
