@@ -165,3 +165,12 @@ def test_early_stopping_on_a_handful_of_samples_warns_at_the_callers_line(case):
         warnings.simplefilter("error")
         model.fit(X[:20], y[:20], validation_data=(X[20:30], y[20:30]))  # 10 samples: no warning
         model.set_params(early_stopping=False).fit(X[:8], y[:8])
+
+
+def test_a_fit_of_one_update_moves_the_weights(case):
+    # The schedule decayed to 0 at the last planned update: a fit of one update (one batch, max_iter=1) changed
+    # nothing, whatever the learning rate, and every fit's last update was wasted.
+    cls, params, X, y, _ = case
+    one = {**params, "max_iter": 1, "batch_size": len(X), "early_stopping": False}
+    slow, fast = (outputs(cls(**one, learning_rate=lr).fit(X, y), X[:4]) for lr in (1e-4, 1e-1))
+    assert not np.array_equal(slow[0], fast[0])

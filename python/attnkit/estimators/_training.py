@@ -416,7 +416,9 @@ def _schedule(options, history, total_updates):
             history.warmup_steps = round(options.warmup_fraction * total_updates)
         return WarmupSchedule(warmup_steps=history.warmup_steps, decay="constant")
     history.warmup_steps = min(round(options.warmup_fraction * total_updates), total_updates - 1)
-    return WarmupSchedule(warmup_steps=history.warmup_steps, total_steps=total_updates, decay=options.decay)
+    # The decay reaches 0 one update after the last: at total_updates itself the last update had a rate of 0, and a
+    # fit of one update (max_iter=1 on one batch) changed nothing.
+    return WarmupSchedule(warmup_steps=history.warmup_steps, total_steps=total_updates + 1, decay=options.decay)
 
 
 class _EpochPlan:
