@@ -734,3 +734,26 @@ def test_subword_tokenizer_fit_predict_save_load(kind, tmp_path):
 def test_bad_tokenizer_names_the_allowed_values_including_subwords():
     with pytest.raises(InvalidParameterError, match="tokenizer.*(bpe|unigram)"):
         TransformerClassifier(tokenizer="sentencepiece").fit(["a", "b"], [0, 1])
+
+
+@pytest.mark.parametrize(("class_weight", "match"), [
+    ({0: -1, 1: 1, 2: 1}, r"class_weight must map classes to finite weights >= 0, got \{0: -1\}"),
+    ({0: float("nan"), 1: 1, 2: 1}, "class_weight must map classes to finite weights"),
+    ({0: float("inf"), 1: 1, 2: 1}, "class_weight must map classes to finite weights"),
+    ({0: "a", 1: 1, 2: 1}, "class_weight must map classes to finite weights"),
+    ({0: 1e308, 1: 1e308, 2: 1e308}, r"sum to inf: scale them down"),
+])
+def test_class_weights_that_cannot_train_are_refused_by_name(class_weight, match):
+    # a negative weight trained towards the class's errors; NaN and inf were reported as a diverging loss; weights
+    # whose sum overflowed made a fit of zeros
+    X, y = ["good", "bad", "fine", "awful", "ok", "meh"] * 3, [0, 1, 2] * 6
+    with pytest.raises(ValueError, match=match):
+        TransformerClassifier(**SMALL, class_weight=class_weight).fit(X, y)
+
+
+def test_validation_data_of_no_weight_is_refused_before_training():
+    X, y = ["good", "bad", "fine", "awful", "ok", "meh"] * 3, [0, 1, 2] * 6
+    for validation, class_weight in ((([], []), None), ((["good"], [0]), {0: 0, 1: 1, 2: 1})):
+        with pytest.raises(ValueError, match="validation_data has no sample of positive weight"):
+            TransformerClassifier(**{**SMALL, "early_stopping": True}, class_weight=class_weight).fit(
+                X, y, validation_data=validation)

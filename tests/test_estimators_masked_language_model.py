@@ -139,7 +139,7 @@ def test_a_classifier_started_from_it_saves_without_it(mlm, tmp_path):
     (lambda m: m.fill_mask(["the [MASK]"], top_k=0), ValueError, "top_k must be >= 1"),
     (lambda m: m.fill_mask(["the [MASK] " + "cat " * 200]), ValueError, "more than max_len"),
     (lambda m: m.fill_mask("the [MASK]"), TypeError, "single str"),
-    (lambda m: m.score([""]), ValueError, "no token to hide"),
+    (lambda m: m.score([""]), ValueError, "no word seen in training to hide"),
 ])
 def test_bad_arguments(mlm, call, error, match):
     with pytest.raises(error, match=match):
@@ -170,3 +170,13 @@ def test_unfitted():
 @pytest.mark.parametrize("check", DATA_INDEPENDENT_CHECKS)
 def test_sklearn_data_independent_checks(check):
     getattr(estimator_checks, check)("MaskedLanguageModel", MaskedLanguageModel())
+
+
+def test_validation_or_scoring_with_no_word_to_hide_is_refused(mlm):
+    # the validation loss was NaN every epoch, and early stopping chose an epoch on NaN
+    for texts in ([], [""], ["zebra quokka"]):
+        with pytest.raises(ValueError, match="validation_data holds no word seen in training to hide"):
+            MaskedLanguageModel(d_model=16, n_heads=2, d_ff=32, max_iter=2, early_stopping=True,
+                                random_state=0).fit(CORPUS, validation_data=texts)
+    with pytest.raises(ValueError, match="X holds no word seen in training to hide"):
+        mlm.score(["zebra quokka"])

@@ -2,6 +2,7 @@
 classifier."""
 
 import functools
+import math
 import numbers
 import os
 import time
@@ -690,7 +691,12 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                 raise ValueError(f"y has labels not seen in the first fit: {unseen[:5].tolist()}; classes_ is "
                                  f"{self.classes_.tolist()} (refit without warm_start to change the classes)")
         codes = np.searchsorted(self.classes_, y)
-        weights = sample_weight * self._class_weights(y)[codes]
+        with np.errstate(over="ignore"):
+            weights = sample_weight * self._class_weights(y)[codes]
+            total = weights.sum()
+        if not np.isfinite(total):  # the loss's weighted mean would overflow: a fit of zeros, or "diverged"
+            raise ValueError(f"the sample weights (sample_weight times class_weight) sum to {total}: scale them down "
+                             "(only their ratios matter)")
         if not np.any(weights > 0):
             raise ValueError("the sample weights are all zero (sample_weight times class_weight); some must be "
                              "positive")
@@ -732,7 +738,11 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             raise ValueError(f"y_val has labels that are not in the training labels: {unknown[:5].tolist()}")
         codes = np.searchsorted(self.classes_, y_val)
         lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
-        return Samples(docs, lengths, codes, self._class_weights(self.classes_)[codes])
+        weights = self._class_weights(self.classes_)[codes]
+        if not weights.sum() > 0:  # the validation loss and score are weighted means: nothing to divide by
+            raise ValueError("validation_data has no sample of positive weight (it is empty, or class_weight gives "
+                             "its classes 0)")
+        return Samples(docs, lengths, codes, weights)
 
     def _before_training(self, network, samples, rng):
         if not self.mlm_epochs:
@@ -810,6 +820,11 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
             if unknown:
                 raise ValueError(f"class_weight has labels that are not classes: {unknown[:5]}; classes_ is "
                                  f"{self.classes_.tolist()}")
+            # a negative weight trained towards the class's errors; NaN and inf read as a diverging loss
+            bad = {label: w for label, w in self.class_weight.items()
+                   if isinstance(w, bool) or not isinstance(w, numbers.Real) or not 0 <= w < math.inf}
+            if bad:
+                raise ValueError(f"class_weight must map classes to finite weights >= 0, got {bad}")
         present = np.isin(self.classes_, y)
         weights = np.ones(len(self.classes_))
         # compute_class_weight("balanced") needs every class in y; partial_fit batches may lack some.

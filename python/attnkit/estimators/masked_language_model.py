@@ -196,6 +196,9 @@ class MaskedLanguageModel(TrainableEstimator):
 
     def _read_validation_data(self, validation_data):
         docs = self._docs(self._tokens(check_texts(validation_data[0], name="validation_data")))
+        if not _hideable(docs):  # its loss would be NaN every epoch, and early stopping would choose on NaN
+            raise ValueError("validation_data holds no word seen in training to hide: give texts in the training "
+                             "text's words")
         return Samples(docs, np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs)))
 
     def _batch_loss(self, network, samples, rng):
@@ -293,7 +296,8 @@ class MaskedLanguageModel(TrainableEstimator):
         docs = self._docs(self._tokens(check_texts(X, name="X")))
         accuracy = self._masked_scores(self._network(), docs)[1]
         if np.isnan(accuracy):
-            raise ValueError("X holds no token to hide: give non-empty texts")
+            raise ValueError("X holds no word seen in training to hide: give non-empty texts in the training text's "
+                             "words")
         return accuracy
 
     @threaded
@@ -350,3 +354,8 @@ class MaskedLanguageModel(TrainableEstimator):
         tags.target_tags.required = False
         tags.non_deterministic = self.random_state is None
         return tags
+
+
+def _hideable(docs):
+    """Whether ``docs`` (id arrays) hold a token the corruption may hide: an ordinary one, not special or unknown."""
+    return any(np.any(np.asarray(doc) >= len(SPECIAL_TOKENS)) for doc in docs)
