@@ -822,7 +822,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                                  f"{self.classes_.tolist()}")
             # a negative weight trained towards the class's errors; NaN and inf read as a diverging loss
             bad = {label: w for label, w in self.class_weight.items()
-                   if isinstance(w, bool) or not isinstance(w, numbers.Real) or not 0 <= w < math.inf}
+                   if isinstance(w, bool) or not isinstance(w, numbers.Real) or not 0 <= float(w) < math.inf}
             if bad:
                 raise ValueError(f"class_weight must map classes to finite weights >= 0, got {bad}")
         present = np.isin(self.classes_, y)
