@@ -24,6 +24,10 @@ from hostile import (
     perturbed,
 )
 
+# Seq2Seq says when it cuts a source past max_source_len (some edge texts are that long on purpose): a notice, not a
+# failure (hostile.outcome lets it pass the same way).
+pytestmark = pytest.mark.filterwarnings("ignore:.* sources are longer than max_source_len:UserWarning")
+
 EDGE_TEXTS = ["", " ", "\t\n \r", "😀🎉", "👩‍👩‍👧 family", "e\u0301\u0301\u0301", "a" + "\u0300" * 1000, "x" * 100_000,
               "word " * 20_000, "\u200b\u200d", "\x00\x01", "\ud800 lone surrogate", "ﬁ İ ß Σ", "\u202e abc",
               "\U0010ffff", "don't stop", "١٢٣ ٤٥٦", "日本語のテキスト"]

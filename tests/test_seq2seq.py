@@ -413,3 +413,13 @@ def test_subword_targets_keep_every_piece(kind):
     # min_df=2 used to turn a target's rare pieces into <unk>: the exact decoding of subword pieces was lost
     with pytest.raises(ValueError, match=f"min_df=2 with tokenizer='{kind}' would turn rare pieces into <unk>"):
         Seq2SeqTransformer(**TINY, tokenizer=kind, min_df=2, max_iter=1).fit(["ab", "cd"], ["AB", "CD"])
+
+
+def test_a_source_past_max_source_len_is_cut_with_a_warning():
+    # predict(long) answered as predict(its first max_source_len - 1 tokens), without a word (the embedder warns)
+    model = Seq2SeqTransformer(**{**TINY, "max_iter": 1}, max_source_len=8).fit(["abc", "de"], ["ABC", "DE"])
+    with pytest.warns(UserWarning, match=r"1 of 2 sources are longer than max_source_len=8 tokens \(the end token "
+                                         r"included\) and were truncated to their first 7") as caught:
+        cut = model.predict(["abcdefghijklmnop", "ab"])
+    assert caught[0].filename == __file__  # at the caller's line
+    assert cut[0] == model.predict(["abcdefg"])[0]

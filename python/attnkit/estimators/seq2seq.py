@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from attnkit import ops
 from attnkit._validation import Interval, Options
+from attnkit._warnings import warn
 from attnkit.estimators._jobs import fit_context, threaded
 from attnkit.estimators._token_input import IDS, text_tokenizer
 from attnkit.estimators._trainable import Samples, TrainableEstimator, validation_pair
@@ -557,6 +558,11 @@ class Seq2SeqTransformer(TrainableEstimator):
 
     def _encode_sources(self, sources):
         vocab, eos, route = self.source_vocabulary_, self.source_vocabulary_.eos_id, self._input
+        room = route["max_source_len"] - 1
+        n_cut = sum(len(tokens) > room for tokens in sources)
+        if n_cut:  # silently, predict(long) answered as predict(its first max_source_len - 1 tokens)
+            warn(f"{n_cut} of {len(sources)} sources are longer than max_source_len={route['max_source_len']} tokens "
+                 f"(the end token included) and were truncated to their first {room}")
         encoded = []
         for i, tokens in enumerate(sources):
             ids = vocab.encode(tokens, suffix=[eos], max_len=route["max_source_len"] - 1)
