@@ -56,3 +56,11 @@ def test_the_server_says_where_it_listens_and_what_it_serves(classifier_server):
     assert classifier_server.banner.startswith(
         f"attnkit serve: classifier model classifier.npz on {classifier_server.url} (/v1/models, /health, "
         "/metrics, /v1/classify); API key required; Ctrl-C or SIGTERM stops it")
+
+
+def test_a_damaged_gguf_file_is_named_as_one(tmp_path, capsys):
+    # it was read as an attnkit file: "not a complete .npz archive"
+    damaged = tmp_path / "model.gguf"
+    damaged.write_bytes(b"not a gguf at all" * 10)
+    assert main(["serve", str(damaged), "--port", "0"]) == 2
+    assert "is not a GGUF file (it does not start with the bytes b'GGUF'" in capsys.readouterr().err

@@ -152,7 +152,7 @@ def load_model(model: str | os.PathLike[str], *, threads: int | None = None) -> 
 
     spec = os.fspath(model)
     name = Path(spec).name or spec
-    if is_gguf(spec):
+    if is_gguf(spec) or spec.lower().endswith(".gguf"):  # a damaged .gguf is named as one, not as an .npz
         estimator: Any = CausalLanguageModel(pretrained=spec)
         estimator._ready()  # read now, not at the first request
     elif Path(spec).is_file() and _is_attnkit_file(spec):
