@@ -71,6 +71,7 @@ def validation_pair(validation_data):
         type(validation_data).__name__
     raise TypeError(f"validation_data must be a tuple of two items (X_val, y_val), got {seen}")
 
+
 # Parameters that shape the network (compared with its config by _check_same_architecture).
 ARCHITECTURE = ("d_model", "n_heads", "n_layers", "d_ff", "attention", "positional", "norm")
 

@@ -256,7 +256,6 @@ def block_quantized_matmul(x: ArrayLike, w: BlockQuantizedMatrix, *, bias: Array
                 and out.flags.aligned and out.flags.writeable and (fresh or not np.may_share_memory(x, out))):
             _core.block_quantized_matmul(w.blocks, w.kind, w.shape[0], x, None, out, w.activations == "int8")
             return out
-        out = None if fresh else out
     arr = float_array(x, "x")
     if arr.dtype != np.float32:
         raise TypeError(f"x must be float32 (block_quantized_matmul computes in float32; cast with "

@@ -169,7 +169,7 @@ def _generation(body, limits):
     """(options for the estimator's generate/stream, n, stream) from OpenAI's sampling fields."""
     _model(body)
     for param in UNSUPPORTED:  # `is`: logprobs=0 asks for the chosen tokens' log-probabilities (0 == False)
-        if body.get(param) is not None and body.get(param) is not False:
+        if (value := body.get(param)) is not None and value is not False:
             raise RequestError(400, f"'{param}' is not supported by this server", param)
     for param in ("presence_penalty", "frequency_penalty"):
         value = body.get(param)
