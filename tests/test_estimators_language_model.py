@@ -281,6 +281,19 @@ def test_sequence_log_proba_is_the_sum_of_next_token_log_probabilities(lm):
     assert lm.sequence_log_proba(["the cat sat on the mat."])[0] > lm.sequence_log_proba(["tam eht no tas tac eht"])[0]
 
 
+def test_characters_outside_the_vocabulary_are_scored_as_unk(lm):
+    # "z" never occurs in the corpus: it reads as <unk>, a token the model never saw, so it costs far more than
+    # a character it knows in the same place.
+    unk = lm.codec_.encode("z")
+    assert unk.tolist() == lm.codec_.encode("\u00e9").tolist() and unk.size == 1
+    ids = np.array([[lm.codec_.eot_id, *lm.codec_.encode("the caz")]])
+    logits, _ = lm.model_.forward(ids[:, :-1])
+    logp = ops.log_softmax(logits.astype(np.float64), axis=-1)
+    np.testing.assert_allclose(lm.sequence_log_proba(["the caz"]),
+                               [np.take_along_axis(logp[0], ids[0, 1:, None], axis=-1).sum()], rtol=1e-10)
+    assert lm.sequence_log_proba(["the caz"])[0] < lm.sequence_log_proba(["the cat"])[0] - 3.0
+
+
 def test_long_texts_are_scored_in_overlapping_windows(lm):
     text = CORPUS[0] * 3  # about 7 windows of 24
     whole = lm.sequence_log_proba([text])[0]

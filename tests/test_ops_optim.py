@@ -145,6 +145,31 @@ def test_adamw_update_refuses_bad_scalars(name):
         ops.adamw_update(**four(), **{**HYPER, name: "0.1"})
 
 
+@pytest.mark.parametrize(("name", "value", "match"), [
+    ("beta1", 1.0, r"beta1 must be in \[0, 1\), got 1.0"), ("beta1", -0.1, "beta1 must be in"),
+    ("beta2", 1.5, r"beta2 must be in \[0, 1\), got 1.5"), ("eps", -1e-8, "eps must be >= 0"),
+    ("denom_scale", 0.0, "denom_scale must be a finite positive number"),
+])
+def test_adamw_update_refuses_scalars_out_of_range(name, value, match):
+    arrays = four()
+    with pytest.raises(ValueError, match=match):
+        ops.adamw_update(**arrays, **{**HYPER, name: value})
+    assert all(not a.any() for a in arrays.values())  # refused before anything was written
+
+
+@pytest.mark.parametrize(("first", "second"), [("param", "grad"), ("exp_avg", "exp_avg_sq"), ("grad", "exp_avg")])
+def test_adamw_update_refuses_arrays_that_share_memory(first, second):
+    # One pass reads and writes each element of all four arrays, so a shared one would mix an update into a read.
+    arrays = four()
+    arrays[second] = arrays[first]
+    with pytest.raises(ValueError, match=f"{first} and {second} must not share memory"):
+        ops.adamw_update(**arrays, **HYPER)
+    overlapping = np.zeros(24, np.float32)
+    arrays = {**four(), first: overlapping[:12].reshape(3, 4), second: overlapping[6:18].reshape(3, 4)}
+    with pytest.raises(ValueError, match="must not share memory"):
+        ops.adamw_update(**arrays, **HYPER)
+
+
 @given(shape=shapes, dtype=dtypes, scale=st.sampled_from((1.0, 1e-20, 1e20)), seed=st.integers(0, 2**32 - 1))
 def test_sum_of_squares_matches_numpy_and_ignores_the_thread_count(isa, shape, dtype, scale, seed):
     x = np.array(scale * np.random.default_rng(seed).standard_normal(shape), dtype=dtype)

@@ -482,7 +482,9 @@ class CausalLanguageModel(TrainableEstimator):
         """Log-probability (natural log) of each text as the start of a document: the sum over its tokens of
         log p(token | the tokens before it), the first read after the end-of-text token. A text longer than
         ``context_length`` is read in windows that overlap by half, each token scored with at least half a
-        window of context.
+        window of context. A character or word outside the vocabulary is read and scored as ``<unk>``; a
+        character tokenizer that kept every character of its corpus never saw that token in training, so such
+        a text scores very low (as it should: the model gives its characters no probability of their own).
 
         Returns
         -------

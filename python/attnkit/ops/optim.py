@@ -50,8 +50,9 @@ def adamw_update(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_a
     TypeError
         If an array is not a float32 or float64 ndarray, or its dtype differs from ``param``'s.
     ValueError
-        If a shape differs from ``param``'s, or an array is not C-contiguous or (when updated) not
-        writeable: the update is in place, so nothing is converted or copied.
+        If a shape differs from ``param``'s, an array is not C-contiguous or (when updated) not
+        writeable, or two arrays share memory: the update is in place, so nothing is converted or copied.
+        If ``beta1`` or ``beta2`` is outside [0, 1), ``eps`` is negative or ``denom_scale`` is not positive.
 
     Examples
     --------
@@ -78,11 +79,23 @@ def adamw_update(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_a
                              f"{arr.strides}")
         if (name != "grad" or zero_grad) and not arr.flags.writeable:
             raise ValueError(f"{name} must be writeable: it is updated in place")
+    names = list(arrays)
+    for i, first in enumerate(names):
+        for second in names[i + 1:]:
+            # One pass reads and writes each element of all four: a shared element would be read after a write.
+            if np.may_share_memory(arrays[first], arrays[second]):
+                raise ValueError(f"{first} and {second} must not share memory: each is read or updated in place")
+    beta1, beta2 = check_real(beta1, "beta1"), check_real(beta2, "beta2")
+    for name, beta in (("beta1", beta1), ("beta2", beta2)):
+        if not 0.0 <= beta < 1.0:
+            raise ValueError(f"{name} must be in [0, 1), got {beta}")
+    eps, denom_scale = check_real(eps, "eps"), check_real(denom_scale, "denom_scale", positive=True)
+    if eps < 0:
+        raise ValueError(f"eps must be >= 0, got {eps}")
     shrink = check_real(shrink, "shrink")
     _core.adamw_update(param.reshape(-1), grad.reshape(-1), exp_avg.reshape(-1), exp_avg_sq.reshape(-1),
-                       step_size=check_real(step_size, "step_size"), beta1=check_real(beta1, "beta1"),
-                       beta2=check_real(beta2, "beta2"), denom_scale=check_real(denom_scale, "denom_scale"),
-                       eps=check_real(eps, "eps"), shrink=shrink, decay=shrink != 1.0,
+                       step_size=check_real(step_size, "step_size"), beta1=beta1, beta2=beta2,
+                       denom_scale=denom_scale, eps=eps, shrink=shrink, decay=shrink != 1.0,
                        grad_scale=check_real(grad_scale, "grad_scale"), zero_grad=zero_grad)
 
 
