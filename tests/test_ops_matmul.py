@@ -113,6 +113,27 @@ def test_bit_identical_across_thread_counts_for_the_estimator_shapes(threads):
             assert_array_equal(ops.matmul(a, b), expected, err_msg=f"({m}, {k}) @ ({k}, {n}), {count} threads")
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("m, k, n", [(1500, 200, 1100), (997, 256, 70), (4000, 7, 33), (1200, 768, 96),
+                                     (700, 1100, 100)])
+def test_row_splits_are_bit_identical_with_every_option(isa, threads, dtype, m, k, n):
+    """Products the threads split by rows: several column blocks (n > 512), an edge row panel, several K blocks (KC
+    is 512 in float32, 256 in float64), A transposed, accumulating with a bias, and B's column sums, for 1 to 4
+    threads."""
+    a, b = _normal(0, (m, k), dtype), _normal(1, (k, n), dtype)
+    bias, start = _normal(2, n, dtype), _normal(3, (m, n), dtype)
+    threads(1)
+    expected = ops.matmul(a, b)
+    expected_acc = ops.matmul(a, b, bias=bias, out=start.copy(), accumulate=True)
+    for count in (2, 3, 4):
+        threads(count)
+        assert_array_equal(ops.matmul(a, b), expected, err_msg=f"{count} threads")
+        sums = np.full(n, np.nan, dtype)
+        acc = ops.matmul(np.asfortranarray(a), b, bias=bias, out=start.copy(), accumulate=True, b_column_sums=sums)
+        assert_array_equal(acc, expected_acc, err_msg=f"{count} threads, A transposed, accumulate + bias")
+        assert_array_equal(sums, _column_sums_in_row_order(b), err_msg=f"{count} threads, column sums")
+
+
 def test_bit_identical_across_thread_counts_for_decoding_steps(threads):
     """A decoding step's thin products (up to 4 rows) split B's columns over the threads from 2^18 elements of B,
     far below the packed path's threshold: the same bits whatever the count, B's rows contiguous or strided."""
