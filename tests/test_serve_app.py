@@ -211,6 +211,35 @@ def test_generation_requests_of_the_wrong_shape_are_refused_naming_the_field(lm_
     assert error["param"] == param and f"'{param}'" in error["message"]
 
 
+def test_long_inputs_are_truncated_by_default_and_refused_when_configured(embedding_server, serve_models):
+    from serve_server import Server
+
+    long = "the film was good and " * 40  # 202 tokens for a model of 20 positions
+    with embedding_server.client() as client:
+        response = client.post("/v1/embeddings", json={"input": long})
+    assert response.status_code == 200 and response.json()["usage"]["prompt_tokens"] == 20  # what it reads
+    strict = {kind: Server(serve_models[kind], "--long-inputs", "refuse") for kind in ("embedder", "lm")}
+    try:
+        with strict["embedder"].client() as client:
+            assert client.post("/v1/embeddings", json={"input": ["a film", "the film was good"]}).status_code == 200
+            one = client.post("/v1/embeddings", json={"input": long})
+            many = client.post("/v1/embeddings", json={"input": ["a film", long, long]})
+        with strict["lm"].client() as client:
+            assert client.post("/v1/completions", json={"prompt": "Hello", "max_tokens": 2}).status_code == 200
+            prompt = client.post("/v1/completions", json={"prompt": long, "max_tokens": 2})
+            chat = client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": long}]})
+    finally:
+        for server in strict.values():
+            assert server.stop() == 0, server.stderr[-3000:]
+    assert (one.status_code, one.json()["error"]["param"]) == (413, "input")
+    assert one.json()["error"]["message"].startswith("'input' has 202 tokens, more than this model's 20 positions")
+    assert (many.status_code, many.json()["error"]["param"]) == (413, "input[1]")
+    assert "'input[1]' (and 1 more) has 202 tokens" in many.json()["error"]["message"]
+    assert (prompt.status_code, prompt.json()["error"]["param"]) == (413, "prompt")
+    assert "more than this model's 64 positions" in prompt.json()["error"]["message"]
+    assert (chat.status_code, chat.json()["error"]["param"]) == (413, "messages")
+
+
 # ------------------------------------------------------------------------------------------ openai client
 def test_the_official_openai_client_works(embedding_server, lm_server, local):
     openai = pytest.importorskip("openai")

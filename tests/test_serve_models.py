@@ -32,6 +32,25 @@ def test_models_it_cannot_serve_are_refused_by_name(serve_models, tmp_path):
         load_model(tmp_path / "junk.npz")
 
 
+def test_token_counts_follow_how_each_model_reads_long_texts(serve_models, tmp_path):
+    from attnkit import TransformerEmbedder
+
+    short, long = "a film", "the film was good and " * 40
+    embedder = load_model(serve_models["embedder"])  # truncates at its 20 positions
+    assert embedder.max_positions == 20
+    assert embedder.token_counts([short, long]) == [(4, 4), (202, 20)]
+    assert embedder.count_tokens([short, long]) == [4, 20] and embedder.too_long([short, long]) == [(1, 202)]
+    TransformerEmbedder(str(serve_models["embedder"]), long_texts="chunks").fit().save(tmp_path / "chunks.npz")
+    windows = load_model(tmp_path / "chunks.npz")  # reads long texts whole, in windows
+    assert windows.token_counts([short, long]) == [(4, 4), (202, 202)] and windows.too_long([long]) == [(0, 202)]
+    classifier = load_model(serve_models["classifier"], threads=1)  # head and tail of its 128 positions
+    (whole, read), = classifier.token_counts([long])
+    assert whole > read == 128 and classifier.count_tokens([long]) == [128] and classifier.too_long([short]) == []
+    lm = load_model(serve_models["lm"])  # reads a prompt whole (its generation drops the far past)
+    counts = lm.token_counts([long])
+    assert counts[0][0] == counts[0][1] > lm.max_positions == 64
+
+
 def test_the_real_minilm_package_served(tmp_path):
     httpx = pytest.importorskip("httpx")
     from serve_server import skip_without_serve_extra

@@ -30,6 +30,10 @@ def add_arguments(parser):
                         help="most texts (or chat messages) per request; more get 413 (default: 256)")
     parser.add_argument("--max-tokens", type=int, default=2048,
                         help="most tokens a generation request may ask for (default: 2048)")
+    parser.add_argument("--long-inputs", choices=("truncate", "refuse"), default="truncate",
+                        help="texts or prompts with more tokens than the model's positions: read as the estimator "
+                             "reads them (truncate: cut, or read in windows where the model does that; the "
+                             "default), or refuse the request with 413")
 
 
 def run(args):
@@ -84,5 +88,6 @@ def run(args):
         return 2
     serve(model, sock, api_keys=keys, max_batch_tokens=args.max_batch_tokens,
           max_batch_sequences=args.max_batch_sequences, max_queue=args.max_queue,
-          max_body_bytes=args.max_body_bytes, limits=Limits(max_inputs=args.max_inputs, max_tokens=args.max_tokens))
+          max_body_bytes=args.max_body_bytes,
+          limits=Limits(max_inputs=args.max_inputs, max_tokens=args.max_tokens, long_inputs=args.long_inputs))
     return 0

@@ -143,9 +143,23 @@ def create_app(model: ServedModel, *, api_keys: list[bytes] | None = None, max_b
 
         return wrap
 
+    def refuse_long(texts, param):
+        """With ``long_inputs="refuse"``, a 413 naming the first text longer than the model's positions."""
+        if limits.long_inputs != "refuse":
+            return
+        long = model.too_long(texts)
+        if long:
+            index, tokens = long[0]
+            name = param if len(texts) == 1 else f"{param}[{index}]"
+            more = f" (and {len(long) - 1} more)" if len(long) > 1 else ""
+            raise RequestError(413, f"'{name}'{more} has {tokens} tokens, more than this model's {model.max_positions} "
+                                    "positions; this server refuses longer inputs rather than truncating them "
+                                    "(attnkit serve --long-inputs refuse)", param=name)
+
     @endpoint("/v1/embeddings", ("embeddings",))
     async def embeddings(body):
         request = parse_texts(body, limits, dimensions=model.width)
+        refuse_long(request.texts, "input")
         rows, tokens = await batcher.submit("embed", request.texts)
         head = {"object": "list", "model": model.name, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
         if request.encoding_format == "base64":
@@ -162,6 +176,7 @@ def create_app(model: ServedModel, *, api_keys: list[bytes] | None = None, max_b
     @endpoint("/v1/classify", ("classifier",))
     async def classify(body):
         request = parse_texts(body, limits)
+        refuse_long(request.texts, "input")
         proba, tokens = await batcher.submit("classify", request.texts)
         labels = model.labels
         return _json({"object": "list", "model": model.name, "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
@@ -178,6 +193,7 @@ def create_app(model: ServedModel, *, api_keys: list[bytes] | None = None, max_b
     async def _generate(request, chat):
         ident, now = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", int(time.time())
         source = request.messages if chat else request.prompt
+        refuse_long([model.prompt_of(source)], "messages" if chat else "prompt")
         if request.stream:
             pieces = await batcher.stream(source, request.options)
             return _EventStream(_events(pieces, ident, now, chat))

@@ -7,6 +7,7 @@ here knows of HTTP. Files are read without pickle (:func:`attnkit.load`, or the 
 """
 
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,14 +50,29 @@ class ServedModel:
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         """Tokens the model reads of each text (special tokens included; what it would cut, cut)."""
+        return [read for _, read in self.token_counts(texts)]
+
+    def token_counts(self, texts: list[str]) -> list[tuple[int, int]]:
+        """For each text: its tokens (special tokens included), and those of them the model reads. An encoder that
+        truncates (or reads the head and the tail) reads at most its ``max_positions``; one that reads long texts in
+        windows (``long_texts="chunks"``) reads them whole; a language model reads a prompt whole, after the
+        end-of-text token (its generation drops the far past)."""
         est = self.estimator
         if self.kind == "embeddings":
-            ids, _ = est._tokenizer().encode(texts, est.max_len_)
-            return [len(i) for i in ids]
-        if self.kind == "classifier":
-            return [min(len(d), est.max_len) for d in est._encode(texts)]
-        codec = est.codec_
-        return [len(codec.encode(t)) + 1 for t in texts]  # the end-of-text token before a prompt
+            ids, _ = est._tokenizer().encode(texts, sys.maxsize)
+            whole, windows = [len(i) for i in ids], est._network_config.get("long_texts", "truncate") == "chunks"
+        elif self.kind == "classifier":
+            whole, windows = [len(d) for d in est._encode(texts)], est._long_texts() == "chunks"
+        else:
+            counts = [len(est.codec_.encode(t)) + 1 for t in texts]  # the end-of-text token before a prompt
+            return [(n, n) for n in counts]
+        limit = self.max_positions
+        return [(n, n if windows else min(n, limit)) for n in whole]
+
+    def too_long(self, texts: list[str]) -> list[tuple[int, int]]:
+        """(index, tokens) of each text with more tokens than the model's positions (``max_positions``)."""
+        limit = self.max_positions
+        return [(i, n) for i, (n, _) in enumerate(self.token_counts(texts)) if n > limit]
 
     # -- the calls, one per endpoint: the estimator's own public methods -----------------------------------------
     def embed(self, texts: list[str]) -> np.ndarray:

@@ -36,11 +36,14 @@ class RequestError(Exception):
 
 @dataclass(frozen=True)
 class Limits:
-    """What one request may hold."""
+    """What one request may hold. ``long_inputs``: texts (and prompts) with more tokens than the model's positions
+    are read as the estimator reads them ("truncate": cut, or read in windows where it does that), or refused with
+    413 ("refuse")."""
 
     max_inputs: int = 256
     max_tokens: int = 2048
     max_n: int = 16
+    long_inputs: str = "truncate"
 
 
 @dataclass
