@@ -155,6 +155,9 @@ def test_sequence_log_proba(upper):
     # The sum over the tokens of the greedy path: log-probabilities of a one-token target.
     one = upper.sequence_log_proba(["cat dog"], ["C"])
     assert one.shape == (1,) and one[0] < 0
+    # Characters outside the target vocabulary are all <unk>: scored alike, and far below the right one.
+    right, euro, yen = upper.sequence_log_proba(["cat dog"] * 3, ["CAT DOG", "CAT DO\u20ac", "CAT DO\u00a5"])
+    assert euro == yen < right - 3.0
 
 
 @pytest.mark.parametrize("options", [

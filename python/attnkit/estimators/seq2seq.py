@@ -374,7 +374,9 @@ class Seq2SeqTransformer(TrainableEstimator):
         X : sequence of str or array-like of int
             Sources, as given to :meth:`fit`.
         y : sequence of str or array-like of int
-            The target sequences to score (required).
+            The target sequences to score (required). A token outside the target vocabulary is read and scored as
+            ``<unk>``, a token that :meth:`predict` never writes: its log-probability is that of the model's
+            ``<unk>`` output, low where the training targets had no unknown tokens.
 
         Returns
         -------
