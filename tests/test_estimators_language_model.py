@@ -386,6 +386,11 @@ def test_bad_training_text():
         CausalLanguageModel(**TINY).fit("the cat")
     with pytest.raises(ValueError, match="no text"):
         CausalLanguageModel(**{**TINY, "validation_fraction": None, "early_stopping": False}).fit([""])
+    # Empty texts are said to be empty, not blamed on the validation split.
+    with pytest.raises(ValueError, match="X holds no text to learn from"):
+        CausalLanguageModel(**TINY).fit(["", ""])
+    with pytest.raises(ValueError, match="validation_fraction=0.1 of 1 characters leaves no text to validate on"):
+        CausalLanguageModel(**TINY).fit(["a"])
 
 
 def test_a_batch_no_update_could_hold_is_refused_before_any_work():

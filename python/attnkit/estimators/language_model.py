@@ -1169,7 +1169,7 @@ def _split_tail(texts, fraction):
     total = sum(len(t) for t in texts)
     cut, seen = round(total * (1 - fraction)), 0
     for i, text in enumerate(texts):
-        if seen + len(text) >= cut:
+        if total and seen + len(text) >= cut:  # no text at all is said below, not blamed on the split
             head, tail = text[: cut - seen], text[cut - seen :]
             train, held = [*texts[:i], *([head] if head else [])], [*([tail] if tail else []), *texts[i + 1 :]]
             if not train or not held:
