@@ -6,11 +6,13 @@ Every figure a test draws is also saved as a PNG under the test's tmp_path, to l
 
 import doctest
 import sys
+import warnings
 
 import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
+from sklearn.neural_network import MLPClassifier
 
 from attnkit import plotting
 from attnkit.plotting import plot_attention, plot_learning_curve
@@ -362,3 +364,37 @@ def test_learning_curve_errors(tmp_path):
     with pytest.raises(TypeError):
         plot_learning_curve("not an estimator")
 
+
+
+def _mlp():
+    """scikit-learn's MLPClassifier after three epochs: an estimator with a loss_curve_ of its own."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return MLPClassifier(max_iter=3, random_state=0).fit([[0.0], [1.0]] * 4, [0, 1] * 4)
+
+
+@pytest.mark.parametrize(("history", "match"), [
+    ({"loss_curve_": []}, "loss_curve_ is empty: there is no epoch to draw"),
+    ({"loss_curve_": [1.0, "a"]}, "loss_curve_ must be a sequence of numbers, one per epoch"),
+    ({"loss_curve_": [[1.0, 0.5]]}, "loss_curve_ must be a sequence of numbers"),
+    ({"loss_curve_": [1.0, 0.5], "validation_loss_curve_": [1.0, 0.9, 0.8]},
+     "validation_loss_curve_ has 3 epochs, more than loss_curve_'s 2"),
+    ({"loss_curve_": [1.0], "validation_scores_": [0.5, "b"]}, "validation_scores_ must be a sequence of numbers"),
+])
+def test_learning_curve_refuses_histories_it_cannot_draw(history, match):
+    # Hand-made histories (any estimator with loss_curve_ is drawn) reached matplotlib's own errors, or were drawn
+    # as categories (a string among the losses) or as nothing (an empty curve).
+    model = _mlp()
+    for name, value in history.items():
+        setattr(model, name, value)
+    with pytest.raises(ValueError, match=match):
+        plot_learning_curve(model)
+
+
+def test_learning_curve_reads_array_histories():
+    model = _mlp()
+    model.loss_curve_ = np.array(model.loss_curve_)
+    fig = plot_learning_curve(model)
+    assert fig.axes[0].get_lines()[0].get_ydata().tolist() == model.loss_curve_.tolist()

@@ -309,6 +309,21 @@ def _labels(tokens, rows, columns):
     return names
 
 
+def _history(estimator, name, value=None):
+    """``estimator.name`` (or ``value``) as a 1-D float array (empty when absent), naming it when it is not one."""
+    value = getattr(estimator, name, None) if value is None else value
+    if value is None:
+        return np.empty(0)
+    try:
+        curve = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        curve = None
+    if curve is None or curve.ndim != 1:
+        raise ValueError(f"{type(estimator).__name__}.{name} must be a sequence of numbers, one per epoch, got "
+                         f"{value!r:.80}")
+    return curve
+
+
 def plot_learning_curve(estimator, ax=None):
     """Draw an estimator's training history: loss per epoch, validation loss and score, the kept epoch.
 
@@ -338,6 +353,9 @@ def plot_learning_curve(estimator, ax=None):
     TypeError
         If ``estimator`` is not an estimator, or has no training history (``loss_curve_``), as
         :class:`attnkit.TransformerEmbedder`, which does not train.
+    ValueError
+        If its history has no epoch, a curve is not a sequence of numbers, or a validation curve is longer
+        than the training loss.
 
     Warns
     -----
@@ -366,8 +384,15 @@ def plot_learning_curve(estimator, ax=None):
     if losses is None:
         raise TypeError(f"plot_learning_curve needs an estimator that trains epoch by epoch (with loss_curve_); "
                         f"{type(estimator).__name__} has no training history")
-    validation_losses = list(getattr(estimator, "validation_loss_curve_", None) or [])
-    scores = list(getattr(estimator, "validation_scores_", None) or [])
+    losses = _history(estimator, "loss_curve_", losses)
+    if not len(losses):
+        raise ValueError(f"{type(estimator).__name__}.loss_curve_ is empty: there is no epoch to draw")
+    validation_losses = _history(estimator, "validation_loss_curve_")
+    scores = _history(estimator, "validation_scores_")
+    for name, curve in (("validation_loss_curve_", validation_losses), ("validation_scores_", scores)):
+        if len(curve) > len(losses):
+            raise ValueError(f"{type(estimator).__name__}.{name} has {len(curve)} epochs, more than loss_curve_'s "
+                             f"{len(losses)}")
     n_validated = max(len(validation_losses), len(scores))
     if 0 < n_validated < len(losses):
         warnings.warn(f"{type(estimator).__name__} was validated on {n_validated} of its {len(losses)} epochs "
@@ -379,7 +404,7 @@ def plot_learning_curve(estimator, ax=None):
         fig = ax.figure
     epochs = np.arange(1, len(losses) + 1)
     ax.plot(epochs, losses, marker="o", markersize=3, label="training loss")
-    if validation_losses:
+    if len(validation_losses):
         ax.plot(epochs[:len(validation_losses)], validation_losses, marker="o", markersize=3,
                 label="validation loss")
     ax.set_xlabel("epoch")
@@ -388,7 +413,7 @@ def plot_learning_curve(estimator, ax=None):
     # integers in view than min_n_ticks (by default 2), MaxNLocator falls back to fractional ticks.
     ax.xaxis.set_major_locator(MaxNLocator(nbins="auto", integer=True, min_n_ticks=1))
     handles = ax.get_lines()
-    if scores:
+    if len(scores):
         score_name = "validation " + getattr(estimator, "_score_name", "score")
         twin = ax.twinx()
         twin.plot(epochs[:len(scores)], scores, marker="s", markersize=3, color="C2", label=score_name)
