@@ -52,9 +52,15 @@ def test_bad_requests_exit_2_with_a_message(fake, tmp_path, capsys):
     assert "--repeats must be >= 1" in capsys.readouterr().err
 
 
-def test_finds_the_folder_from_the_environment(fake, monkeypatch):
+def test_finds_the_folder_from_the_environment(fake, monkeypatch, tmp_path):
     monkeypatch.setenv(_bench.ENV_VAR, str(fake))
     assert _bench.find_benchmarks() == fake
+    # A folder named there without the harness is an error, not a quiet fall back to the checkout's.
+    empty = tmp_path / "elsewhere"
+    empty.mkdir()
+    monkeypatch.setenv(_bench.ENV_VAR, str(empty))
+    with pytest.raises(ValueError, match=f"looked in {empty}. The benchmarks ship"):
+        _bench.find_benchmarks()
 
 
 @pytest.mark.skipif(not (CHECKOUT_BENCHMARKS / "_harness.py").is_file(), reason="not run from a source checkout")

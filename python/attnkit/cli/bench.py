@@ -34,8 +34,9 @@ def add_arguments(parser):
 def find_benchmarks(explicit=None):
     """The benchmarks folder, or a ValueError saying where it looked."""
     here = Path(__file__).resolve()
+    if explicit is None and os.environ.get(ENV_VAR):
+        explicit = os.environ[ENV_VAR]  # chosen as --benchmarks is: no quiet fallback to another folder
     candidates = [Path(explicit)] if explicit is not None else [
-        *([Path(os.environ[ENV_VAR])] if os.environ.get(ENV_VAR) else []),
         here.parents[3] / "benchmarks",  # python/attnkit/cli/bench.py in a checkout
         Path.cwd() / "benchmarks",
     ]
