@@ -82,6 +82,17 @@ def test_layer_and_head_selection_and_annotation():
     assert ax.get_title() == "layer 0, head 2" and len(ax.texts) == 16  # negative indices shown from 0
 
 
+def test_annotating_more_numbers_than_can_be_read_warns():
+    weights = np.full((65, 65), 1 / 65)  # 4,225 numbers: past the 4,096 that stay readable
+    with pytest.warns(UserWarning, match=r"annotate=True writes 4,225 numbers \(1 maps of 65 x 65\)"):
+        fig = plot_attention(weights, annotate=True)
+    assert len(_images(fig)[0].texts) == 4225  # still drawn: the user asked for them
+    plt.close(fig)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        plt.close(plot_attention(np.full((64, 64), 1 / 64), annotate=True))
+
+
 @pytest.mark.parametrize("layer", ["all", None])
 def test_every_layer_and_head_as_a_labelled_grid(layer, tmp_path):
     maps = _maps(layers=2, heads=4, n=12, tokens=SENTENCE)

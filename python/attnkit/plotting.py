@@ -76,7 +76,7 @@ def plot_attention(attention, tokens=None, *, part="cross", layer=-1, head=None,
         the colour bar take its colour).
     annotate : bool, default=False
         Write each weight in its cell (readable for short sentences; the weight itself, whatever
-        ``scale``).
+        ``scale``). Past 4,096 numbers in all, a UserWarning says that they cannot be read.
 
     Returns
     -------
@@ -117,6 +117,10 @@ def plot_attention(attention, tokens=None, *, part="cross", layer=-1, head=None,
     if ax is not None and n_layers * n_heads != 1:
         raise ValueError(f"ax can hold one map, got {n_layers} layers x {n_heads} heads; give layer= and head= "
                          "to pick one")
+    if annotate and weights.size > MAX_ANNOTATED:
+        warnings.warn(f"annotate=True writes {weights.size:,} numbers ({n_layers * n_heads} maps of {rows} x "
+                      f"{columns}): at that size they cannot be read and take long to draw (300 x 300: ~10 s); "
+                      "annotate a short sentence, or one head's map", UserWarning, stacklevel=2)
     drawn, norm, colour_label = _colour_scale(weights, scale)
     # The maps one after another, layer by layer, as the grid reads them row by row.
     maps, shades = weights.reshape(-1, rows, columns), drawn.reshape(-1, rows, columns)
@@ -206,6 +210,9 @@ def _title_size(width, titles):
     """The largest font size up to 10 points at which the longest title fits a map ``width`` inches wide."""
     longest = max(map(len, titles), default=1)
     return min(10.0, max(5.0, 72 * width / (CHAR_WIDTH * longest + 1)))
+
+
+MAX_ANNOTATED = 4096  # numbers written by annotate=True before plot_attention warns (64 x 64 tokens)
 
 
 def _annotate(axis, grid, shade, cell):
