@@ -258,7 +258,8 @@ def estimator_validation_loss(estimator, validation):
     """The estimator's validation loss as the recipe rows measure it: non-overlapping windows of its context."""
     codec = estimator.codec_
     ids = codec.encode(validation)
-    return attnkit_loss(estimator.model_, validation_windows(ids, estimator.context_length))
+    # The network's positions: context_length itself may be "auto" (the defaults).
+    return attnkit_loss(estimator.model_, validation_windows(ids, estimator.model_.max_len))
 
 
 # ------------------------------------------------------------------------------------------------- defaults
