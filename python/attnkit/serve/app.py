@@ -193,7 +193,8 @@ def create_app(model: ServedModel, *, api_keys: list[bytes] | None = None, max_b
     async def _generate(request, chat):
         ident, now = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", int(time.time())
         source = request.messages if chat else request.prompt
-        refuse_long([model.prompt_of(source)], "messages" if chat else "prompt")
+        if limits.long_inputs == "refuse":  # else the template is not rendered here
+            refuse_long([model.prompt_of(source)], "messages" if chat else "prompt")
         if request.stream:
             pieces = await batcher.stream(source, request.options)
             return _EventStream(_events(pieces, ident, now, chat))
