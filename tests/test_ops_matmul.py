@@ -80,8 +80,8 @@ def _layouts(x):
 
 # (m, k, n): above the one-thread threshold (2^24 multiply-adds), edges that are not whole tiles, k over
 # several KC blocks (512 in float32, 256 in float64); the rows split (m > n), the columns split (n > m),
-# a single row.
-CONTRACT_SHAPES = [(203, 1400, 61), (37, 1700, 290), (1, 18000, 1000), (130, 1000, 130)]
+# a single row; rows split over several column blocks (n > NC = 512) and K blocks.
+CONTRACT_SHAPES = [(203, 1400, 61), (37, 1700, 290), (1, 18000, 1000), (130, 1000, 130), (1200, 768, 600)]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -96,8 +96,10 @@ def test_bit_identical_across_thread_counts_and_layouts(isa, threads, dtype, m, 
         threads(count)
         for (a_name, a_view), (b_name, b_view) in zip(_layouts(a).items(), reversed(_layouts(b).items())):
             assert_array_equal(ops.matmul(a_view, b_view), expected, err_msg=f"{count} threads, a {a_name}, b {b_name}")
-        acc = ops.matmul(_layouts(a)["T view"], b, bias=bias, out=start.copy(), accumulate=True)
+        sums = np.full(n, np.nan, dtype)
+        acc = ops.matmul(_layouts(a)["T view"], b, bias=bias, out=start.copy(), accumulate=True, b_column_sums=sums)
         assert_array_equal(acc, expected_acc, err_msg=f"{count} threads, accumulate + bias")
+        assert_array_equal(sums, _column_sums_in_row_order(b), err_msg=f"{count} threads, column sums")
 
 
 def test_bit_identical_across_thread_counts_for_the_estimator_shapes(threads):
@@ -111,27 +113,6 @@ def test_bit_identical_across_thread_counts_for_the_estimator_shapes(threads):
         for count in (2, 3, 4):
             threads(count)
             assert_array_equal(ops.matmul(a, b), expected, err_msg=f"({m}, {k}) @ ({k}, {n}), {count} threads")
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("m, k, n", [(1500, 200, 1100), (997, 256, 70), (4000, 7, 33), (1200, 768, 96),
-                                     (700, 1100, 100)])
-def test_row_splits_are_bit_identical_with_every_option(isa, threads, dtype, m, k, n):
-    """Products the threads split by rows: several column blocks (n > 512), an edge row panel, several K blocks (KC
-    is 512 in float32, 256 in float64), A transposed, accumulating with a bias, and B's column sums, for 1 to 4
-    threads."""
-    a, b = _normal(0, (m, k), dtype), _normal(1, (k, n), dtype)
-    bias, start = _normal(2, n, dtype), _normal(3, (m, n), dtype)
-    threads(1)
-    expected = ops.matmul(a, b)
-    expected_acc = ops.matmul(a, b, bias=bias, out=start.copy(), accumulate=True)
-    for count in (2, 3, 4):
-        threads(count)
-        assert_array_equal(ops.matmul(a, b), expected, err_msg=f"{count} threads")
-        sums = np.full(n, np.nan, dtype)
-        acc = ops.matmul(np.asfortranarray(a), b, bias=bias, out=start.copy(), accumulate=True, b_column_sums=sums)
-        assert_array_equal(acc, expected_acc, err_msg=f"{count} threads, A transposed, accumulate + bias")
-        assert_array_equal(sums, _column_sums_in_row_order(b), err_msg=f"{count} threads, column sums")
 
 
 def test_bit_identical_across_thread_counts_for_decoding_steps(threads):

@@ -567,7 +567,7 @@ class Seq2SeqTransformer(TrainableEstimator):
                  f"(the end token included) and were truncated to their first {room}")
         encoded = []
         for i, tokens in enumerate(sources):
-            ids = vocab.encode(tokens, suffix=[eos], max_len=route["max_source_len"] - 1)
+            ids = vocab.encode(tokens, suffix=[eos], max_len=room)
             # Read at prediction time, as scikit-learn's encoders read theirs: set_params needs no refit.
             if self.handle_unknown == "error" and vocab.unk_id in ids:
                 unknown = sorted({t for t in tokens if t not in vocab}, key=repr)[:5]

@@ -1,5 +1,7 @@
 """Optimiser arithmetic as fused kernels: the AdamW update in place and a float64 sum of squares."""
 
+import itertools
+
 import numpy as np
 from numpy.typing import ArrayLike
 
@@ -79,12 +81,10 @@ def adamw_update(param: np.ndarray, grad: np.ndarray, exp_avg: np.ndarray, exp_a
                              f"{arr.strides}")
         if (name != "grad" or zero_grad) and not arr.flags.writeable:
             raise ValueError(f"{name} must be writeable: it is updated in place")
-    names = list(arrays)
-    for i, first in enumerate(names):
-        for second in names[i + 1:]:
-            # One pass reads and writes each element of all four: a shared element would be read after a write.
-            if np.may_share_memory(arrays[first], arrays[second]):
-                raise ValueError(f"{first} and {second} must not share memory: each is read or updated in place")
+    for first, second in itertools.combinations(arrays, 2):
+        # One pass reads and writes each element of all four: a shared element would be read after a write.
+        if np.may_share_memory(arrays[first], arrays[second]):
+            raise ValueError(f"{first} and {second} must not share memory: each is read or updated in place")
     beta1, beta2 = check_real(beta1, "beta1"), check_real(beta2, "beta2")
     for name, beta in (("beta1", beta1), ("beta2", beta2)):
         if not 0.0 <= beta < 1.0:
