@@ -199,6 +199,36 @@ def test_custom_decay_predicate_by_name():
     assert opt.decayed == {"weight"}
 
 
+def test_a_module_of_two_dtypes_steps_as_one_update_per_parameter():
+    # One kernel call per dtype group: the same bits as each parameter's own update.
+    rng = np.random.default_rng(3)
+    model = Toy(rng)
+    model.add_param("wide", rng.standard_normal((5, 3)), dtype=np.float64)
+    fill_grads(model)
+    twins = [(name, p.copy(), g.copy()) for name, p, g in model.named_parameters()]
+    AdamW(model, lr=0.05, weight_decay=0.1).step(grad_scale=0.5)
+    by_hand = AdamW(twins, lr=0.05, weight_decay=0.1, decay=lambda name, p: name in {"weight", "embed.table", "wide"})
+    for name, param, grad in twins:  # one parameter at a time
+        by_hand._triples = [(name, param, grad)]
+        by_hand.step_count = 0
+        by_hand.step(grad_scale=0.5)
+    for (name, param, _), (_, twin, _) in zip(model.named_parameters(), twins):
+        assert param.dtype == twin.dtype
+        assert_array_equal(param.view(np.uint8), twin.view(np.uint8), err_msg=name)
+
+
+def test_a_gradient_that_shares_another_parameters_memory_is_refused_by_name():
+    # The parameters' updates run at once: a gradient that is another parameter would race with its update.
+    model = Toy(np.random.default_rng(0))
+    fill_grads(model)
+    before = model.state_dict()
+    model.grads["bias"] = model.norm.params["gain"]
+    with pytest.raises(ValueError, match=r"\('bias'\).*\('norm.gain'\)|\('norm.gain'\).*\('bias'\)"):
+        AdamW(model, lr=0.1).step()
+    for name, value in model.state_dict().items():
+        assert_array_equal(value, before[name], err_msg=name)  # nothing was updated
+
+
 def test_module_is_reread_at_each_step():
     model = Toy(np.random.default_rng(0))
     opt = AdamW(model, lr=0.1)

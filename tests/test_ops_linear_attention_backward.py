@@ -66,6 +66,9 @@ def test_finite_differences(isa, seed, n, d, dv, fm, causal, padding):
     # (seen: a one-key row, whose exact gradient is 0, gave -3e-6 at step 1e-6 and -1e-4 at 1e-7).
     ratios = _relative_denominators(q, k, feature_map, causal, kw)
     assume(not np.any((ratios > 1e-8) & (ratios < 1e-3)))
+    # relu has a kink at 0: an entry within the step (1e-6) of it has no derivative for differences to find (seen:
+    # q = 3.9e-7 gave 0.57 against the one-sided 0.82).
+    assume(fm != "relu" or min(np.abs(q).min(), np.abs(k).min()) > 1e-5)
 
     def loss(q, k, v):
         return float(np.sum(linear_attention(q, k, v, feature_map=feature_map, causal=causal, **kw) * w))

@@ -1,5 +1,5 @@
 """ops.adamw_update and ops.sum_of_squares against the NumPy reference, bit for bit, on every ISA and
-at 1 and 2 threads; input checks."""
+at 1 and 2 threads; their many-tensor forms against one call per tensor; input checks."""
 
 import doctest
 import importlib
@@ -195,6 +195,126 @@ def test_sum_of_squares_does_not_overflow_in_float32_and_takes_any_layout():
     assert ops.sum_of_squares(np.zeros((0, 3))) == 0.0
     assert np.isnan(ops.sum_of_squares([1.0, np.nan]))
     assert ops.sum_of_squares([1.0, np.inf]) == np.inf
+
+
+@given(problems=st.lists(adamw_problems(), min_size=1, max_size=6), dtype=dtypes,
+       grad_scale=st.sampled_from((1.0, 0.37)), zero_grad=st.booleans())
+def test_adamw_update_many_equals_one_call_per_tensor(isa, kernel_threads, problems, dtype, grad_scale, zero_grad):
+    # Tensors of several sizes (blocks of several tensors share the parallel loop), each with its own decay.
+    tensors = [tuple(a.astype(dtype) for a in arrays) for arrays, _ in problems]
+    hyper = {k: v for k, v in problems[0][1].items() if k != "shrink"}
+    shrinks = [h["shrink"] for _, h in problems]
+    mine, want = [[a.copy() for a in t] for t in tensors], [[a.copy() for a in t] for t in tensors]
+    ops.adamw_update_many(*zip(*mine), **hyper, shrinks=shrinks, grad_scale=grad_scale, zero_grad=zero_grad)
+    for arrays, shrink in zip(want, shrinks):
+        ops.adamw_update(*arrays, **hyper, shrink=shrink, grad_scale=grad_scale, zero_grad=zero_grad)
+    for got, expected in zip(mine, want):
+        for name, a, b in zip(("param", "grad", "exp_avg", "exp_avg_sq"), got, expected):
+            assert_array_equal(bits(a), bits(b), err_msg=name)
+
+
+def many(count=2, shape=(3, 4), dtype=np.float32):
+    """Tensors whose update would change every parameter (ones, gradients of one)."""
+    return {name: [np.full(shape, name in ("params", "grads"), dtype) for _ in range(count)]
+            for name in ("params", "grads", "exp_avgs", "exp_avg_sqs")}
+
+
+def test_adamw_update_many_takes_tuples_defaults_to_no_decay_and_accepts_no_tensors():
+    arrays = many(1)
+    arrays["grads"][0][...] = 0.0
+    ops.adamw_update_many(**{k: tuple(v) for k, v in arrays.items()}, **HYPER)
+    assert_array_equal(arrays["params"][0], 1.0)  # zero gradient, no decay: unchanged
+    ops.adamw_update_many([], [], [], [], **HYPER)
+    with pytest.raises(ValueError, match="beta1 must be in"):
+        ops.adamw_update_many([], [], [], [], **{**HYPER, "beta1": 1.0})
+
+
+@pytest.mark.parametrize("name", ["params", "grads", "exp_avgs", "exp_avg_sqs"])
+def test_adamw_update_many_refuses_what_it_cannot_update_in_place(name):
+    for bad, error, match in [
+        (np.zeros((3, 4), np.float64), TypeError, rf"{name}\[1\] must have the dtype of params\[0\]"),
+        (np.zeros((3, 4), np.int32), TypeError, rf"{name}\[1\] must have the dtype of params\[0\]"),
+        (np.zeros((3, 4), np.float32).tolist(), TypeError, rf"{name}\[1\] must be a float32 or float64 ndarray"),
+        (np.zeros((4, 3), np.float32), ValueError, rf"{name}\[1\] must have the shape of params\[1\]"),
+        (np.zeros(12, np.float32), ValueError, rf"{name}\[1\] must have the shape of params\[1\]"),
+        (np.zeros((4, 3), np.float32).T, ValueError, rf"{name}\[1\] must be C-contiguous"),
+    ]:
+        if name == "params" and "of params" in match:  # params[i] sets the shape the others must have
+            continue
+        arrays = many()
+        arrays[name][1] = bad
+        with pytest.raises(error, match=match):
+            ops.adamw_update_many(**arrays, **HYPER, shrinks=[0.5, 0.5])
+        assert_array_equal(arrays["params"][0], 1.0)  # refused before anything was written
+    arrays = many()
+    arrays[name][1].flags.writeable = False
+    if name == "grads":
+        ops.adamw_update_many(**arrays, **HYPER)
+        with pytest.raises(ValueError, match=r"grads\[1\] must be writeable"):
+            ops.adamw_update_many(**arrays, **HYPER, zero_grad=True)
+    else:
+        with pytest.raises(ValueError, match=rf"{name}\[1\] must be writeable"):
+            ops.adamw_update_many(**arrays, **HYPER)
+
+
+def test_adamw_update_many_refuses_arrays_that_share_memory_across_tensors():
+    # The tensors' blocks run at once: a shared array would make the result depend on the threads' timing.
+    arrays = many(3)
+    arrays["grads"][2] = arrays["params"][0]
+    with pytest.raises(ValueError, match=r"params\[0\] and grads\[2\] must not share memory|"
+                                         r"grads\[2\] and params\[0\] must not share memory"):
+        ops.adamw_update_many(**arrays, **HYPER)
+    buffer = np.zeros(30, np.float32)
+    arrays = many(2)
+    arrays["exp_avgs"][0], arrays["exp_avg_sqs"][1] = buffer[:12].reshape(3, 4), buffer[11:23].reshape(3, 4)
+    with pytest.raises(ValueError, match="must not share memory"):
+        ops.adamw_update_many(**arrays, **HYPER)
+    arrays["exp_avg_sqs"][1] = buffer[12:24].reshape(3, 4)  # adjacent, not overlapping: fine
+    ops.adamw_update_many(**arrays, **HYPER)
+    empty = np.zeros((0, 4), np.float32)  # empty arrays hold no element to share
+    ops.adamw_update_many([empty, empty], [empty, empty], [empty, empty], [empty, empty], **HYPER)
+
+
+def test_adamw_update_many_refuses_bad_lists_and_scalars():
+    arrays = many()
+    with pytest.raises(ValueError, match=r"grads must have one entry per parameter \(2\), got 1"):
+        ops.adamw_update_many(**{**arrays, "grads": arrays["grads"][:1]}, **HYPER)
+    with pytest.raises(ValueError, match=r"shrinks must have one entry per parameter \(2\), got 3"):
+        ops.adamw_update_many(**arrays, **HYPER, shrinks=[1.0, 1.0, 1.0])
+    with pytest.raises(TypeError, match="params must be a list or tuple of ndarrays, got ndarray"):
+        ops.adamw_update_many(**{**arrays, "params": np.zeros((2, 3, 4), np.float32)}, **HYPER)
+    with pytest.raises(TypeError, match="shrinks must be a sequence of real numbers"):
+        ops.adamw_update_many(**arrays, **HYPER, shrinks=[1.0, "a"])
+    with pytest.raises(ValueError, match="shrinks must be finite"):
+        ops.adamw_update_many(**arrays, **HYPER, shrinks=[1.0, np.nan])
+    with pytest.raises(TypeError, match=r"params\[0\] must be a float32 or float64 ndarray"):
+        ops.adamw_update_many(**{**arrays, "params": [np.zeros((3, 4), np.int64)] * 2}, **HYPER)
+    for name in ["step_size", "denom_scale", "eps"]:
+        with pytest.raises(ValueError, match=name):
+            ops.adamw_update_many(**arrays, **{**HYPER, name: np.inf})
+    with pytest.raises(TypeError, match="zero_grad must be a bool"):
+        ops.adamw_update_many(**arrays, **HYPER, zero_grad=1)
+
+
+@given(shapes=st.lists(shapes, max_size=5), dtype=dtypes, seed=st.integers(0, 2**32 - 1))
+def test_sum_of_squares_many_equals_one_call_per_array(isa, kernel_threads, shapes, dtype, seed):
+    rng = np.random.default_rng(seed)
+    xs = [np.array(rng.standard_normal(shape), dtype=dtype) for shape in shapes]
+    assert ops.sum_of_squares_many(xs) == [ops.sum_of_squares(x) for x in xs]
+
+
+def test_sum_of_squares_many_takes_any_layout_and_refuses_mixed_dtypes():
+    x = np.arange(12.0).reshape(3, 4)
+    assert ops.sum_of_squares_many((x.T, x[:, ::2])) == [float((x**2).sum()), float((x[:, ::2] ** 2).sum())]
+    assert ops.sum_of_squares_many([]) == []
+    with pytest.raises(TypeError, match=r"xs\[1\] must have the dtype of xs\[0\]"):
+        ops.sum_of_squares_many([x, x.astype(np.float32)])
+    with pytest.raises(TypeError, match=r"xs\[0\] must be a float32 or float64 ndarray"):
+        ops.sum_of_squares_many([np.arange(3)])
+    with pytest.raises(TypeError, match=r"xs\[1\] must be a float32 or float64 ndarray, got list"):
+        ops.sum_of_squares_many([x, [1.0]])
+    with pytest.raises(TypeError, match="xs must be a list or tuple of ndarrays"):
+        ops.sum_of_squares_many(x)
 
 
 @pytest.mark.parametrize("x", [np.arange(3), np.ones(2, complex), None, "abc"])

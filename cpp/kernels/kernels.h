@@ -67,9 +67,9 @@ void embedding_backward(const EmbeddingBackwardArgs<T>& a);
 template <class T>
 void matmul(const MatmulArgs<T>& a);
 template <class T>
-void adamw_update(const AdamWArgs<T>& a);
+void adamw_update(const AdamWArgs<T>* items, std::int64_t count);
 template <class T>
-void sum_of_squares(const SumOfSquaresArgs<T>& a);
+void sum_of_squares(const SumOfSquaresArgs<T>* items, std::int64_t count);
 void int8_linear(const Int8LinearArgs& a);
 void block_quantized_matmul(const BlockQuantizedMatmulArgs& a);
 void block_quantized_rows(const BlockQuantizedRowsArgs& a);

@@ -2,6 +2,7 @@
 // This file is compiled with -ffp-contract=off (CMakeLists.txt): the AdamW update must give the bits of
 // the NumPy sequence of in-place operations it replaces, so no multiply-add may become one FMA.
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "attnkit/isa.h"
@@ -53,39 +54,58 @@ double block_sum_of_squares(const T* x, std::int64_t count) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+// The blocks of every tensor, as (tensor, first element) work items: one parallel loop covers them all.
+template <class Item>
+std::vector<std::pair<std::int64_t, std::int64_t>> blocks_of(const Item* items, std::int64_t count,
+                                                             std::int64_t* total) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> work;
+  *total = 0;
+  for (std::int64_t t = 0; t < count; ++t) {
+    for (std::int64_t first = 0; first < items[t].n; first += kBlock) work.emplace_back(t, first);
+    *total += items[t].n;
+  }
+  return work;
+}
+
 }  // namespace
 
 template <class T>
-void adamw_update(const AdamWArgs<T>& a) {
-  const std::int64_t n = a.n, blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for num_threads(elementwise_threads(n)) schedule(static)
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t first = b * kBlock, count = std::min(kBlock, n - first);
-    for_each_lane<T>(count, [&](std::int64_t j, int width) { adamw_lanes(a, first + j, width); });
+void adamw_update(const AdamWArgs<T>* items, std::int64_t count) {
+  std::int64_t total = 0;
+  const auto work = blocks_of(items, count, &total);
+  const auto n_work = static_cast<std::int64_t>(work.size());
+  // Elementwise: which thread takes a block never changes its bits.
+#pragma omp parallel for num_threads(elementwise_threads(total)) schedule(static)
+  for (std::int64_t b = 0; b < n_work; ++b) {
+    const AdamWArgs<T>& a = items[work[b].first];
+    const std::int64_t first = work[b].second, block = std::min(kBlock, a.n - first);
+    for_each_lane<T>(block, [&](std::int64_t j, int width) { adamw_lanes(a, first + j, width); });
   }
 }
 
 template <class T>
-void sum_of_squares(const SumOfSquaresArgs<T>& a) {
-  const T* x = a.x;
-  const std::int64_t n = a.n, blocks = (n + kBlock - 1) / kBlock;
-  // Fixed blocks, then their sums added in block order: the result does not depend on the thread count.
-  std::vector<double> partial(static_cast<std::size_t>(blocks));
+void sum_of_squares(const SumOfSquaresArgs<T>* items, std::int64_t count) {
+  std::int64_t total = 0;
+  const auto work = blocks_of(items, count, &total);
+  const auto n_work = static_cast<std::int64_t>(work.size());
+  // Fixed blocks, then each tensor's block sums added in block order: a sum does not depend on the thread count
+  // or on the tensors beside it.
+  std::vector<double> partial(work.size());
   double* out = partial.data();
-#pragma omp parallel for num_threads(elementwise_threads(n)) schedule(static)
-  for (std::int64_t b = 0; b < blocks; ++b) {
-    const std::int64_t first = b * kBlock;
-    out[b] = block_sum_of_squares(x + first, std::min(kBlock, n - first));
+#pragma omp parallel for num_threads(elementwise_threads(total)) schedule(static)
+  for (std::int64_t b = 0; b < n_work; ++b) {
+    const SumOfSquaresArgs<T>& a = items[work[b].first];
+    const std::int64_t first = work[b].second;
+    out[b] = block_sum_of_squares(a.x + first, std::min(kBlock, a.n - first));
   }
-  double total = 0.0;
-  for (const double s : partial) total += s;
-  *a.out = total;
+  for (std::int64_t t = 0; t < count; ++t) *items[t].out = 0.0;
+  for (std::int64_t b = 0; b < n_work; ++b) *items[work[b].first].out += partial[b];
 }
 
-template void adamw_update<float>(const AdamWArgs<float>&);
-template void adamw_update<double>(const AdamWArgs<double>&);
-template void sum_of_squares<float>(const SumOfSquaresArgs<float>&);
-template void sum_of_squares<double>(const SumOfSquaresArgs<double>&);
+template void adamw_update<float>(const AdamWArgs<float>*, std::int64_t);
+template void adamw_update<double>(const AdamWArgs<double>*, std::int64_t);
+template void sum_of_squares<float>(const SumOfSquaresArgs<float>*, std::int64_t);
+template void sum_of_squares<double>(const SumOfSquaresArgs<double>*, std::int64_t);
 
 }  // namespace ATTNKIT_KERNEL_NS
 }  // namespace attnkit

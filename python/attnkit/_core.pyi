@@ -20,11 +20,7 @@ class DecodingPlan:
         """
         The stack's output (batch, d_model) for x, row b at positions[b] of cache row sequences[b] (b when None); writes the keys and values.
         """
-@typing.overload
-def adamw_update(param: numpy.typing.NDArray[numpy.float32], grad: numpy.typing.NDArray[numpy.float32], exp_avg: numpy.typing.NDArray[numpy.float32], exp_avg_sq: numpy.typing.NDArray[numpy.float32], step_size: typing.SupportsFloat | typing.SupportsIndex, beta1: typing.SupportsFloat | typing.SupportsIndex, beta2: typing.SupportsFloat | typing.SupportsIndex, denom_scale: typing.SupportsFloat | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, shrink: typing.SupportsFloat | typing.SupportsIndex, decay: bool, grad_scale: typing.SupportsFloat | typing.SupportsIndex = 1.0, zero_grad: bool = False) -> None:
-    ...
-@typing.overload
-def adamw_update(param: numpy.typing.NDArray[numpy.float64], grad: numpy.typing.NDArray[numpy.float64], exp_avg: numpy.typing.NDArray[numpy.float64], exp_avg_sq: numpy.typing.NDArray[numpy.float64], step_size: typing.SupportsFloat | typing.SupportsIndex, beta1: typing.SupportsFloat | typing.SupportsIndex, beta2: typing.SupportsFloat | typing.SupportsIndex, denom_scale: typing.SupportsFloat | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, shrink: typing.SupportsFloat | typing.SupportsIndex, decay: bool, grad_scale: typing.SupportsFloat | typing.SupportsIndex = 1.0, zero_grad: bool = False) -> None:
+def adamw_update(params: list, grads: list, exp_avgs: list, exp_avg_sqs: list, step_size: typing.SupportsFloat | typing.SupportsIndex, beta1: typing.SupportsFloat | typing.SupportsIndex, beta2: typing.SupportsFloat | typing.SupportsIndex, denom_scale: typing.SupportsFloat | typing.SupportsIndex, eps: typing.SupportsFloat | typing.SupportsIndex, shrinks: collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex], grad_scale: typing.SupportsFloat | typing.SupportsIndex = 1.0, zero_grad: bool = False) -> None:
     ...
 @typing.overload
 def argmax_attention(q: tuple, k: tuple, v: tuple, mask: typing.Any, bias: typing.Any, key_lengths: typing.Any, causal: bool, window_left: typing.SupportsInt | typing.SupportsIndex, window_right: typing.SupportsInt | typing.SupportsIndex, scale: typing.SupportsFloat | typing.SupportsIndex, out: numpy.typing.NDArray[numpy.float32]) -> None:
@@ -226,11 +222,7 @@ def softmax_backward(y: numpy.typing.NDArray[numpy.float32], dy: numpy.typing.ND
 @typing.overload
 def softmax_backward(y: numpy.typing.NDArray[numpy.float64], dy: numpy.typing.NDArray[numpy.float64], dx: numpy.typing.NDArray[numpy.float64], log: bool) -> None:
     ...
-@typing.overload
-def sum_of_squares(x: numpy.typing.NDArray[numpy.float32]) -> float:
-    ...
-@typing.overload
-def sum_of_squares(x: numpy.typing.NDArray[numpy.float64]) -> float:
+def sum_of_squares(xs: list) -> list[float]:
     ...
 @typing.overload
 def swiglu(gate: numpy.typing.NDArray[numpy.float32], up: numpy.typing.NDArray[numpy.float32], out: numpy.typing.NDArray[numpy.float32]) -> None:

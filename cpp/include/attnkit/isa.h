@@ -44,8 +44,8 @@ struct TypedKernels {
   void (*gelu_backward)(const GeluArgs<T>&);
   void (*swiglu)(const SwigluArgs<T>&);
   void (*matmul)(const MatmulArgs<T>&);
-  void (*adamw_update)(const AdamWArgs<T>&);
-  void (*sum_of_squares)(const SumOfSquaresArgs<T>&);
+  void (*adamw_update)(const AdamWArgs<T>*, std::int64_t);
+  void (*sum_of_squares)(const SumOfSquaresArgs<T>*, std::int64_t);
   void (*argmax_attention)(const AttentionArgs<T>&);
   void (*dropout)(const DropoutArgs<T>&);
   void (*embedding_backward)(const EmbeddingBackwardArgs<T>&);

@@ -1,8 +1,9 @@
-// Optimiser kernels, elementwise over n values of C-contiguous arrays.
+// Optimiser kernels, elementwise over n values of C-contiguous arrays. Each kernel takes a span of tensors (a
+// model's parameters): one parallel pass over all their blocks instead of one fork and join per tensor.
 // AdamW update, in place (p, m, v, g of shape (n,)), every operation rounded to T in this order:
 //   p = p * shrink (only with decay);  m = m * beta1 + g * (1 - beta1);  v = v * beta2 + (g * g) * (1 - beta2);
 //   p = p - (m / (sqrt(v) * denom_scale + eps)) * step_size
-// Sum of squares: sum_i x_i^2 in double, x of shape (n,).
+// Sum of squares: sum_i x_i^2 in double, x of shape (n,), one sum per tensor.
 #pragma once
 #include <cstdint>
 

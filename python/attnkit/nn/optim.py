@@ -8,6 +8,7 @@ step count and both moment estimates) is a flat dict of arrays, so a checkpoint 
 
 import math
 import numbers
+import re
 
 import numpy as np
 
@@ -177,7 +178,13 @@ def clip_coefficient(params, max_norm, *, error_if_nonfinite=True):
     if isinstance(max_norm, (bool, np.bool_)) or not isinstance(max_norm, numbers.Real) or not float(max_norm) > 0:
         raise ValueError(f"max_norm must be a positive number (inf allowed), got {max_norm!r}")
     triples = _named(params)
-    total = math.sqrt(sum(ops.sum_of_squares(grad) for _, _, grad in triples))
+    grads = [grad for _, _, grad in triples]
+    if grads and all(isinstance(g, np.ndarray) and g.dtype == grads[0].dtype for g in grads) and \
+            grads[0].dtype in (np.float32, np.float64):
+        squares = ops.sum_of_squares_many(grads)  # one call for a model's gradients: the bits of a call each
+    else:
+        squares = [ops.sum_of_squares(grad) for grad in grads]
+    total = math.sqrt(sum(squares))
     if not math.isfinite(total):
         if error_if_nonfinite:
             bad = [name for name, _, grad in triples if not np.isfinite(grad).all()]
@@ -203,6 +210,11 @@ def _kernel_layout(arrays):
     if all(a.flags.f_contiguous for a in arrays):
         return tuple(a.T for a in arrays)
     return None
+
+
+def _named_items(message, names):
+    """A many-tensor op's message with each ``list[i]`` followed by parameter i's name."""
+    return re.sub(r"\w+\[(\d+)\]", lambda m: f"{m[0]} ({names[int(m[1])]!r})", message)
 
 
 class AdamW:
@@ -316,12 +328,16 @@ class AdamW:
         denom_scale = 1.0 / math.sqrt(1.0 - beta2**t)
         shrink = 1.0 - lr * self.weight_decay
         hyper = {"step_size": step_size, "beta1": beta1, "beta2": beta2, "denom_scale": denom_scale, "eps": self.eps}
+        # dtype -> (the four arrays' lists, shrinks, names): one kernel call per dtype, not one per parameter
+        by_dtype: dict[np.dtype, tuple[list, list, list, list, list, list]] = {}
         for name, param, grad in self._parameters():
             arrays = (param, grad, self._exp_avg[name], self._exp_avg_sq[name])
             factor = shrink if self.weight_decay and name in self.decayed else 1.0
             in_kernel_layout = _kernel_layout(arrays)
             if in_kernel_layout is not None:
-                ops.adamw_update(*in_kernel_layout, **hyper, shrink=factor, grad_scale=grad_scale, zero_grad=zero_grad)
+                group = by_dtype.setdefault(param.dtype, ([], [], [], [], [], []))
+                for target, value in zip(group, (*in_kernel_layout, factor, name)):
+                    target.append(value)
                 continue
             # Triples given by hand (strided views, float16, mixed dtypes): the kernel on contiguous copies in
             # the parameter's float type (float32 at least), written back; the oracle is never a training path.
@@ -334,6 +350,11 @@ class AdamW:
                 target[...] = copy
             if zero_grad:
                 grad[...] = 0
+        for *lists, factors, names in by_dtype.values():
+            try:
+                ops.adamw_update_many(*lists, **hyper, shrinks=factors, grad_scale=grad_scale, zero_grad=zero_grad)
+            except ValueError as error:  # "grads[3] ..." -> "grads[3] ('decoder.layer0.norm.beta') ..."
+                raise ValueError(_named_items(str(error), names)) from None
 
     def zero_grad(self):
         """Set every gradient to zero, in place."""

@@ -25,7 +25,7 @@ from attnkit.ops.linear_attention import (
 )
 from attnkit.ops.matmul import matmul
 from attnkit.ops.normalization import layer_norm, layer_norm_backward, rms_norm, rms_norm_backward
-from attnkit.ops.optim import adamw_update, sum_of_squares
+from attnkit.ops.optim import adamw_update, adamw_update_many, sum_of_squares, sum_of_squares_many
 from attnkit.ops.packed_attention import packed_attention
 from attnkit.ops.positions import rotary_positions, sinusoidal_positions
 from attnkit.ops.random_features import random_fourier_features
@@ -40,6 +40,7 @@ __all__ = [
     "LinearAttentionState",
     "QuantizedLinearWeight",
     "adamw_update",
+    "adamw_update_many",
     "argmax_attention",
     "block_quantized_matmul",
     "cross_entropy",
@@ -68,5 +69,6 @@ __all__ = [
     "softmax",
     "softmax_backward",
     "sum_of_squares",
+    "sum_of_squares_many",
     "swiglu",
 ]
