@@ -325,6 +325,30 @@ def test_adamw_update_scale_and_zero_grad(shape, data):
         assert not np.asarray(grad).any()
 
 
+@given(shape=st.lists(sizes, max_size=2).map(tuple), count=st.integers(1, 3), data=st.data())
+def test_adamw_update_many_and_sum_of_squares_many(shape, count, data):
+    # Any of the four lists may hold a hostile array, or be a hostile list; shrinks may be anything.
+    params = [np.ones(shape) for _ in range(count)]
+    grads = [data.draw(perturbed(shape), label=f"grads[{i}]") for i in range(count)]
+    moments = [[np.zeros(shape) for _ in range(count)] for _ in range(2)]
+    which = data.draw(st.sampled_from(("params", "exp_avgs", "exp_avg_sqs")), label="hostile list")
+    lists = {"params": params, "grads": grads, "exp_avgs": moments[0], "exp_avg_sqs": moments[1]}
+    lists[which] = data.draw(st.one_of(st.just(lists[which]), st.just(lists[which][:-1]), st.just(np.ones(shape)),
+                                       st.just([*lists[which], 1.0]),
+                                       st.just(params if which != "params" else grads)), label=which)
+    shrinks = data.draw(st.one_of(st.none(), st.just([0.5] * count), st.lists(NUMBERS, max_size=3), NUMBERS),
+                        label="shrinks")
+    hyper = {"step_size": 0.1, "beta1": 0.9, "beta2": 0.999, "denom_scale": 1.0, "eps": 1e-8}
+    grad_scale = data.draw(st.one_of(st.just(0.5), NUMBERS), label="grad_scale")
+    zero_grad = data.draw(FLAGS, label="zero_grad")
+    outcome(lambda: ops.adamw_update_many(*lists.values(), **hyper, shrinks=shrinks, grad_scale=grad_scale,
+                                          zero_grad=zero_grad),
+            (*lists, "shrinks", "grad_scale", "zero_grad"), grads)
+    sums, error = outcome(lambda: ops.sum_of_squares_many(grads), ("xs",), grads)
+    if error is None:
+        np.testing.assert_array_equal(sums, [ops.sum_of_squares(g) for g in grads])  # NaN where one is NaN
+
+
 @given(x=st.lists(sizes, max_size=3).flatmap(lambda s: perturbed(tuple(s))), data=st.data())
 def test_normalization_activations_and_cross_entropy(x, data):
     approximate = data.draw(st.one_of(st.sampled_from(("tanh", "none")), st.sampled_from(("exact", None, 1, ["none"]))),

@@ -317,6 +317,13 @@ class AdamW:
             :func:`clip_grad_norm`'s in-place scaling followed by ``step()``, without that pass over the gradients.
         zero_grad : bool, default=False
             Set every gradient to zero as it is read (:meth:`zero_grad` folded into the update's pass).
+
+        Raises
+        ------
+        ValueError
+            If an array of one parameter (its value or gradient) shares memory with any other array being updated
+            (the parameters' updates run at once, :func:`attnkit.ops.adamw_update_many`), checked before any of
+            them is updated; the error names both parameters.
         """
         grad_scale = check_real(grad_scale, "grad_scale", positive=True)
         zero_grad = check_bool(zero_grad, "zero_grad")
