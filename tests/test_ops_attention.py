@@ -333,6 +333,23 @@ def test_rejects_bad_option_types(extra, argument):
         ops.scaled_dot_product_attention(**_kwargs(**extra))
 
 
+@pytest.mark.parametrize("poisoned", [10, 150, 200, 260])
+def test_a_windows_key_blocks_start_anywhere_and_keep_a_nan_value_in_the_rows_that_see_it(isa, poisoned):
+    # Under a window, a block of keys starts at a query block's first visible key, not at a multiple of the block
+    # size, so it may span two of the blocks whose values are checked for NaN: a NaN value must still reach only
+    # the rows that see its key (and P = 0 elsewhere must not turn it into NaN).
+    rng = np.random.default_rng(poisoned)
+    q, k, v = (rng.standard_normal((1, 400, 8)) for _ in range(3))
+    v[0, poisoned, 2] = np.nan
+    for window in [(17, 0), (64, 0), (100, 30)]:
+        got = ops.scaled_dot_product_attention(q, k, v, causal=window[1] == 0, window=window)
+        expected = reference.scaled_dot_product_attention(q, k, v, causal=window[1] == 0, window=window)
+        rows = np.arange(400)
+        sees = (rows - window[0] <= poisoned) & (poisoned <= rows + window[1])
+        assert np.isnan(got[0, sees, 2]).all() and not np.isnan(got[0, ~sees]).any()
+        assert_allclose(got, expected, magnitude=v_magnitude({"v": np.nan_to_num(v)}))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize(("nq", "nk", "w"), [(1, 1, 0), (40, 40, 5), (7, 300, 64), (300, 300, 0), (200, 200, 199)])
 def test_a_causal_window_reads_the_last_w_plus_one_keys(isa, dtype, nq, nk, w):

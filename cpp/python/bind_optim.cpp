@@ -23,10 +23,10 @@ namespace {
 std::string item_name(const char* list, std::size_t i) { return std::string(list) + "[" + std::to_string(i) + "]"; }
 
 // Element i of a list as a C-contiguous array of T (never a converted copy: the kernel writes in place), with
-// ndim and shape those of `like` where given. Names are built only for an error.
+// ndim and shape those of params[i] where given. Names are built only for an error.
 template <class T>
 CArray<T> element(const py::list& list, const char* name, std::size_t i, const char* dtype_of,
-                  const CArray<T>* like = nullptr, const char* like_name = nullptr) {
+                  const CArray<T>* param = nullptr) {
   const py::handle obj = list[i];
   if (!py::isinstance<py::array>(obj)) throw py::type_error(item_name(name, i) + " must be a float32 or float64 ndarray");
   if (!py::isinstance<py::array_t<T>>(obj)) {
@@ -36,10 +36,10 @@ CArray<T> element(const py::list& list, const char* name, std::size_t i, const c
     throw py::value_error(item_name(name, i) + " must be C-contiguous (it is used in place, never copied)");
   }
   auto arr = obj.cast<CArray<T>>();
-  if (like != nullptr) {
-    bool same = arr.ndim() == like->ndim();
-    for (py::ssize_t ax = 0; same && ax < arr.ndim(); ++ax) same = arr.shape(ax) == like->shape(ax);
-    if (!same) throw py::value_error(item_name(name, i) + " must have the shape of " + item_name(like_name, i));
+  if (param != nullptr) {
+    bool same = arr.ndim() == param->ndim();
+    for (py::ssize_t ax = 0; same && ax < arr.ndim(); ++ax) same = arr.shape(ax) == param->shape(ax);
+    if (!same) throw py::value_error(item_name(name, i) + " must have the shape of " + item_name("params", i));
   }
   return arr;
 }
@@ -75,7 +75,7 @@ void adamw_update(const py::list& params, const py::list& grads, const py::list&
   for (std::size_t i = 0; i < count; ++i) {
     T* data[4];
     for (int k = 0; k < 4; ++k) {
-      keep.push_back(element<T>(*lists[k], names[k], i, "params[0]", k == 0 ? nullptr : &keep[4 * i], "params"));
+      keep.push_back(element<T>(*lists[k], names[k], i, "params[0]", k == 0 ? nullptr : &keep[4 * i]));
       CArray<T>& arr = keep.back();
       if ((k != 1 || zero_grad) && !arr.writeable()) {
         throw py::value_error(item_name(names[k], i) + " must be writeable: it is updated in place");

@@ -322,8 +322,9 @@ class AdamW:
         ------
         ValueError
             If an array of one parameter (its value or gradient) shares memory with any other array being updated
-            (the parameters' updates run at once, :func:`attnkit.ops.adamw_update_many`), checked before any of
-            them is updated; the error names both parameters.
+            (the parameters' updates run at once, :func:`attnkit.ops.adamw_update_many`); the error names both
+            parameters. The parameters of one dtype are all checked before any of them is updated, and before the
+            triples given by hand (updated through copies, last).
         """
         grad_scale = check_real(grad_scale, "grad_scale", positive=True)
         zero_grad = check_bool(zero_grad, "zero_grad")
@@ -337,31 +338,34 @@ class AdamW:
         hyper = {"step_size": step_size, "beta1": beta1, "beta2": beta2, "denom_scale": denom_scale, "eps": self.eps}
         # dtype -> (the four arrays' lists, shrinks, names): one kernel call per dtype, not one per parameter
         by_dtype: dict[np.dtype, tuple[list, list, list, list, list, list]] = {}
+        by_hand = []
         for name, param, grad in self._parameters():
             arrays = (param, grad, self._exp_avg[name], self._exp_avg_sq[name])
             factor = shrink if self.weight_decay and name in self.decayed else 1.0
             in_kernel_layout = _kernel_layout(arrays)
-            if in_kernel_layout is not None:
-                group = by_dtype.setdefault(param.dtype, ([], [], [], [], [], []))
-                for target, value in zip(group, (*in_kernel_layout, factor, name)):
-                    target.append(value)
+            if in_kernel_layout is None:
+                by_hand.append((arrays, factor))
                 continue
-            # Triples given by hand (strided views, float16, mixed dtypes): the kernel on contiguous copies in
-            # the parameter's float type (float32 at least), written back; the oracle is never a training path.
-            # The gradient is scaled in its own dtype first, as clip_grad_norm's in-place product rounds it.
-            dtype = param.dtype if param.dtype in (np.float32, np.float64) else np.float32
-            scaled = grad if grad_scale == 1.0 else np.multiply(grad, grad_scale)
-            copies = tuple(np.ascontiguousarray(a, dtype=dtype) for a in (param, scaled) + arrays[2:])
-            ops.adamw_update(*copies, **hyper, shrink=factor)
-            for target, copy in zip((param, self._exp_avg[name], self._exp_avg_sq[name]), copies[:1] + copies[2:]):
-                target[...] = copy
-            if zero_grad:
-                grad[...] = 0
+            group = by_dtype.setdefault(param.dtype, ([], [], [], [], [], []))
+            for target, value in zip(group, (*in_kernel_layout, factor, name)):
+                target.append(value)
         for *lists, factors, names in by_dtype.values():
             try:
                 ops.adamw_update_many(*lists, **hyper, shrinks=factors, grad_scale=grad_scale, zero_grad=zero_grad)
             except ValueError as error:  # "grads[3] ..." -> "grads[3] ('decoder.layer0.norm.beta') ..."
                 raise ValueError(_named_items(str(error), names)) from None
+        # Triples given by hand (strided views, float16, mixed dtypes): the kernel on contiguous copies in the
+        # parameter's float type (float32 at least), written back; the oracle is never a training path. The gradient
+        # is scaled in its own dtype first, as clip_grad_norm's in-place product rounds it.
+        for (param, grad, exp_avg, exp_avg_sq), factor in by_hand:
+            dtype = param.dtype if param.dtype in (np.float32, np.float64) else np.float32
+            scaled = grad if grad_scale == 1.0 else np.multiply(grad, grad_scale)
+            copies = tuple(np.ascontiguousarray(a, dtype=dtype) for a in (param, scaled, exp_avg, exp_avg_sq))
+            ops.adamw_update(*copies, **hyper, shrink=factor)
+            for target, copy in zip((param, exp_avg, exp_avg_sq), copies[:1] + copies[2:]):
+                target[...] = copy
+            if zero_grad:
+                grad[...] = 0
 
     def zero_grad(self):
         """Set every gradient to zero, in place."""
