@@ -51,6 +51,13 @@ RESULTS_DIR = Path(__file__).resolve().parent / "results"
 # measured 38 ms alone, 43 ms 0.1 s after a matmul, 40 ms after 0.15 s), so 0.2 s.
 SETTLE_SECONDS = 0.2
 
+# Untimed calls of the callable after that pause, for at least this long, before its timed repeat. After ~0.1 s
+# idle, a 2-core VM ran attnkit's two-thread calls at one thread's speed for their first ~50 ms (2048 x 128 x
+# 128 products: 550 us a call, then 330 us from the ~100th call on; NumPy's and torch's threads, which spin
+# between calls, kept their speed): a repeat of ~50 ms right after the pause measured the slow start alone.
+# The longest single call that is re-run: one of 2 s is not doubled for its first 50 ms (<= 2.5%).
+REWARM_SECONDS, REWARM_MAX_CALL = 0.1, 2.0
+
 # A timing taken while other processes used more than this share of the CPUs is marked (†).
 CONTENTION_MARK = 0.10
 
@@ -347,7 +354,8 @@ def compare(fns, *, repeats, warmup=1, min_repeat_seconds=0.05, max_seconds=10.0
     Each callable is warmed up, then timed ``repeats`` times; repeat ``r`` of every callable
     runs before repeat ``r + 1`` of any, so a slow phase of a noisy machine hits all of them
     alike. Calls shorter than ``min_repeat_seconds`` are looped so one repeat lasts about that
-    long. A callable stops early, after at least 3 repeats, once its repeats have taken
+    long. Between callables the machine settles (``SETTLE_SECONDS``), then the next runs untimed for
+    ``REWARM_SECONDS`` before its repeat. A callable stops early, after at least 3 repeats, once its repeats have taken
     ``max_seconds`` in total.
 
     Parameters
@@ -372,7 +380,7 @@ def compare(fns, *, repeats, warmup=1, min_repeat_seconds=0.05, max_seconds=10.0
     if warmup < 1:
         raise ValueError(f"warmup must be >= 1, got {warmup}")
     fns = {name: fn for name, fn in fns.items() if fn is not None}
-    results, numbers, times = {}, {}, {name: [] for name in fns}
+    results, numbers, rewarm, times = {}, {}, {}, {name: [] for name in fns}
     gc_was_enabled = gc.isenabled()
     gc.disable()
     busy0, own0, wall0 = _busy_seconds(), _own_seconds(), time.perf_counter()
@@ -384,6 +392,7 @@ def compare(fns, *, repeats, warmup=1, min_repeat_seconds=0.05, max_seconds=10.0
             for _ in range(warmup - 1):
                 elapsed = _time_block(fn, 1)
             numbers[name] = max(1, math.ceil(min_repeat_seconds / max(elapsed, 1e-9)))
+            rewarm[name] = 0 if elapsed > REWARM_MAX_CALL else max(1, math.ceil(REWARM_SECONDS / max(elapsed, 1e-9)))
             time.sleep(SETTLE_SECONDS)
         for _ in range(repeats):
             for name, fn in fns.items():
@@ -392,6 +401,8 @@ def compare(fns, *, repeats, warmup=1, min_repeat_seconds=0.05, max_seconds=10.0
                     continue
                 if len(fns) > 1:
                     time.sleep(SETTLE_SECONDS)
+                    for _ in range(rewarm[name]):  # untimed (REWARM_SECONDS)
+                        fn()
                 times[name].append(_time_block(fn, numbers[name]))
     finally:
         if gc_was_enabled:
