@@ -80,8 +80,10 @@ def _layouts(x):
 
 # (m, k, n): above the one-thread threshold (2^24 multiply-adds), edges that are not whole tiles, k over
 # several KC blocks (512 in float32, 256 in float64); the rows split (m > n), the columns split (n > m),
-# a single row; rows split over several column blocks (n > NC = 512) and K blocks.
-CONTRACT_SHAPES = [(203, 1400, 61), (37, 1700, 290), (1, 18000, 1000), (130, 1000, 130), (1200, 768, 600)]
+# a single row; rows split over several column blocks (n > NC = 512) and K blocks; rows split with k in one KC
+# block, where the threads claim rows as they come (two column blocks, row chunks not whole tiles at the end).
+CONTRACT_SHAPES = [(203, 1400, 61), (37, 1700, 290), (1, 18000, 1000), (130, 1000, 130), (1200, 768, 600),
+                   (1501, 200, 700)]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

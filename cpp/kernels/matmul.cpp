@@ -12,7 +12,9 @@
 // never changes a lane's arithmetic, so neither the thread count nor the strides of A and B can.
 #include <omp.h>
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 
 #include "attention_tiles.h"
 #include "attnkit/isa.h"
@@ -252,6 +254,36 @@ void rectangle(const MatmulArgs<T>& g, std::int64_t r0, std::int64_t r1, std::in
   }
 }
 
+// All of C for a product of one k block (0 < k <= KC) whose threads split the rows: per NC block of columns, each
+// thread packs the block of B, then claims `chunk` rows at a time (a multiple of MR) from next[block] until none
+// are left. A thread that starts late (woken from its passive wait: 60-80 us on a 2-core VM) finds fewer rows
+// left, where a fixed half kept the first thread waiting for it. Each tile gets the operations of rectangle's,
+// so the bits do not depend on who computed it. With sums, B's column sums as rectangle adds them.
+template <class T, Panel kLayout>
+void claimed_rows(const MatmulArgs<T>& g, std::atomic<std::int64_t>* next, std::int64_t chunk, T* ap, T* bp,
+                  T* sums) {
+  using S = GemmShape<T>;
+  constexpr int MR = S::MR, NR = S::NR;
+  const std::int64_t m = g.m, k = g.k, ldc = g.c_row_stride;
+  for (std::int64_t jc = 0, block = 0; jc < g.n; jc += S::NC, ++block) {
+    if (!sums && next[block].load(std::memory_order_relaxed) >= m) continue;  // its rows all taken: no packing
+    const std::int64_t nc = min_scalar(S::NC, g.n - jc);
+    pack_b(g, 0, k, jc, nc, bp, sums ? sums + jc : nullptr);
+    const T* bias = g.bias ? g.bias + jc : nullptr;
+    for (std::int64_t r0; (r0 = next[block].fetch_add(chunk, std::memory_order_relaxed)) < m;) {
+      const std::int64_t r1 = min_scalar(m, r0 + chunk);
+      for (std::int64_t ir = r0; ir < r1; ir += MR) {
+        const int mr = int(min_scalar<std::int64_t>(MR, r1 - ir));
+        pack_a<T, kLayout>(g, ir, mr, 0, k, ap);
+        T* crow = g.c + ir * ldc + jc;
+        for (std::int64_t jr = 0; jr < nc; jr += NR)
+          micro_tile<T, kLayout>(k, ap, bp + jr * k, crow + jr, ldc, mr, int(min_scalar<std::int64_t>(NR, nc - jr)),
+                                 !g.accumulate, bias ? bias + jr : nullptr);
+      }
+    }
+  }
+}
+
 // tm x tn rectangles of C for up to `threads` threads, the busiest thread's work least: its tiles' multiply-adds
 // and, at kPackCost multiply-adds an element, its packing (its rows of A once per NC block of its columns, its
 // columns of B once), then rows split before columns. Tiles alone split 4096 x 128 @ 128 x 128 by columns (2 x
@@ -406,6 +438,24 @@ void matmul(const MatmulArgs<T>& g) {
   // A's panel with room for pack_a's whole-vector runs past its end.
   const std::int64_t a_size = round_up(S::MR * kc_max + S::W, align), b_size = round_up(kc_max * nc_max, align);
   auto scratch = aligned_buffer<T>(parts * (a_size + b_size));
+  if (parts > 1 && grid.cols == 1 && k > 0 && k <= S::KC) {  // rows split, one k block: rows claimed (above)
+    const std::int64_t blocks = (n + S::NC - 1) / S::NC;
+    // ~8 claims a thread: the late thread's lag is then shared to within a chunk.
+    const std::int64_t chunk = max_scalar<std::int64_t>(1, tiles_m / (8 * std::int64_t(parts))) * S::MR;
+    std::unique_ptr<std::atomic<std::int64_t>[]> next(new std::atomic<std::int64_t>[std::size_t(blocks)]);
+    for (std::int64_t b = 0; b < blocks; ++b) next[b].store(0, std::memory_order_relaxed);
+#pragma omp parallel num_threads(parts)
+    {
+      const int t = omp_get_thread_num();
+      T* ap = scratch.get() + t * (a_size + b_size);
+      T* sums = t == 0 ? g.b_column_sums : nullptr;  // one thread packs every block: it sums B's columns
+      if (g.a_col_stride == 1)
+        claimed_rows<T, Panel::row_chunks>(g, next.get(), chunk, ap, ap + a_size, sums);
+      else
+        claimed_rows<T, Panel::columns>(g, next.get(), chunk, ap, ap + a_size, sums);
+    }
+    return;
+  }
 #pragma omp parallel for num_threads(parts) schedule(static, 1) if (parts > 1)
   for (int part = 0; part < parts; ++part) {
     const int r = part / grid.cols, s = part % grid.cols;
