@@ -80,5 +80,13 @@ void block_quantized_rows(const BlockQuantizedRowsArgs& a);
 // (benchmarks/results/wait_policy.md).
 inline int elementwise_threads(std::int64_t n) { return n >= (std::int64_t(1) << 18) ? kernel_threads() : 1; }
 
+// Rows of n values per work item of a row-wise kernel's dynamic schedule: ~16K values, so a thread woken late
+// (60-80 us on a 2-core VM, its wait being passive) takes fewer rows than the one that woke it, at one atomic
+// increment per item. Every row is computed alone, so the bits do not depend on the split.
+inline std::int64_t row_chunk(std::int64_t n) {
+  constexpr std::int64_t kValues = std::int64_t(1) << 14;
+  return n >= kValues ? 1 : kValues / (n > 0 ? n : 1);
+}
+
 }  // namespace ATTNKIT_KERNEL_NS
 }  // namespace attnkit

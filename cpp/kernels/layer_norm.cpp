@@ -73,7 +73,8 @@ template <class T>
 void layer_norm(const LayerNormArgs<T>& a) {
   const std::int64_t rows = a.rows, n = a.n;
   const int threads = elementwise_threads(rows * n);
-#pragma omp parallel for num_threads(threads) schedule(static)
+  const std::int64_t chunk = row_chunk(n);  // rows handed out as threads come (see row_chunk)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
   for (std::int64_t r = 0; r < rows; ++r) layer_norm_row(a, r);
 }
 

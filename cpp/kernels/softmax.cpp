@@ -64,7 +64,8 @@ void softmax(const SoftmaxArgs<T>& a) {
   T* out = a.out;
   const bool log = a.log;
   const int threads = elementwise_threads(rows * n);
-#pragma omp parallel for num_threads(threads) schedule(static)
+  const std::int64_t chunk = row_chunk(n);  // rows handed out as threads come (see row_chunk)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
   for (std::int64_t r = 0; r < rows; ++r) softmax_row(x + r * n, out + r * n, n, log);
 }
 

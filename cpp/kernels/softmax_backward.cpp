@@ -66,7 +66,8 @@ void softmax_backward(const SoftmaxBackwardArgs<T>& a) {
   T* dx = a.dx;
   const bool log = a.log;
   const int threads = elementwise_threads(rows * n);
-#pragma omp parallel for num_threads(threads) schedule(static)
+  const std::int64_t chunk = row_chunk(n);  // rows handed out as threads come (see row_chunk)
+#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
   for (std::int64_t r = 0; r < rows; ++r) {
     if (log)
       log_softmax_backward_row(y + r * n, dy + r * n, dx + r * n, n);
