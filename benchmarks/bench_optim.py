@@ -60,6 +60,21 @@ def random_gradients(model):
         grad[...] = rng.standard_normal(grad.shape)
 
 
+def rows_by_threads(args, table, fns):
+    """At each thread count, ``fns`` (a baseline, then the way measured against it) timed side by side, as a row of
+    ``table`` (threads, both times, baseline / other); returns the raw timings."""
+    (before, before_fn), (after, after_fn) = fns.items()
+    raw = []
+    for threads in harness.thread_counts(args):
+        harness.set_threads(threads)
+        timings = harness.compare({before: before_fn, after: after_fn}, repeats=args.repeats)
+        table.add_row(threads, harness.fmt_time(timings[before]), harness.fmt_time(timings[after]),
+                      harness.fmt_ratio(harness.ratio(timings[before], timings[after])))
+        raw.append({"threads": threads, **{name: timing.as_dict() for name, timing in timings.items()}})
+    harness.set_threads(args.threads)
+    return raw
+
+
 def main(argv=None):
     parser = harness.make_parser(__doc__.splitlines()[0])
     args = harness.parse_args(parser, "optim", argv)
@@ -73,16 +88,8 @@ def main(argv=None):
                          ["threads", "NumPy (before)", "kernels", "NumPy / kernels"],
                          "*threads*: attnkit's and NumPy's BLAS's (the NumPy sequence runs on one thread either "
                          "way; the kernels' square-sum and update are parallel).")
-    raw = []
-    for threads in harness.thread_counts(args):
-        harness.set_threads(threads)
-        timings = harness.compare({"numpy": lambda: per_tensor_step(model, opt),
-                                   "kernels": lambda: kernel_step(model, opt)}, repeats=args.repeats)
-        table.add_row(threads, harness.fmt_time(timings["numpy"]), harness.fmt_time(timings["kernels"]),
-                      harness.fmt_ratio(harness.ratio(timings["numpy"], timings["kernels"])))
-        raw.append({"threads": threads, **{name: timing.as_dict() for name, timing in timings.items()}})
-    harness.set_threads(args.threads)
-    report.data["rows"] = raw
+    report.data["rows"] = rows_by_threads(args, table, {"numpy": lambda: per_tensor_step(model, opt),
+                                                        "kernels": lambda: kernel_step(model, opt)})
     small = CausalLM(70, 0, d_model=128, n_heads=4, n_layers=4, max_len=64)
     random_gradients(small)
     small_opt = AdamW(small, lr=1e-3, weight_decay=0.1)
@@ -93,16 +100,9 @@ def main(argv=None):
                          "kernels with the same bits: *before* calls ops.adamw_update and ops.sum_of_squares per "
                          "tensor, *one call* is AdamW.step and clip_grad_norm (ops.adamw_update_many, "
                          "ops.sum_of_squares_many).")
-    small_raw = []
-    for threads in harness.thread_counts(args):
-        harness.set_threads(threads)
-        timings = harness.compare({"per_tensor": lambda: per_tensor_step(small, small_opt, ops),
-                                   "one_call": lambda: kernel_step(small, small_opt)}, repeats=args.repeats)
-        table.add_row(threads, harness.fmt_time(timings["per_tensor"]), harness.fmt_time(timings["one_call"]),
-                      harness.fmt_ratio(harness.ratio(timings["per_tensor"], timings["one_call"])))
-        small_raw.append({"threads": threads, **{name: timing.as_dict() for name, timing in timings.items()}})
-    harness.set_threads(args.threads)
-    report.data["small_rows"] = small_raw
+    steps = {"per_tensor": lambda: per_tensor_step(small, small_opt, ops),
+             "one_call": lambda: kernel_step(small, small_opt)}
+    report.data["small_rows"] = rows_by_threads(args, table, steps)
     report.write()
 
 

@@ -78,7 +78,7 @@ void decode_attention(const DecodeAttentionArgs<T>& a) {
     // Whole vectors of d (64 or 128 wide heads): the accumulators' count known at compile time, so they stay in
     // registers (a runtime count kept them in memory: 16 rows of SmolLM2, the weighted sums were half of the
     // attention's time). The same FMAs in the same order as the general loop below: the same bits.
-    if (d % W == 0 && d / W <= kOutVectors && weighted_sum<T>(d / W, p, a.values, nk, d, out)) continue;
+    if (d % W == 0 && weighted_sum<T>(d / W, p, a.values, nk, d, out)) continue;
     for (std::int64_t c0 = 0; c0 < d; c0 += kOutVectors * W) {
       const int chunks = int(min_scalar<std::int64_t>(kOutVectors, (d - c0 + W - 1) / W));
       const int tail = int(min_scalar<std::int64_t>(W, d - c0 - (chunks - 1) * W));

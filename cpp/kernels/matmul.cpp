@@ -226,30 +226,39 @@ inline void micro_tile(std::int64_t kc, const T* __restrict ap, const T* __restr
     }
 }
 
+// Rows [r0, r1) (r0 a multiple of MR) x columns [jc, jc + nc) of C against one packed kc x nc block of B (bp, from
+// row pc of B): each MR rows of A packed into ap, then their tiles. overwrite / bias as micro_tile's.
+template <class T, Panel kLayout>
+void block_rows(const MatmulArgs<T>& g, std::int64_t r0, std::int64_t r1, std::int64_t pc, std::int64_t kc,
+                std::int64_t jc, std::int64_t nc, T* ap, const T* bp, bool overwrite, const T* bias) {
+  using S = GemmShape<T>;
+  constexpr int MR = S::MR, NR = S::NR;
+  const std::int64_t ldc = g.c_row_stride;
+  for (std::int64_t ir = r0; ir < r1; ir += MR) {
+    const int mr = int(min_scalar<std::int64_t>(MR, r1 - ir));
+    pack_a<T, kLayout>(g, ir, mr, pc, kc, ap);
+    T* crow = g.c + ir * ldc + jc;
+    for (std::int64_t jr = 0; jr < nc; jr += NR)
+      micro_tile<T, kLayout>(kc, ap, bp + jr * kc, crow + jr, ldc, mr, int(min_scalar<std::int64_t>(NR, nc - jr)),
+                             overwrite, bias ? bias + jr : nullptr);
+  }
+}
+
 // Rows [r0, r1) x columns [c0, c1) of C, with one thread's scratch (ap: MR x KC, bp: KC x NC); with sums (zeros
 // on entry), also B's column sums of columns [c0, c1), added as B's blocks are packed, in row order.
 template <class T, Panel kLayout>
 void rectangle(const MatmulArgs<T>& g, std::int64_t r0, std::int64_t r1, std::int64_t c0, std::int64_t c1, T* ap,
                T* bp, T* sums) {
   using S = GemmShape<T>;
-  constexpr int MR = S::MR, NR = S::NR;
-  const std::int64_t k = g.k, ldc = g.c_row_stride;
+  const std::int64_t k = g.k;
   const std::int64_t kblocks = k > 0 ? (k + S::KC - 1) / S::KC : 1;  // k = 0: one empty block
   for (std::int64_t jc = c0; jc < c1; jc += S::NC) {
     const std::int64_t nc = min_scalar(S::NC, c1 - jc);
     for (std::int64_t blk = 0; blk < kblocks; ++blk) {
       const std::int64_t pc = blk * S::KC, kc = min_scalar(S::KC, k - pc);
-      const bool overwrite = blk == 0 && !g.accumulate;
       const T* bias = blk == kblocks - 1 && g.bias ? g.bias + jc : nullptr;
       pack_b(g, pc, kc, jc, nc, bp, sums ? sums + jc : nullptr);
-      for (std::int64_t ir = r0; ir < r1; ir += MR) {
-        const int mr = int(min_scalar<std::int64_t>(MR, r1 - ir));
-        pack_a<T, kLayout>(g, ir, mr, pc, kc, ap);
-        T* crow = g.c + ir * ldc + jc;
-        for (std::int64_t jr = 0; jr < nc; jr += NR)
-          micro_tile<T, kLayout>(kc, ap, bp + jr * kc, crow + jr, ldc, mr, int(min_scalar<std::int64_t>(NR, nc - jr)),
-                     overwrite, bias ? bias + jr : nullptr);
-      }
+      block_rows<T, kLayout>(g, r0, r1, pc, kc, jc, nc, ap, bp, blk == 0 && !g.accumulate, bias);
     }
   }
 }
@@ -257,30 +266,20 @@ void rectangle(const MatmulArgs<T>& g, std::int64_t r0, std::int64_t r1, std::in
 // All of C for a product of one k block (0 < k <= KC) whose threads split the rows: per NC block of columns, each
 // thread packs the block of B, then claims `chunk` rows at a time (a multiple of MR) from next[block] until none
 // are left. A thread that starts late (woken from its passive wait: 60-80 us on a 2-core VM) finds fewer rows
-// left, where a fixed half kept the first thread waiting for it. Each tile gets the operations of rectangle's,
-// so the bits do not depend on who computed it. With sums, B's column sums as rectangle adds them.
+// left, where a fixed half kept the first thread waiting for it. The tiles are rectangle's (block_rows), so the
+// bits do not depend on who computed them. With sums, B's column sums as rectangle adds them.
 template <class T, Panel kLayout>
 void claimed_rows(const MatmulArgs<T>& g, std::atomic<std::int64_t>* next, std::int64_t chunk, T* ap, T* bp,
                   T* sums) {
   using S = GemmShape<T>;
-  constexpr int MR = S::MR, NR = S::NR;
-  const std::int64_t m = g.m, k = g.k, ldc = g.c_row_stride;
+  const std::int64_t m = g.m, k = g.k;
   for (std::int64_t jc = 0, block = 0; jc < g.n; jc += S::NC, ++block) {
     if (!sums && next[block].load(std::memory_order_relaxed) >= m) continue;  // its rows all taken: no packing
     const std::int64_t nc = min_scalar(S::NC, g.n - jc);
     pack_b(g, 0, k, jc, nc, bp, sums ? sums + jc : nullptr);
     const T* bias = g.bias ? g.bias + jc : nullptr;
-    for (std::int64_t r0; (r0 = next[block].fetch_add(chunk, std::memory_order_relaxed)) < m;) {
-      const std::int64_t r1 = min_scalar(m, r0 + chunk);
-      for (std::int64_t ir = r0; ir < r1; ir += MR) {
-        const int mr = int(min_scalar<std::int64_t>(MR, r1 - ir));
-        pack_a<T, kLayout>(g, ir, mr, 0, k, ap);
-        T* crow = g.c + ir * ldc + jc;
-        for (std::int64_t jr = 0; jr < nc; jr += NR)
-          micro_tile<T, kLayout>(k, ap, bp + jr * k, crow + jr, ldc, mr, int(min_scalar<std::int64_t>(NR, nc - jr)),
-                                 !g.accumulate, bias ? bias + jr : nullptr);
-      }
-    }
+    for (std::int64_t r0; (r0 = next[block].fetch_add(chunk, std::memory_order_relaxed)) < m;)
+      block_rows<T, kLayout>(g, r0, min_scalar(m, r0 + chunk), 0, k, jc, nc, ap, bp, !g.accumulate, bias);
   }
 }
 

@@ -177,22 +177,20 @@ void DecodingPlan::layers(const ThreadTeam& team, std::int64_t batch, const std:
     product(team, kt, blocked, layer.wk, n_.data(), batch, k_.data());
     product(team, kt, blocked, layer.wv, n_.data(), batch, v_.data());
     team.sync();
-    {
-      for (std::int64_t b = r0; b < r1; ++b) {
-        if (rotary) {
-          const float *sin = sin_.data() + b * (dh / 2), *cos = cos_.data() + b * (dh / 2);
-          rotate(q_.data() + b * inner, heads, dh, sin, cos);
-          rotate(k_.data() + b * kv_inner, kv_heads, dh, sin, cos);
-        }
-        const std::int64_t seq = sequence_[b];
-        for (std::int64_t g = 0; g < kv_heads; ++g) {
-          const std::int64_t slot = ((seq * kv_heads + g) * cache.capacity + positions[b]) * dh;
-          std::copy_n(k_.data() + b * kv_inner + g * dh, dh, cache.keys + slot);
-          std::copy_n(v_.data() + b * kv_inner + g * dh, dh, cache.values + slot);
-        }
-        for (std::int64_t hq = 0; hq < heads; ++hq)
-          kv_offset_[b * heads + hq] = (seq * kv_heads + hq / group) * cache.capacity * dh;
+    for (std::int64_t b = r0; b < r1; ++b) {
+      if (rotary) {
+        const float *sin = sin_.data() + b * (dh / 2), *cos = cos_.data() + b * (dh / 2);
+        rotate(q_.data() + b * inner, heads, dh, sin, cos);
+        rotate(k_.data() + b * kv_inner, kv_heads, dh, sin, cos);
       }
+      const std::int64_t seq = sequence_[b];
+      for (std::int64_t g = 0; g < kv_heads; ++g) {
+        const std::int64_t slot = ((seq * kv_heads + g) * cache.capacity + positions[b]) * dh;
+        std::copy_n(k_.data() + b * kv_inner + g * dh, dh, cache.keys + slot);
+        std::copy_n(v_.data() + b * kv_inner + g * dh, dh, cache.values + slot);
+      }
+      for (std::int64_t hq = 0; hq < heads; ++hq)
+        kv_offset_[b * heads + hq] = (seq * kv_heads + hq / group) * cache.capacity * dh;
     }
     team.sync();
     attend(team, kt, batch, positions, cache);
