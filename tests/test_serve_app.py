@@ -4,6 +4,7 @@ the official ``openai`` client, and refusals (4xx naming the field, never a trac
 
 import base64
 import json
+import time
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from serve_server import skip_without_serve_extra  # noqa: E402
 skip_without_serve_extra()
 
 from attnkit.serve.models import load_model  # noqa: E402
+from serve_server import Server  # noqa: E402
 
 TEXTS = ["the film was good", "not very good at all", "a great movie", "the plot was dull but the acting was fun"]
 
@@ -90,6 +92,61 @@ def test_a_content_length_with_whitespace_around_it_is_read(embedding_server):
         while chunk := conn.recv(65536):
             answer += chunk
     assert answer.startswith(b"HTTP/1.1 200"), answer[:200]
+
+
+@pytest.fixture(scope="module")
+def small_body_server(serve_models):
+    """The embedder served with a body limit of 200 bytes."""
+    server = Server(serve_models["embedder"], "--max-body-bytes", "200")
+    yield server
+    server.stop()
+
+
+def _raw_post(server, head, body_parts, close_early=False):
+    """Send a POST of ``head`` (request line and headers, without the blank line) and ``body_parts`` on one
+    connection; the status line and body of the answer (b"" when ``close_early``: the client leaves)."""
+    import socket
+
+    host, port = server.url.split("//")[1].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        conn.sendall(head + b"\r\nConnection: close\r\n\r\n")
+        for part in body_parts:
+            conn.sendall(part)
+            time.sleep(0.01)
+        if close_early:
+            return b""
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer
+
+
+def _chunked(parts):
+    return [b"%x\r\n%s\r\n" % (len(p), p) for p in parts] + [b"0\r\n\r\n"]
+
+
+def test_bodies_over_the_limit_are_refused_announced_or_not(small_body_server, local):
+    big = json.dumps({"input": "word " * 60}).encode()
+    with small_body_server.client() as client:
+        announced = client.post("/v1/embeddings", content=big, headers={"Content-Type": "application/json"})
+    assert announced.status_code == 413 and "limit of 200 bytes" in announced.json()["error"]["message"]
+    head = b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked"
+    streamed = _raw_post(small_body_server, head, _chunked([big[:100], big[100:]]))
+    assert streamed.startswith(b"HTTP/1.1 413") and b"limit of 200 bytes" in streamed
+    small = json.dumps({"input": TEXTS[:2]}).encode()  # under the limit, in three chunks: read whole
+    answer = _raw_post(small_body_server, head, _chunked([small[:10], small[10:30], small[30:]]))
+    assert answer.startswith(b"HTTP/1.1 200")
+    rows = [d["embedding"] for d in json.loads(answer.split(b"\r\n\r\n", 1)[1])["data"]]
+    assert np.array_equal(np.array(rows, dtype=np.float32), local["embedder"].embed(TEXTS[:2]))
+
+
+def test_a_client_that_leaves_before_its_body_is_sent_does_not_hurt_the_server(small_body_server):
+    head = b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 150"
+    _raw_post(small_body_server, head, [b'{"input": "half'], close_early=True)
+    with small_body_server.client() as client:
+        assert client.get("/health").json()["status"] == "ok"
+        assert client.post("/v1/embeddings", json={"input": "ok"}).status_code == 200
+    assert "Traceback" not in small_body_server.stderr
 
 
 @pytest.mark.parametrize(("body", "status", "param"), [

@@ -59,6 +59,31 @@ def test_queued_requests_are_joined_within_the_token_budget_and_answered_with_th
     assert _histogram_counts(metrics.batch_tokens)[()] == (calls, sum(tokens))
 
 
+def test_a_request_whose_texts_cannot_be_encoded_fails_alone(embedder):
+    class Refusing(type(embedder)):  # the served embedder, refusing one text as a tokenizer might
+        def encode(self, texts):
+            if "refused" in texts:
+                raise ValueError("this text cannot be encoded")
+            return super().encode(texts)
+
+    model = Refusing(embedder.estimator, embedder.kind, embedder.name)
+    requests = [TEXTS[:2], ["refused"], TEXTS[2:3]]
+
+    async def main():
+        batcher = Batcher(model, max_batch_tokens=10_000, max_queue=100, metrics=Metrics())
+        pending = [asyncio.ensure_future(batcher.submit("embed", r)) for r in requests]
+        await asyncio.sleep(0)  # queued together: taken as one batch, encoded together, then each alone
+        batcher.start()
+        answers = await asyncio.gather(*pending, return_exceptions=True)
+        await asyncio.to_thread(batcher.close)
+        return answers, _histogram_counts(batcher.metrics.batch_size)[()]
+
+    (first, refused, last), (calls, texts) = asyncio.run(main())
+    assert isinstance(refused, ValueError) and "cannot be encoded" in str(refused)
+    assert np.array_equal(first[0], embedder.embed(TEXTS[:2])) and np.array_equal(last[0], embedder.embed(TEXTS[2:3]))
+    assert first[1] == sum(embedder.count_tokens(TEXTS[:2])) and (calls, texts) == (1, 3)
+
+
 @pytest.fixture(scope="module")
 def language_model(serve_models):
     return load_model(serve_models["lm"], threads=1)

@@ -51,6 +51,23 @@ def test_token_counts_follow_how_each_model_reads_long_texts(serve_models, tmp_p
     assert counts[0][0] == counts[0][1] > lm.max_positions == 64
 
 
+@pytest.mark.filterwarnings("ignore:1 of [23] texts are longer")  # the embedder's own, as it truncates
+def test_encode_gives_the_inputs_each_call_reads_and_their_tokens(serve_models, tmp_path):
+    from attnkit import TransformerEmbedder
+
+    texts = ["a film", "the film was good and " * 40, "fun"]
+    TransformerEmbedder(str(serve_models["embedder"]), long_texts="chunks").fit().save(tmp_path / "chunks.npz")
+    for model in (load_model(serve_models["embedder"]), load_model(tmp_path / "chunks.npz"),
+                  load_model(serve_models["classifier"], threads=1)):
+        encoded, counts = model.encode(texts)
+        assert counts == model.count_tokens(texts) and len(encoded) == len(texts)
+        if model.kind == "embeddings":  # the batcher's call on encoded inputs: the estimator's own, bit for bit
+            assert np.array_equal(model.embed_encoded(encoded), model.embed(texts))
+            assert np.array_equal(model.embed_encoded(encoded[1:]), model.embed(texts[1:]))
+        else:
+            assert np.array_equal(model.classify_encoded(encoded), model.classify(texts))
+
+
 def test_the_real_minilm_package_served(tmp_path):
     httpx = pytest.importorskip("httpx")
     from serve_server import skip_without_serve_extra

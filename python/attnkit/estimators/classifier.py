@@ -532,7 +532,14 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         proba : ndarray of shape (n_samples, n_classes)
             Rows sum to 1, columns follow ``classes_``.
         """
-        return ops.softmax(self._logits(X).astype(np.float64), axis=-1)
+        check_is_fitted(self)
+        return self._proba(self._encode(X))
+
+    @threaded
+    def _proba(self, docs):
+        """:meth:`predict_proba` of documents encoded by :meth:`_encode` (``attnkit serve`` encodes each request
+        once, in its batcher, for its token budget and then this call)."""
+        return ops.softmax(self._logits_of(docs).astype(np.float64), axis=-1)
 
     @threaded
     def predict_log_proba(self, X: Texts) -> np.ndarray:
@@ -868,8 +875,10 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     def _logits(self, X):
         """The classifier's class scores: the network's logits, or the TF-IDF stack's log-probabilities."""
         check_is_fitted(self)
+        return self._logits_of(self._encode(X))
+
+    def _logits_of(self, docs):
         network, runner = self._network(), self._inference_runner()
-        docs = self._encode(X)
         return self._stacked(docs, self._network_logits(network, runner, docs))
 
     def _stacked(self, docs, logits):

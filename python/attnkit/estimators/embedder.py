@@ -240,7 +240,12 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
             many were cut.
         """
         check_is_fitted(self)
-        ids = self._encode(X)
+        return self._embed(self._encode(X))
+
+    @threaded
+    def _embed(self, ids):
+        """:meth:`transform`'s embeddings of token ids encoded by :meth:`_encode` (``attnkit serve`` encodes each
+        request once, in its batcher, for its token budget and then this call)."""
         network, pool, runner = self._network(), SequencePooling(self.pooling_), self._inference_runner()
         windows = WindowPooling(self._n_features_out, "mean")
         out = np.empty((len(ids), self._n_features_out), dtype=np.float32)

@@ -54,6 +54,17 @@ class _EventStream(StreamingResponse):
             await self.events.aclose()
 
 
+class _Asgi:
+    """An ASGI application as a Starlette route's endpoint (Starlette wraps a plain function as request ->
+    response)."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        await self.app(scope, receive, send)
+
+
 def _error(status, message, param=None, kind="invalid_request_error", headers=None):
     return JSONResponse(RequestError(status, message, param, kind).body(), status_code=status, headers=headers)
 
@@ -63,14 +74,19 @@ def _json(value):
     return Response(json.dumps(value, separators=(",", ":"), allow_nan=False), media_type="application/json")
 
 
-async def _read_body(request, limit):
+async def _read_body(receive, limit):
     size, chunks = 0, []
-    async for chunk in request.stream():
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > limit:
             raise RequestError(413, f"the request body is larger than this server's limit of {limit} bytes")
         chunks.append(chunk)
-    return b"".join(chunks)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
 
 
 def create_app(model: ServedModel, *, api_keys: list[bytes] | None = None, max_batch_tokens: int = 16384,
@@ -115,15 +131,21 @@ def create_app(model: ServedModel, *, api_keys: list[bytes] | None = None, max_b
 
     def endpoint(path, kinds):
         """A POST route of ``kinds`` of model: its body read within the limit and parsed as a JSON object, the
-        refusals and failures answered in OpenAI's shape."""
+        refusals and failures answered in OpenAI's shape. A plain ASGI application, which the guard calls
+        directly for a POST (Starlette's routing and request wrapping took a third of the event loop's time per
+        embedding request); Starlette's router, which also holds it, answers the other methods (405)."""
 
         def wrap(handler):
-            async def route(request):
+            async def route(scope, receive, send):
+                response = await respond(receive)
+                await response(scope, receive, send)
+
+            async def respond(receive):
                 if model.kind not in kinds:
                     return _error(404, f"{path} is not served: this server's model is of the kind {model.kind!r}, "
                                        f"answered at {', '.join(model.endpoints)}", kind="not_found_error")
                 try:
-                    body = parse_json(await _read_body(request, max_body_bytes))
+                    body = parse_json(await _read_body(receive, max_body_bytes))
                     return await handler(body)
                 except RequestError as error:
                     return JSONResponse(error.body(), status_code=error.status)
@@ -139,7 +161,7 @@ def create_app(model: ServedModel, *, api_keys: list[bytes] | None = None, max_b
                     return _error(500, "the model failed to answer this request (see the server's log)",
                                   kind="server_error")
 
-            return Route(path, route, methods=["POST"])
+            return Route(path, _Asgi(route), methods=["POST"])
 
         return wrap
 
@@ -267,17 +289,19 @@ def create_app(model: ServedModel, *, api_keys: list[bytes] | None = None, max_b
         return _error(error.status_code, f"{request.method} {request.url.path}: {error.detail}",
                       kind="not_found_error" if error.status_code == 404 else "invalid_request_error")
 
-    routes = [Route("/health", health), Route("/metrics", metrics_text), Route("/v1/models", models),
-              embeddings, classify, completions, chat_completions]
+    posts = [embeddings, classify, completions, chat_completions]
+    routes = [Route("/health", health), Route("/metrics", metrics_text), Route("/v1/models", models), *posts]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={HTTPException: http_error})
-    return _Guard(app, api_keys, max_body_bytes, metrics)
+    return _Guard(app, api_keys, max_body_bytes, metrics, {route.path: route.endpoint for route in posts})
 
 
 class _Guard:
-    """ASGI middleware: the API key, the body size announced by Content-Length, and the request metrics."""
+    """ASGI middleware: the API key, the body size announced by Content-Length, and the request metrics; POST
+    requests to ``posts`` (path -> ASGI application) go straight to their route."""
 
-    def __init__(self, app, api_keys, max_body_bytes, metrics):
+    def __init__(self, app, api_keys, max_body_bytes, metrics, posts):
         self.app, self.api_keys, self.max_body_bytes, self.metrics = app, api_keys, max_body_bytes, metrics
+        self.posts = posts
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -294,6 +318,8 @@ class _Guard:
             refusal = self._refusal(scope, path)
             if refusal is not None:
                 await refusal(scope, receive, counted)
+            elif scope["method"] == "POST" and path in self.posts:
+                await self.posts[path](scope, receive, counted)
             else:
                 await self.app(scope, receive, counted)
         finally:

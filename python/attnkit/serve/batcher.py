@@ -3,9 +3,11 @@
 The HTTP layer submits jobs (:meth:`Batcher.submit`, :meth:`Batcher.stream`) from the event loop and awaits
 their results; one worker thread takes them in arrival order. Embedding and classification jobs waiting together
 are joined into one call of the estimator, up to ``max_batch_tokens`` tokens (text-embeddings-inference's
-dynamic batching by token budget: the worker takes what has queued while it was busy, it never waits for more),
-and each job gets back its own rows, matched by its id. The estimator's kernels release the GIL, so the event
-loop keeps parsing requests while the model runs.
+dynamic batching by token budget: the worker takes what has queued while it was busy, waiting briefly for the
+clients it just answered, :meth:`Batcher._gather`), and each job gets back its own rows, matched by its id. The
+worker encodes each job's texts once, off the event loop: their tokens for the budget and the response's
+``usage``, their ids for the call. The estimator's kernels release the GIL, so the event loop keeps parsing
+requests while the model runs.
 
 Generation requests and streams share decoding steps (continuous batching) where the model decodes rows at their
 own positions (a decoding plan, ``CausalLanguageModel._shared_generation``): a request arriving while others
@@ -69,6 +71,7 @@ class Job:
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future
     pieces: asyncio.Queue | None = None
+    encoded: list[Any] | None = None  # an embedding or classification job's inputs as the model reads them
     cancelled: threading.Event = field(default_factory=threading.Event)
     queued_at: float = field(default_factory=time.perf_counter)
 
@@ -136,9 +139,8 @@ class Batcher:
     def _enqueue(self, kind, inputs, options, pieces=None):
         if self._closing:
             raise ShuttingDown("the server is shutting down")
-        tokens = sum(self.model.count_tokens(inputs)) if kind in BATCHED else 0
-        loop = asyncio.get_running_loop()
-        job = Job(next(self._ids), kind, inputs, options, tokens, loop, loop.create_future(), pieces)
+        loop = asyncio.get_running_loop()  # tokens: counted by the worker as it encodes (_encoded)
+        job = Job(next(self._ids), kind, inputs, options, 0, loop, loop.create_future(), pieces)
         with self._ready:
             if len(self._queue) >= self.max_queue:
                 self.metrics.rejected.inc()
@@ -207,6 +209,8 @@ class Batcher:
                     self._gather()
                 jobs = self._take()
                 self.metrics.queue_depth.set(len(self._queue))
+            if jobs[0].kind in BATCHED:
+                jobs = self._within_budget(jobs)
             start = time.perf_counter()
             for job in jobs:
                 self.metrics.queue_seconds.observe(start - job.queued_at)
@@ -229,13 +233,14 @@ class Batcher:
             self._ready.wait(left)
 
     def _take(self):
-        """The next job, and with an embedding or classification job those of its kind queued behind it, within
-        the token budget (in arrival order)."""
+        """The next job, and with an embedding or classification job those of its kind queued behind it that may
+        fit the token budget (in arrival order: :meth:`_within_budget` encodes them and keeps those that do)."""
         jobs = [self._queue.popleft()]
         if jobs[0].kind in BATCHED:
-            budget = self.max_batch_tokens - jobs[0].tokens
-            while self._queue and self._queue[0].kind == jobs[0].kind and self._queue[0].tokens <= budget:
-                budget -= self._queue[0].tokens
+            texts = len(jobs[0].inputs)  # every text is at least one token: more texts cannot fit
+            while (self._queue and self._queue[0].kind == jobs[0].kind
+                   and texts + len(self._queue[0].inputs) <= self.max_batch_tokens):
+                texts += len(self._queue[0].inputs)
                 jobs.append(self._queue.popleft())
         elif jobs[0].kind == "generate" and _batchable(jobs[0].options):
             sequences = _sequences(jobs[0].options)
@@ -244,6 +249,40 @@ class Batcher:
                 sequences += _sequences(jobs[0].options)
                 jobs.append(self._queue.popleft())
         return jobs
+
+    def _within_budget(self, jobs):
+        """``jobs`` (from :meth:`_take`) encoded, the first and those after it within the token budget; the rest back
+        at the head of the queue, in their order, encoded. A job whose texts cannot be encoded is answered with the
+        error, the others go on."""
+        fresh = [job for job in jobs if job.encoded is None]
+        try:
+            self._encode(fresh)
+        except Exception:  # one request's failure is its own: each is encoded again alone
+            for job in fresh:
+                try:
+                    self._encode([job])
+                except Exception as error:
+                    traceback.print_exc(file=sys.stderr)
+                    job.resolve(error=error)
+            jobs = [job for job in jobs if job.encoded is not None]
+        taken, budget = 0, self.max_batch_tokens
+        while taken < len(jobs) and (taken == 0 or jobs[taken].tokens <= budget):
+            budget -= jobs[taken].tokens
+            taken += 1
+        if taken < len(jobs):
+            with self._ready:
+                self._queue.extendleft(reversed(jobs[taken:]))
+                self.metrics.queue_depth.set(len(self._queue))
+        return jobs[:taken]
+
+    def _encode(self, jobs):
+        """Encode the texts of ``jobs`` in one call of the tokenizer; each job's ids and tokens."""
+        encoded, counts = self.model.encode([text for job in jobs for text in job.inputs])
+        start = 0
+        for job in jobs:
+            stop = start + len(job.inputs)
+            job.encoded, job.tokens = encoded[start:stop], sum(counts[start:stop])
+            start = stop
 
     def _note_busy(self, seconds):
         self._busy_seconds = 0.8 * self._busy_seconds + 0.2 * seconds
@@ -279,12 +318,12 @@ class Batcher:
         return False
 
     def _batch(self, jobs):
-        texts = [text for job in jobs for text in job.inputs]
-        call = self.model.embed if jobs[0].kind == "embed" else self.model.classify
+        inputs = [one for job in jobs for one in job.encoded]
+        call = self.model.embed_encoded if jobs[0].kind == "embed" else self.model.classify_encoded
         start = time.perf_counter()
-        rows = call(texts)
+        rows = call(inputs)
         self._last_batch = (len(jobs) + len(self._queue), time.perf_counter() - start)
-        self.metrics.batch_size.observe(len(texts))
+        self.metrics.batch_size.observe(len(inputs))
         self.metrics.batch_tokens.observe(sum(job.tokens for job in jobs))
         self.metrics.tokens.inc(sum(job.tokens for job in jobs), kind="input")
         offsets = np.cumsum([0] + [len(job.inputs) for job in jobs])
