@@ -311,3 +311,23 @@ def test_embedder_on_batches_at_once_equals_one_thread_bit_for_bit(tmp_path, dty
     np.testing.assert_array_equal(model.set_params(n_jobs=2).transform(few),
                                   model.set_params(n_jobs=1).transform(few))
     assert not any(name.startswith("attnkit-batch") for name in batch_threads)
+
+
+def test_map_batches_keeps_its_workers_between_calls_and_a_batch_that_maps_batches_runs_them_in_turn():
+    outer = _calls(range(8), lambda b: MIN_SHARE / 4, 2)
+    again = _calls(range(8), lambda b: MIN_SHARE / 4, 2)
+    assert {name for _, name, _ in outer} == {name for _, name, _ in again}  # the same two threads
+    inner, lock = [], threading.Lock()
+
+    def fn(batch):  # each batch maps batches of its own on 2 threads: in turn, on its worker (no deadlock)
+        with num_threads(2):
+            seen = _calls(range(4), lambda b: MIN_SHARE, 2)
+        with lock:
+            inner.append((threading.current_thread().name, seen))
+
+    with num_threads(2):
+        map_batches(fn, range(4), cost=lambda b: MIN_SHARE)
+    assert len(inner) == 4
+    for name, seen in inner:
+        assert [b for b, _, _ in seen] == list(range(4)) and {n for _, n, _ in seen} == {name}
+
