@@ -10,6 +10,8 @@ from attnkit.serve.schemas import Limits
 
 __all__ = ["bind", "run"]
 
+SWITCH_INTERVAL = 0.0005  # seconds: sys.setswitchinterval while serving (see run)
+
 
 def bind(host: str = "127.0.0.1", port: int = 8000) -> socket.socket:
     """A listening socket on ``host:port`` (``port=0``: any free port). Bound before the model is read, so that a
@@ -63,9 +65,15 @@ def run(model: Any, sock: socket.socket, *, api_keys: list[bytes] | None = None,
     received: list[str] = []
     previous = {number: signal.signal(number, lambda n, frame: received.append(signal.Signals(n).name))
                 for number in (signal.SIGINT, signal.SIGTERM)}
+    # The event loop parses a burst of requests without blocking, holding the GIL up to the switch interval
+    # while the model's threads wait for it between kernels: 0.5 ms, not 5, gave 2.5% more embedding requests
+    # a second at concurrency 32 (594 -> 609, MiniLM on 2 cores, two servers taking turns); generation unchanged.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL)
     try:
         uvicorn.Server(config).run(sockets=[sock])
     finally:
+        sys.setswitchinterval(interval)
         sock.close()
         for number, handler in previous.items():
             signal.signal(number, handler)
