@@ -331,3 +331,15 @@ def test_map_batches_keeps_its_workers_between_calls_and_a_batch_that_maps_batch
     for name, seen in inner:
         assert [b for b, _, _ in seen] == list(range(4)) and {n for _, n, _ in seen} == {name}
 
+
+
+def test_a_fit_gives_the_same_model_on_one_thread_and_on_several():
+    # 32 windows of 64 tokens, 128 wide: every elementwise and row-wise pass is large enough for threads
+    # (the layer norms' parameter gradients summed partials per thread, and differed, before)
+    text = " ".join(f"the {w} was {'not ' * (i % 2)}good" for i, w in enumerate(["film", "plot", "cast"] * 60))
+    models = [CausalLanguageModel(tokenizer="char", context_length=64, d_model=128, n_heads=4, n_layers=1,
+                                  batch_size=32, max_iter=2, early_stopping=False, random_state=0,
+                                  n_jobs=n).fit([text]) for n in (1, 2, 3)]
+    weights = [dict((name, p.copy()) for name, p, _ in m._network().named_parameters()) for m in models]
+    for other in weights[1:]:
+        assert all(np.array_equal(weights[0][name], other[name]) for name in weights[0])

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
 from attnkit import ops, reference
+from attnkit._config import num_threads
 from attnkit.testing import assert_allclose, check_grad
 from attnkit.testing.strategies import arrange, float_arrays, head_dims
 
@@ -113,8 +114,10 @@ def test_many_rows_run_threaded(isa, dtype):
     want = reference.layer_norm_backward(dy, x, gamma, mean, rstd)
     for a, b, magnitude in zip(got, want, (10.0, 4096.0, 4096.0)):
         assert_allclose(a, b, magnitude=magnitude)
-    for a, b in zip(got, ops.layer_norm_backward(dy, x, gamma, mean, rstd)):
-        assert_array_equal(a, b)  # the same thread count sums in the same order
+    for threads in (1, 2, 3):  # the partial sums' chunks do not depend on the thread count: the same bits
+        with num_threads(threads):
+            for a, b in zip(got, ops.layer_norm_backward(dy, x, gamma, mean, rstd)):
+                assert_array_equal(a, b)
 
 
 def test_known_values(isa):
@@ -234,6 +237,10 @@ def test_rms_many_rows_run_threaded(isa, dtype):
     got = ops.rms_norm_backward(dy, x, gamma, rstd)
     for a, b, magnitude in zip(got, reference.rms_norm_backward(dy, x, gamma, rstd), (10.0, 4096.0)):
         assert_allclose(a, b, magnitude=magnitude)
+    for threads in (1, 2, 3):
+        with num_threads(threads):
+            for a, b in zip(got, ops.rms_norm_backward(dy, x, gamma, rstd)):
+                assert_array_equal(a, b)
 
 
 def test_rms_known_values(isa):

@@ -78,7 +78,8 @@ void block_quantized_rows(const BlockQuantizedRowsArgs& a);
 // float32, 50-100 us on one core), about what waking a passively waiting thread costs on a virtual
 // machine (40-200 us). From 2^15 to 2^18: the default classifier's fit in 0.9x the time
 // (benchmarks/results/wait_policy.md).
-inline int elementwise_threads(std::int64_t n) { return n >= (std::int64_t(1) << 18) ? kernel_threads() : 1; }
+constexpr std::int64_t kElementwiseParallel = std::int64_t(1) << 18;
+inline int elementwise_threads(std::int64_t n) { return n >= kElementwiseParallel ? kernel_threads() : 1; }
 
 // Rows of n values per work item of a row-wise kernel's dynamic schedule: ~16K values, so a thread woken late
 // (60-80 us on a 2-core VM, its wait being passive) takes fewer rows than the one that woke it, at one atomic

@@ -1,7 +1,8 @@
-// Layer normalisation backward (see attnkit/layer_norm.h). The rows are split into one contiguous
-// chunk per thread; each chunk adds its rows' dy xhat and dy into its own (dgamma, dbeta) partial,
-// and the partials are summed after the parallel loop: no atomics, and for a given thread count
-// the sums are always taken in the same order.
+// Layer normalisation backward (see attnkit/layer_norm.h). The rows are split into contiguous chunks
+// whose number depends on the size alone (kParamChunks where threads may share the work, else one); each
+// chunk adds its rows' dy xhat and dy into its own (dgamma, dbeta) partial, and the partials are summed in
+// chunk order after the parallel loop: no atomics, and the same bits whatever the thread count (a fit with
+// n_jobs=1 and with n_jobs=2 gives the same model; with a chunk per thread, only the norms' gradients differed).
 #include <algorithm>
 #include <vector>
 
@@ -68,6 +69,9 @@ void layer_norm_backward_row(const LayerNormBackwardArgs<T>& a, std::int64_t r, 
   }
 }
 
+// Row chunks (partials of dgamma and dbeta) of a call large enough for threads: enough for 32 threads to share.
+constexpr std::int64_t kParamChunks = 32;
+
 }  // namespace
 
 template <class T>
@@ -77,9 +81,10 @@ void layer_norm_backward(const LayerNormBackwardArgs<T>& a) {
   const std::int64_t rows = a.rows, n = a.n;
   const bool params = a.dgamma || a.dbeta;
   const int threads = elementwise_threads(rows * n);
-  const std::int64_t chunks = std::max<std::int64_t>(1, std::min<std::int64_t>(rows, threads));
+  const std::int64_t chunks =
+      std::max<std::int64_t>(1, std::min<std::int64_t>(rows, rows * n >= kElementwiseParallel ? kParamChunks : 1));
   std::vector<T> partial(params ? std::size_t(2 * chunks * n) : 0, T(0));  // [chunk][gamma, beta][n]
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
   for (std::int64_t c = 0; c < chunks; ++c) {
     T* pgamma = params ? partial.data() + 2 * c * n : nullptr;
     T* pbeta = params ? pgamma + n : nullptr;
