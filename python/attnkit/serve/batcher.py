@@ -139,7 +139,7 @@ class Batcher:
     def _enqueue(self, kind, inputs, options, pieces=None):
         if self._closing:
             raise ShuttingDown("the server is shutting down")
-        loop = asyncio.get_running_loop()  # tokens: counted by the worker as it encodes (_encoded)
+        loop = asyncio.get_running_loop()  # tokens: counted by the worker as it encodes (_encode)
         job = Job(next(self._ids), kind, inputs, options, 0, loop, loop.create_future(), pieces)
         with self._ready:
             if len(self._queue) >= self.max_queue:

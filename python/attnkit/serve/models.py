@@ -61,14 +61,13 @@ class ServedModel:
         est = self.estimator
         if self.kind == "embeddings":
             ids, _ = est._tokenizer().encode(texts, sys.maxsize)
-            whole, windows = [len(i) for i in ids], est._network_config.get("long_texts", "truncate") == "chunks"
+            whole = [len(i) for i in ids]
         elif self.kind == "classifier":
-            whole, windows = [len(d) for d in est._encode(texts)], est._long_texts() == "chunks"
+            whole = [len(d) for d in est._encode(texts)]
         else:
             counts = [len(est.codec_.encode(t)) + 1 for t in texts]  # the end-of-text token before a prompt
             return [(n, n) for n in counts]
-        limit = self.max_positions
-        return [(n, n if windows else min(n, limit)) for n in whole]
+        return [(n, read) for n, read in zip(whole, self._read_counts(whole))]
 
     def too_long(self, texts: list[str]) -> list[tuple[int, int]]:
         """(index, tokens) of each text with more tokens than the model's positions (``max_positions``)."""
@@ -81,12 +80,17 @@ class ServedModel:
         batcher's worker encodes a request once, for its token budget, its ``usage`` and the call
         (:meth:`embed_encoded`, :meth:`classify_encoded`): counting apart on the event loop took 30% of its time
         per embedding request."""
+        encoded = self.estimator._encode(texts)
+        return encoded, self._read_counts([len(e) for e in encoded])
+
+    def _read_counts(self, lengths: list[int]) -> list[int]:
+        """The tokens an encoder reads of texts of ``lengths`` tokens: all in windows (``long_texts="chunks"``),
+        else at most ``max_positions``."""
         est = self.estimator
-        encoded = est._encode(texts)
         windows = (est._network_config.get("long_texts", "truncate") if self.kind == "embeddings"
                    else est._long_texts()) == "chunks"
         limit = self.max_positions
-        return encoded, [len(e) if windows else min(len(e), limit) for e in encoded]
+        return [n if windows else min(n, limit) for n in lengths]
 
     # -- the calls, one per endpoint: the estimator's own methods -----------------------------------------------
     def embed(self, texts: list[str]) -> np.ndarray:
