@@ -61,10 +61,10 @@ def test_queued_requests_are_joined_within_the_token_budget_and_answered_with_th
 
 def test_a_request_whose_texts_cannot_be_encoded_fails_alone(embedder):
     class Refusing(type(embedder)):  # the served embedder, refusing one text as a tokenizer might
-        def encode(self, texts):
+        def encode(self, texts, **options):
             if "refused" in texts:
                 raise ValueError("this text cannot be encoded")
-            return super().encode(texts)
+            return super().encode(texts, **options)
 
     model = Refusing(embedder.estimator, embedder.kind, embedder.name)
     requests = [TEXTS[:2], ["refused"], TEXTS[2:3]]
@@ -82,6 +82,27 @@ def test_a_request_whose_texts_cannot_be_encoded_fails_alone(embedder):
     assert isinstance(refused, ValueError) and "cannot be encoded" in str(refused)
     assert np.array_equal(first[0], embedder.embed(TEXTS[:2])) and np.array_equal(last[0], embedder.embed(TEXTS[2:3]))
     assert first[1] == sum(embedder.count_tokens(TEXTS[:2])) and (calls, texts) == (1, 3)
+
+
+def test_a_refusing_batcher_fails_requests_with_long_texts_alone_and_quietly(embedder, capfd):
+    from attnkit.serve.models import TooLong
+
+    long = "the film was good and " * 40
+    requests = [TEXTS[:2], ["fun", long], TEXTS[2:3]]
+
+    async def main():
+        batcher = Batcher(embedder, max_batch_tokens=10_000, max_queue=100, metrics=Metrics(), refuse_long=True)
+        pending = [asyncio.ensure_future(batcher.submit("embed", r)) for r in requests]
+        await asyncio.sleep(0)  # queued together: refused as one call, then each encoded alone
+        batcher.start()
+        answers = await asyncio.gather(*pending, return_exceptions=True)
+        await asyncio.to_thread(batcher.close)
+        return answers
+
+    first, refused, last = asyncio.run(main())
+    assert isinstance(refused, TooLong) and refused.long == [(1, 202)]
+    assert np.array_equal(first[0], embedder.embed(TEXTS[:2])) and np.array_equal(last[0], embedder.embed(TEXTS[2:3]))
+    assert "Traceback" not in capfd.readouterr().err  # a client's input, not the server's failure
 
 
 @pytest.fixture(scope="module")

@@ -68,6 +68,26 @@ def test_encode_gives_the_inputs_each_call_reads_and_their_tokens(serve_models, 
             assert np.array_equal(model.classify_encoded(encoded), model.classify(texts))
 
 
+@pytest.mark.filterwarnings("ignore:2 of 4 texts are longer")  # the embedder's own, as it truncates
+def test_encode_refuses_long_texts_only_when_asked(serve_models, tmp_path):
+    from attnkit import TransformerEmbedder
+    from attnkit.serve.models import TooLong
+
+    short, long = "a film", "the film was good and " * 40
+    TransformerEmbedder(str(serve_models["embedder"]), long_texts="chunks").fit().save(tmp_path / "chunks.npz")
+    for model in (load_model(serve_models["embedder"]), load_model(tmp_path / "chunks.npz"),
+                  load_model(serve_models["classifier"], threads=1)):
+        texts = [short, long, "fun", long]
+        with pytest.raises(TooLong) as refused:
+            model.encode(texts, refuse_long=True)
+        assert refused.value.long == model.too_long(texts) and [i for i, _ in refused.value.long] == [1, 3]
+        assert refused.value.limit == model.max_positions
+        encoded, counts = model.encode([short, "fun"], refuse_long=True)  # nothing long: encode's own answer
+        expected = model.encode([short, "fun"])
+        assert counts == expected[1] and all(np.array_equal(a, b) for a, b in zip(encoded, expected[0]))
+        assert len(model.encode(texts)[0]) == 4  # not asked: read as the estimator reads them
+
+
 def test_the_real_minilm_package_served(tmp_path):
     httpx = pytest.importorskip("httpx")
     from serve_server import skip_without_serve_extra

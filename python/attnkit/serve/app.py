@@ -27,7 +27,7 @@ from attnkit.serve.auth import OPEN_PATHS, authorized
 from attnkit.serve.batcher import Batcher, QueueFull, ShuttingDown
 from attnkit.serve.json_numbers import rows_as_json
 from attnkit.serve.metrics import Metrics
-from attnkit.serve.models import Generation, ServedModel
+from attnkit.serve.models import Generation, ServedModel, TooLong
 from attnkit.serve.schemas import Limits, RequestError, parse_chat, parse_completion, parse_json, parse_texts
 
 __all__ = ["create_app"]
@@ -116,7 +116,7 @@ def create_app(model: ServedModel, *, api_keys: list[bytes] | None = None, max_b
     limits = limits or Limits()
     metrics = Metrics()
     batcher = Batcher(model, max_batch_tokens=max_batch_tokens, max_batch_sequences=max_batch_sequences,
-                      max_queue=max_queue, metrics=metrics)
+                      max_queue=max_queue, metrics=metrics, refuse_long=limits.long_inputs == "refuse")
     created = int(time.time())
 
     @asynccontextmanager
@@ -165,24 +165,27 @@ def create_app(model: ServedModel, *, api_keys: list[bytes] | None = None, max_b
 
         return wrap
 
-    def refuse_long(texts, param):
-        """With ``long_inputs="refuse"``, a 413 naming the first text longer than the model's positions."""
-        if limits.long_inputs != "refuse":
-            return
-        long = model.too_long(texts)
-        if long:
-            index, tokens = long[0]
-            name = param if len(texts) == 1 else f"{param}[{index}]"
-            more = f" (and {len(long) - 1} more)" if len(long) > 1 else ""
-            raise RequestError(413, f"'{name}'{more} has {tokens} tokens, more than this model's {model.max_positions} "
-                                    "positions; this server refuses longer inputs rather than truncating them "
-                                    "(attnkit serve --long-inputs refuse)", param=name)
+    def long_error(texts, long, param):
+        """The 413 naming the first of ``long`` ((index, tokens) of the texts longer than the model's positions)."""
+        index, tokens = long[0]
+        name = param if len(texts) == 1 else f"{param}[{index}]"
+        more = f" (and {len(long) - 1} more)" if len(long) > 1 else ""
+        return RequestError(413, f"'{name}'{more} has {tokens} tokens, more than this model's {model.max_positions} "
+                                 "positions; this server refuses longer inputs rather than truncating them "
+                                 "(attnkit serve --long-inputs refuse)", param=name)
+
+    async def encoded_call(kind, texts):
+        """An embedding or classification of ``texts`` by the batcher; with ``long_inputs="refuse"`` its worker
+        finds the long texts as it encodes them (counting them here took the event loop's time per request)."""
+        try:
+            return await batcher.submit(kind, texts)
+        except TooLong as error:
+            raise long_error(texts, error.long, "input") from None
 
     @endpoint("/v1/embeddings", ("embeddings",))
     async def embeddings(body):
         request = parse_texts(body, limits, dimensions=model.width)
-        refuse_long(request.texts, "input")
-        rows, tokens = await batcher.submit("embed", request.texts)
+        rows, tokens = await encoded_call("embed", request.texts)
         head = {"object": "list", "model": model.name, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
         if request.encoding_format == "base64":
             data = [base64.b64encode(np.asarray(row, dtype="<f4").tobytes()).decode("ascii") for row in rows]
@@ -198,8 +201,7 @@ def create_app(model: ServedModel, *, api_keys: list[bytes] | None = None, max_b
     @endpoint("/v1/classify", ("classifier",))
     async def classify(body):
         request = parse_texts(body, limits)
-        refuse_long(request.texts, "input")
-        proba, tokens = await batcher.submit("classify", request.texts)
+        proba, tokens = await encoded_call("classify", request.texts)
         labels = model.labels
         return _json({"object": "list", "model": model.name, "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
                       "data": [{"object": "classification", "index": i, "label": labels[int(np.argmax(row))],
@@ -216,7 +218,10 @@ def create_app(model: ServedModel, *, api_keys: list[bytes] | None = None, max_b
         ident, now = f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}", int(time.time())
         source = request.messages if chat else request.prompt
         if limits.long_inputs == "refuse":  # else the template is not rendered here
-            refuse_long([model.prompt_of(source)], "messages" if chat else "prompt")
+            prompt = model.prompt_of(source)
+            long = model.too_long([prompt])
+            if long:
+                raise long_error([prompt], long, "messages" if chat else "prompt")
         if request.stream:
             pieces = await batcher.stream(source, request.options)
             return _EventStream(_events(pieces, ident, now, chat))

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from attnkit.serve.metrics import Metrics
-from attnkit.serve.models import ServedModel
+from attnkit.serve.models import ServedModel, TooLong
 
 __all__ = ["Batcher", "Job", "QueueFull", "ShuttingDown"]
 
@@ -114,12 +114,15 @@ class Batcher:
     max_queue : int
         Most requests waiting; one more is refused with :class:`QueueFull`.
     metrics : Metrics
+    refuse_long : bool, default=False
+        An embedding or classification request with a text longer than the model's positions fails with
+        :class:`attnkit.serve.models.TooLong` (found as the worker encodes it), the others go on.
     """
 
     def __init__(self, model: ServedModel, *, max_batch_tokens: int, max_queue: int, metrics: Metrics,
-                 max_batch_sequences: int = 16):
+                 max_batch_sequences: int = 16, refuse_long: bool = False):
         self.model, self.max_batch_tokens, self.max_queue, self.metrics = model, max_batch_tokens, max_queue, metrics
-        self.max_batch_sequences = max_batch_sequences
+        self.max_batch_sequences, self.refuse_long = max_batch_sequences, refuse_long
         self._queue: collections.deque[Job] = collections.deque()
         self._ready = threading.Condition()
         self._closing = False
@@ -261,6 +264,8 @@ class Batcher:
             for job in fresh:
                 try:
                     self._encode([job])
+                except TooLong as error:  # the client's input, refused: no traceback in the server's log
+                    job.resolve(error=error)
                 except Exception as error:
                     traceback.print_exc(file=sys.stderr)
                     job.resolve(error=error)
@@ -277,7 +282,7 @@ class Batcher:
 
     def _encode(self, jobs):
         """Encode the texts of ``jobs`` in one call of the tokenizer; each job's ids and tokens."""
-        encoded, counts = self.model.encode([text for job in jobs for text in job.inputs])
+        encoded, counts = self.model.encode([text for job in jobs for text in job.inputs], refuse_long=self.refuse_long)
         start = 0
         for job in jobs:
             stop = start + len(job.inputs)

@@ -19,11 +19,20 @@ import numpy as np
 from attnkit.estimators import CausalLanguageModel, TransformerClassifier, TransformerEmbedder
 from attnkit.io import load
 
-__all__ = ["KINDS", "Generation", "ServedModel", "load_model"]
+__all__ = ["KINDS", "Generation", "ServedModel", "TooLong", "load_model"]
 
 # What a model can be asked, by kind: the endpoints that serve it.
 KINDS = {"embeddings": ("/v1/embeddings",), "classifier": ("/v1/classify",),
          "language-model": ("/v1/completions", "/v1/chat/completions")}
+
+
+class TooLong(ValueError):
+    """Texts with more tokens than the model's positions, refused (``encode(..., refuse_long=True)``): ``long``
+    holds (index, tokens) of each, ``limit`` the positions."""
+
+    def __init__(self, long: list[tuple[int, int]], limit: int):
+        super().__init__(f"{len(long)} text(s) longer than {limit} tokens")
+        self.long, self.limit = long, limit
 
 
 @dataclass
@@ -74,14 +83,24 @@ class ServedModel:
         limit = self.max_positions
         return [(i, n) for i, (n, _) in enumerate(self.token_counts(texts)) if n > limit]
 
-    def encode(self, texts: list[str]) -> tuple[list[Any], list[int]]:
+    def encode(self, texts: list[str], *, refuse_long: bool = False) -> tuple[list[Any], list[int]]:
         """An embedder's or a classifier's inputs for ``texts``, encoded as its own ``transform`` and
         ``predict_proba`` encode them (token ids), and the tokens it reads of each (:meth:`count_tokens`). The
         batcher's worker encodes a request once, for its token budget, its ``usage`` and the call
         (:meth:`embed_encoded`, :meth:`classify_encoded`): counting apart on the event loop took 30% of its time
-        per embedding request."""
+        per embedding request. With ``refuse_long``, :class:`TooLong` where any text has more tokens than the
+        model's positions (:meth:`too_long`), before the model sees any."""
+        if refuse_long and self.kind == "embeddings":  # its encoding is cut: the whole count is the tokenizer's
+            long = self.too_long(texts)
+            if long:
+                raise TooLong(long, self.max_positions)
         encoded = self.estimator._encode(texts)
-        return encoded, self._read_counts([len(e) for e in encoded])
+        lengths = [len(e) for e in encoded]
+        if refuse_long and self.kind == "classifier":  # read whole (windows or cut in the network): its own count
+            long = [(i, n) for i, n in enumerate(lengths) if n > self.max_positions]
+            if long:
+                raise TooLong(long, self.max_positions)
+        return encoded, self._read_counts(lengths)
 
     def _read_counts(self, lengths: list[int]) -> list[int]:
         """The tokens an encoder reads of texts of ``lengths`` tokens: all in windows (``long_texts="chunks"``),
