@@ -9,6 +9,7 @@ repeats, median and spread, :func:`time.perf_counter`), renders markdown tables,
 """
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import gc
@@ -36,11 +37,16 @@ __all__ = [
 
 # torch (when installed) is imported before any benchmark imports attnkit: attnkit sets
 # OMP_WAIT_POLICY=PASSIVE for its own OpenMP runtime at import, and torch's bundled runtime, loaded
-# afterwards, would inherit it. The baseline must run with its own defaults.
-try:
-    import torch as _torch_first  # noqa: F401
-except ImportError:
-    _torch_first = None
+# afterwards, would inherit it. The baseline must run with its own defaults. But a process loads one
+# libgomp.so.1: attnkit's compiled core then runs on torch's, whose threads spin (see
+# without_torch), so a child measuring attnkit as its users get it never imports torch.
+_WITHOUT_TORCH = "ATTNKIT_BENCH_WITHOUT_TORCH"
+_torch_first = None
+if os.environ.get(_WITHOUT_TORCH) != "1":
+    try:
+        import torch as _torch_first  # noqa: F401
+    except ImportError:
+        pass
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -165,6 +171,38 @@ def set_threads(n, torch=None):
         torch.set_num_threads(n)
 
 
+def without_torch(function, *args, threads):
+    """``function(*args)`` run in a child process that never imports torch, on ``threads`` threads; its result.
+
+    torch is imported first in a benchmark's own process (above), and attnkit's compiled core then links to the
+    OpenMP runtime torch loaded (a process holds one libgomp.so.1), set up before attnkit asked for passive
+    threads: there attnkit's threads spin between parallel regions, as torch's do. attnkit without torch, as its
+    users run it, waits passively. nanoGPT's recipe under AVX2 on a 2-core Zen 5 VM trained at 35.8 and 37.5
+    iterations/s on torch's runtime, 34.1 and 32.3 on its own (the two taking turns). ``function`` and ``args``
+    must pickle (``function`` at a module's top level).
+    """
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    os.environ[_WITHOUT_TORCH] = "1"  # inherited by the child, which imports the benchmark (and this module) anew
+    try:
+        with context.Pool(1, initializer=set_threads, initargs=(threads,)) as pool:
+            return pool.apply(function, args)
+    finally:
+        del os.environ[_WITHOUT_TORCH]
+
+
+def openmp_runtime():
+    """Which OpenMP runtime attnkit's threads run on in this process, and how they wait."""
+    runtimes = []
+    with contextlib.suppress(OSError), open("/proc/self/maps") as maps:
+        runtimes = sorted({line.split()[-1] for line in maps if "libgomp" in line and "scikit_learn" not in line})
+    if any("torch" in path for path in runtimes):
+        return "torch's libgomp (torch imported first): attnkit's threads spin, as torch's do"
+    policy = os.environ.get("OMP_WAIT_POLICY", "libgomp's default")
+    return f"its own libgomp ({policy.lower()} threads)" if runtimes else "unknown"
+
+
 def thread_counts(args):
     """Thread counts a table is run at: ``--threads``, then 1 (with ``--quick`` only ``--threads``).
 
@@ -270,6 +308,7 @@ def environment(torch=None):
         f"int8 kernels: {_core.get_int8_variant()})",
         "threads": f"attnkit {attnkit.get_num_threads()}"
         + (f", torch {torch.get_num_threads()}" if torch is not None else ""),
+        "attnkit's OpenMP runtime": openmp_runtime(),
         "attnkit": f"{getattr(attnkit, '__version__', 'unknown')} (git {_git_revision()})",
         "NumPy": f"{np.__version__}, BLAS: {_blas()}",
         "torch": (

@@ -228,9 +228,16 @@ def recipe_section(report, args, train, validation, torch):
              f"{recipe['n_layers']} layers x {recipe['n_heads']} heads x {recipe['d_model']} wide, no dropout, AdamW "
              f"lr {recipe['learning_rate']} (5% warm-up, cosine to 0), weight decay {recipe['weight_decay']}; "
              f"nanoGPT reports {NANOGPT_VALIDATION_LOSS} for this recipe (its own schedule, evaluation on random "
-             "batches).")
-    seconds = train_attnkit(model, batches, recipe)
-    ours = {"loss": attnkit_loss(model, windows), "seconds": seconds, "its": len(batches) / seconds}
+             "batches). attnkit's runs in a child process without torch, on attnkit's own OpenMP runtime (passive "
+             "threads), as its users run it; torch's here, with its defaults.")
+    # attnkit's runs in a process without torch where torch is loaded here (harness.without_torch: they would
+    # run on torch's OpenMP runtime, whose threads spin), so that they are what attnkit's users get.
+    def run(function, *arguments):
+        return function(*arguments) if torch is None else harness.without_torch(function, *arguments,
+                                                                               threads=args.threads)
+
+    seconds, loss = run(attnkit_recipe, model, batches, windows, recipe)
+    ours = {"loss": loss, "seconds": seconds, "its": len(batches) / seconds}
     theirs = None
     if torch is not None:
         torch.manual_seed(SEED)
@@ -243,15 +250,26 @@ def recipe_section(report, args, train, validation, torch):
     if theirs is not None:
         table.add_row(f"torch {torch.__version__} twin", f"{theirs['loss']:.4f}", f"{theirs['seconds']:.1f} s",
                       f"{theirs['its']:.2f}", "1.00x")
+    est_loss, fit_seconds = run(estimator_recipe, recipe, train, validation)
+    table.add_row("CausalLanguageModel(recipe)", f"{est_loss:.4f}", f"{fit_seconds:.1f} s",
+                  f"{recipe['max_iter'] / fit_seconds:.2f}", "")
+    return {"attnkit": ours, "torch": theirs, "estimator": {"loss": est_loss, "seconds": fit_seconds}}
+
+
+def attnkit_recipe(model, batches, windows, recipe):
+    """``model`` trained on ``batches`` (:func:`train_attnkit`): its training seconds and validation loss."""
+    seconds = train_attnkit(model, batches, recipe)
+    return seconds, attnkit_loss(model, windows)
+
+
+def estimator_recipe(recipe, train, validation):
+    """The recipe through ``CausalLanguageModel``: its validation loss and fit seconds."""
     estimator = CausalLanguageModel(**recipe, eval_interval=recipe["max_iter"], early_stopping=False,
                                     validation_fraction=None, random_state=SEED)
     start = time.perf_counter()
     estimator.fit([train])
     fit_seconds = time.perf_counter() - start
-    est_loss = estimator_validation_loss(estimator, validation)
-    table.add_row("CausalLanguageModel(recipe)", f"{est_loss:.4f}", f"{fit_seconds:.1f} s",
-                  f"{recipe['max_iter'] / fit_seconds:.2f}", "")
-    return {"attnkit": ours, "torch": theirs, "estimator": {"loss": est_loss, "seconds": fit_seconds}}
+    return estimator_validation_loss(estimator, validation), fit_seconds
 
 
 def estimator_validation_loss(estimator, validation):

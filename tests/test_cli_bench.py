@@ -70,6 +70,17 @@ def test_a_real_quick_benchmark_runs(capfd):
     assert code == 0 and "## Target: >= 2x RBFSampler" in out and "random_features: ok" in out
 
 
+@pytest.mark.skipif(not (CHECKOUT_BENCHMARKS / "_harness.py").is_file(), reason="not run from a source checkout")
+def test_the_harness_measures_attnkit_without_torch_in_a_child(monkeypatch):
+    monkeypatch.syspath_prepend(str(CHECKOUT_BENCHMARKS))
+    harness = importlib.import_module("_harness")
+    runtime = harness.without_torch(harness.openmp_runtime, threads=1)  # the child never imports torch
+    assert runtime.startswith("its own libgomp") and "passive" in runtime
+    assert harness._WITHOUT_TORCH not in os.environ  # the flag is the child's alone
+    if importlib.util.find_spec("torch") is None:  # this process's runtime is then attnkit's too
+        assert harness.openmp_runtime() == runtime
+
+
 def _pretrained_benchmark_missing():
     """Why bench_pretrained cannot run here (its baselines, the extra, the checkpoint or the data), or None."""
     for module in ("torch", "transformers", "sentence_transformers", "safetensors", "tokenizers"):
