@@ -26,8 +26,9 @@ VALID = [
 ]
 ROUTES = {"embeddings": ("/v1/embeddings",), "classifier": ("/v1/classify",),
           "language-model": ("/v1/completions", "/v1/chat/completions")}
+# "the film " * 400: 800 words, past every model's positions (truncated, or 413 with --long-inputs refuse).
 HOSTILE_VALUES = [None, True, -1, 2**70, 1e308, float("nan"), "", "x" * 10_000, [], {}, [[[]]], ["a"] * 300,
-                  {"$ref": "#"}, "\u0000\ud800", [1, 2, 3]]
+                  {"$ref": "#"}, "\u0000\ud800", [1, 2, 3], "the film " * 400, ["ok", "the film " * 400]]
 
 
 def mutate(rng, route, body):
@@ -77,11 +78,14 @@ def main():
     parser.add_argument("--mutations", type=int, default=1_000)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--long-inputs", choices=("truncate", "refuse"), default="truncate",
+                        help="the server's handling of texts longer than the model's positions")
     args = parser.parse_args()
     import httpx
 
     rng = random.Random(args.seed)
-    server = ServerProcess([sys.executable, "-m", "attnkit", "serve", args.model, "--port", "0"])
+    server = ServerProcess([sys.executable, "-m", "attnkit", "serve", args.model, "--port", "0",
+                            "--long-inputs", args.long_inputs])
     try:
         served = httpx.get(f"{server.url}/health").json()["kind"]
         ours = [(route, body) for route, body in VALID if route in ROUTES[served]]  # valid for this model
