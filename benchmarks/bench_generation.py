@@ -121,6 +121,21 @@ def tokens_per_second(fns, timings, name, tokens):
     return tokens / (statistics.median(decode) if decode else timings[name].median)
 
 
+def attnkit_rates(threads, batch, context, new, repeats):
+    """attnkit's new tokens/s at ``batch`` x ``context`` (with the cache, the linear state, recomputing where that
+    finishes in reasonable time) and the cache's bytes per token, on ``threads`` threads."""
+    harness.set_threads(threads)
+    softmax, linear = attnkit_model(), attnkit_model("linear")
+    prompt = np.random.default_rng(context + batch).integers(0, CONFIG["vocab"], size=(batch, context))
+    fns = {"cache": attnkit_generate(softmax, prompt, new), "linear": attnkit_generate(linear, prompt, new)}
+    # Recomputing is O(new x context): only where it finishes in reasonable time.
+    if batch * context <= 512 * 32 // 4 or (batch == 1 and context <= 2048):
+        fns["nocache"] = attnkit_generate(softmax, prompt, new, cached=False)
+    timings = harness.compare(fns, repeats=repeats, max_seconds=20.0)
+    rates = {name: tokens_per_second(fns, timings, name, batch * new) for name in fns}
+    return rates, fns["cache"].state.get("cache_bytes", float("nan"))
+
+
 def main(argv=None):
     parser = harness.make_parser(__doc__.splitlines()[0])
     parser.add_argument("--new", type=int, default=32, help="tokens generated per row (default 32)")
@@ -141,38 +156,34 @@ def main(argv=None):
     report = harness.Report(args, "GPT-style generation: attnkit against transformers' GPT-2", torch)
     if max(contexts) + args.new > 2048 + 64:
         parser.error("--contexts: the models hold 2,112 positions, prompt + --new must fit")
-    softmax, linear = attnkit_model(), attnkit_model("linear")
     hf = None if torch is None else transformers_model(torch)
     table = report.table(
         f"Greedy generation of {args.new} tokens after a prompt (decoding only: the steps timed inside each call)",
         ["threads", "batch", "context", "attnkit cache", "linear state", "no cache", "transformers", "vs transformers",
          "cache vs no cache", "cache bytes/token"],
         note=f"{CONFIG['n_layers']} layers, d_model {CONFIG['d_model']}, {CONFIG['n_heads']} heads, vocabulary "
-             f"{CONFIG['vocab']:,}, float32, random weights. Cells: new tokens per second over the batch.")
+             f"{CONFIG['vocab']:,}, float32, random weights. Cells: new tokens per second over the batch. attnkit "
+             "runs in a child process without torch, on its own OpenMP runtime (passive threads), as its users run "
+             "it (harness.without_torch); transformers here, with torch's defaults.")
     ratios = {}
     thread_counts = [args.threads] if args.quick or args.threads == 1 else [args.threads, 1]
     for threads in thread_counts:
         harness.set_threads(threads, torch)
         for batch in batches:
             for context in contexts:
-                rng = np.random.default_rng(context + batch)
-                prompt = rng.integers(0, CONFIG["vocab"], size=(batch, context))
-                fns = {
-                    "cache": attnkit_generate(softmax, prompt, args.new),
-                    "linear": attnkit_generate(linear, prompt, args.new),
-                    "hf": None if hf is None else transformers_generate(torch, hf, prompt, args.new),
-                }
-                # Recomputing is O(new x context): only where it finishes in reasonable time.
-                if batch * context <= 512 * 32 // 4 or (batch == 1 and context <= 2048):
-                    fns["nocache"] = attnkit_generate(softmax, prompt, args.new, cached=False)
-                timings = harness.compare(fns, repeats=args.repeats, max_seconds=20.0)
-
-                s = {name: tokens_per_second(fns, timings, name, batch * args.new)
-                     for name in ("cache", "linear", "nocache", "hf")}
+                where = (threads, batch, context, args.new, args.repeats)
+                s, bytes_per_token = (attnkit_rates(*where) if torch is None else
+                                      harness.without_torch(attnkit_rates, *where, threads=threads))
+                s = {name: s.get(name) for name in ("cache", "linear", "nocache")}
+                s["hf"] = None
+                if hf is not None:
+                    prompt = np.random.default_rng(context + batch).integers(0, CONFIG["vocab"], size=(batch, context))
+                    fns = {"hf": transformers_generate(torch, hf, prompt, args.new)}
+                    s["hf"] = tokens_per_second(fns, harness.compare(fns, repeats=args.repeats, max_seconds=20.0),
+                                                "hf", batch * args.new)
                 vs_hf = None if None in (s["hf"], s["cache"]) else s["cache"] / s["hf"]
                 vs_nocache = None if None in (s["nocache"], s["cache"]) else s["cache"] / s["nocache"]
                 ratios[(threads, batch, context)] = (vs_hf, vs_nocache)
-                bytes_per_token = fns["cache"].state.get("cache_bytes", float("nan"))
                 table.add_row(str(threads), str(batch), f"{context:,}",
                               *[("—" if s[n] is None else f"{s[n]:,.0f}") for n in ("cache", "linear", "nocache",
                                                                                       "hf")],
