@@ -192,6 +192,15 @@ def without_torch(function, *args, threads):
         del os.environ[_WITHOUT_TORCH]
 
 
+def as_users_run(function, *args, threads):
+    """``function(*args)`` on ``threads`` threads with attnkit as its users run it: in a child without torch
+    (:func:`without_torch`) where torch is loaded here, else in this process."""
+    if "torch" in sys.modules:
+        return without_torch(function, *args, threads=threads)
+    set_threads(threads)
+    return function(*args)
+
+
 def openmp_runtime():
     """Which OpenMP runtime attnkit's threads run on in this process, and how they wait."""
     runtimes = []

@@ -121,12 +121,16 @@ def tokens_per_second(fns, timings, name, tokens):
     return tokens / (statistics.median(decode) if decode else timings[name].median)
 
 
-def attnkit_rates(threads, batch, context, new, repeats):
+def prompt_of(batch, context):
+    """The prompt of ids (batch, context) both libraries continue: the same for a batch and context in any process."""
+    return np.random.default_rng(context + batch).integers(0, CONFIG["vocab"], size=(batch, context))
+
+
+def attnkit_rates(batch, context, new, repeats):
     """attnkit's new tokens/s at ``batch`` x ``context`` (with the cache, the linear state, recomputing where that
-    finishes in reasonable time) and the cache's bytes per token, on ``threads`` threads."""
-    harness.set_threads(threads)
+    finishes in reasonable time) and the cache's bytes per token."""
     softmax, linear = attnkit_model(), attnkit_model("linear")
-    prompt = np.random.default_rng(context + batch).integers(0, CONFIG["vocab"], size=(batch, context))
+    prompt = prompt_of(batch, context)
     fns = {"cache": attnkit_generate(softmax, prompt, new), "linear": attnkit_generate(linear, prompt, new)}
     # Recomputing is O(new x context): only where it finishes in reasonable time.
     if batch * context <= 512 * 32 // 4 or (batch == 1 and context <= 2048):
@@ -164,21 +168,19 @@ def main(argv=None):
         note=f"{CONFIG['n_layers']} layers, d_model {CONFIG['d_model']}, {CONFIG['n_heads']} heads, vocabulary "
              f"{CONFIG['vocab']:,}, float32, random weights. Cells: new tokens per second over the batch. attnkit "
              "runs in a child process without torch, on its own OpenMP runtime (passive threads), as its users run "
-             "it (harness.without_torch); transformers here, with torch's defaults.")
+             "it (harness.as_users_run); transformers here, with torch's defaults.")
     ratios = {}
     thread_counts = [args.threads] if args.quick or args.threads == 1 else [args.threads, 1]
     for threads in thread_counts:
         harness.set_threads(threads, torch)
         for batch in batches:
             for context in contexts:
-                where = (threads, batch, context, args.new, args.repeats)
-                s, bytes_per_token = (attnkit_rates(*where) if torch is None else
-                                      harness.without_torch(attnkit_rates, *where, threads=threads))
+                s, bytes_per_token = harness.as_users_run(attnkit_rates, batch, context, args.new, args.repeats,
+                                                          threads=threads)
                 s = {name: s.get(name) for name in ("cache", "linear", "nocache")}
                 s["hf"] = None
                 if hf is not None:
-                    prompt = np.random.default_rng(context + batch).integers(0, CONFIG["vocab"], size=(batch, context))
-                    fns = {"hf": transformers_generate(torch, hf, prompt, args.new)}
+                    fns = {"hf": transformers_generate(torch, hf, prompt_of(batch, context), args.new)}
                     s["hf"] = tokens_per_second(fns, harness.compare(fns, repeats=args.repeats, max_seconds=20.0),
                                                 "hf", batch * args.new)
                 vs_hf = None if None in (s["hf"], s["cache"]) else s["cache"] / s["hf"]

@@ -130,13 +130,9 @@ def in_process_rates(name, threads, texts):
 
 
 def embeddings(args, report, texts):
-    # In a child without torch where torch is loaded here (harness.without_torch): attnkit on its own OpenMP
-    # runtime, as its users and the server (its own process) run it.
-    if "torch" in sys.modules:
-        in_process, single_p50 = harness.without_torch(in_process_rates, args.embedder, args.threads, texts,
-                                                       threads=args.threads)
-    else:
-        in_process, single_p50 = in_process_rates(args.embedder, args.threads, texts)
+    # attnkit on its own OpenMP runtime, as its users and the server (its own process) run it.
+    in_process, single_p50 = harness.as_users_run(in_process_rates, args.embedder, args.threads, texts,
+                                                  threads=args.threads)
     table = report.table(f"Embeddings: {args.embedder}, one sentence per request", [
         "server", "concurrency", "requests", "requests/s", "texts/s", "p50 ms", "p99 ms", "server RSS MiB",
         "x in-process"], note=f"In process (one without torch): transform of the {len(texts)} sentences at once "

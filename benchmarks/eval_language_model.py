@@ -230,13 +230,9 @@ def recipe_section(report, args, train, validation, torch):
              f"nanoGPT reports {NANOGPT_VALIDATION_LOSS} for this recipe (its own schedule, evaluation on random "
              "batches). attnkit's runs in a child process without torch, on attnkit's own OpenMP runtime (passive "
              "threads), as its users run it; torch's here, with its defaults.")
-    # attnkit's runs in a process without torch where torch is loaded here (harness.without_torch: they would
-    # run on torch's OpenMP runtime, whose threads spin), so that they are what attnkit's users get.
-    def run(function, *arguments):
-        return function(*arguments) if torch is None else harness.without_torch(function, *arguments,
-                                                                               threads=args.threads)
-
-    seconds, loss = run(attnkit_recipe, model, batches, windows, recipe)
+    # attnkit's runs as its users run them: in a child without torch where torch is loaded here (on torch's
+    # OpenMP runtime their threads would spin).
+    seconds, loss = harness.as_users_run(attnkit_recipe, model, batches, windows, recipe, threads=args.threads)
     ours = {"loss": loss, "seconds": seconds, "its": len(batches) / seconds}
     theirs = None
     if torch is not None:
@@ -250,7 +246,7 @@ def recipe_section(report, args, train, validation, torch):
     if theirs is not None:
         table.add_row(f"torch {torch.__version__} twin", f"{theirs['loss']:.4f}", f"{theirs['seconds']:.1f} s",
                       f"{theirs['its']:.2f}", "1.00x")
-    est_loss, fit_seconds = run(estimator_recipe, recipe, train, validation)
+    est_loss, fit_seconds = harness.as_users_run(estimator_recipe, recipe, train, validation, threads=args.threads)
     table.add_row("CausalLanguageModel(recipe)", f"{est_loss:.4f}", f"{fit_seconds:.1f} s",
                   f"{recipe['max_iter'] / fit_seconds:.2f}", "")
     return {"attnkit": ours, "torch": theirs, "estimator": {"loss": est_loss, "seconds": fit_seconds}}

@@ -332,7 +332,6 @@ def test_map_batches_keeps_its_workers_between_calls_and_a_batch_that_maps_batch
         assert [b for b, _, _ in seen] == list(range(4)) and {n for _, n, _ in seen} == {name}
 
 
-
 def test_a_fit_gives_the_same_model_on_one_thread_and_on_several():
     # 32 windows of 64 tokens, 128 wide: every elementwise and row-wise pass is large enough for threads
     # (the layer norms' parameter gradients summed partials per thread, and differed, before)

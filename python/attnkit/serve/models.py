@@ -80,8 +80,10 @@ class ServedModel:
 
     def too_long(self, texts: list[str]) -> list[tuple[int, int]]:
         """(index, tokens) of each text with more tokens than the model's positions (``max_positions``)."""
-        limit = self.max_positions
-        return [(i, n) for i, (n, _) in enumerate(self.token_counts(texts)) if n > limit]
+        return self._over_limit([n for n, _ in self.token_counts(texts)])
+
+    def _over_limit(self, counts: list[int]) -> list[tuple[int, int]]:
+        return [(i, n) for i, n in enumerate(counts) if n > self.max_positions]
 
     def encode(self, texts: list[str], *, refuse_long: bool = False) -> tuple[list[Any], list[int]]:
         """An embedder's or a classifier's inputs for ``texts``, encoded as its own ``transform`` and
@@ -91,16 +93,16 @@ class ServedModel:
         per embedding request. With ``refuse_long``, :class:`TooLong` where any text has more tokens than the
         model's positions (:meth:`too_long`), before the model sees any."""
         if refuse_long and self.kind == "embeddings":  # its encoding is cut: the whole count is the tokenizer's
-            long = self.too_long(texts)
-            if long:
-                raise TooLong(long, self.max_positions)
+            self._refuse(self.too_long(texts))
         encoded = self.estimator._encode(texts)
         lengths = [len(e) for e in encoded]
         if refuse_long and self.kind == "classifier":  # read whole (windows or cut in the network): its own count
-            long = [(i, n) for i, n in enumerate(lengths) if n > self.max_positions]
-            if long:
-                raise TooLong(long, self.max_positions)
+            self._refuse(self._over_limit(lengths))
         return encoded, self._read_counts(lengths)
+
+    def _refuse(self, long: list[tuple[int, int]]) -> None:
+        if long:
+            raise TooLong(long, self.max_positions)
 
     def _read_counts(self, lengths: list[int]) -> list[int]:
         """The tokens an encoder reads of texts of ``lengths`` tokens: all in windows (``long_texts="chunks"``),
