@@ -172,9 +172,11 @@ def embeddings(args, report, texts):
 
 
 def generation(args, report):
+    activations = ["--activations", args.activations] if args.activations else []
     server = ServerProcess([sys.executable, "-m", "attnkit", "serve", args.generator, "--port", "0", "--threads",
-                            str(args.threads)])
-    table = report.table(f"Generation: {args.generator}, {args.max_tokens} tokens per request (greedy)", [
+                            str(args.threads), *activations])
+    how = f"--activations {args.activations}" if args.activations else "the server's default activations"
+    table = report.table(f"Generation: {args.generator}, {args.max_tokens} tokens per request (greedy), {how}", [
         "clients", "requests", "completion tokens/s (summed, median of passes)", "p50 s", "x one client",
         "x one client, each pass"],
         note=f"Completions share decoding steps (continuous batching, up to 16 sequences: a request arriving while "
@@ -218,6 +220,8 @@ def main():
     parser.add_argument("--generation-rounds", type=int, default=4, help="completions each client sends (one "
                                                                           "client: 8)")
     parser.add_argument("--parts", default="embeddings,generation", help="comma-separated: embeddings, generation")
+    parser.add_argument("--activations", choices=("int8", "float32"), default=None,
+                        help="the generator's --activations (default: the server's, int8 for a GGUF file)")
     args = harness.parse_args(parser, "serve")
     args.requests = args.requests or (200 if args.quick else 1821)
     args.concurrency = (1, 8) if args.quick else (1, 8, 32, 128)

@@ -217,7 +217,7 @@ def test_shared_generation_continues_each_prompt_as_alone(lm, monkeypatch):
             break
     assert set(done) == set("abcdeg") and not pieces["f"] and done["g"][0].endswith(" ")
     # Joining in the rows' step at 4; apart at 3 (c's two samples of 20 tokens and g: 47 rows with the 3 decoding,
-    # past EXACT_ROWS) and at 9 (c's rows out of positions: re-read).
+    # past PLAN_READ_ROWS) and at 9 (c's rows out of positions: re-read).
     assert merged == [False, True, False]
     for key in "abc":
         prompt, options = requests[key]
@@ -612,6 +612,46 @@ def test_int8_activations_read_the_same_blocks_with_int8_inputs(tiny_gguf):
     assert scratch._inference_network().embedding.tokens.params["weight"].activations == "int8"
     with pytest.raises(InvalidParameterError, match="int8_activations"):
         CausalLanguageModel(pretrained=tiny_gguf, int8_activations="auto").generate(["a"], 2)
+
+
+def test_int8_activations_read_many_prompts_in_one_step_with_the_bits_they_have_alone(tiny_gguf, monkeypatch):
+    """Int8 inputs from packed blocks give each row its bits at any row count: prompts are read in plan steps of up
+    to PACKED_READ_ROWS rows (float32 inputs: PLAN_READ_ROWS), and prompts joining shared steps past
+    PLAN_READ_ROWS rows join the decoding rows' step; each prompt still gets what it gets alone."""
+    from attnkit.estimators.language_model import _PromptedModel
+    from attnkit.nn.transformer import PACKED_READ_ROWS, PLAN_READ_ROWS
+
+    lm, exact = CausalLanguageModel(pretrained=tiny_gguf, int8_activations=True), CausalLanguageModel(
+        pretrained=tiny_gguf)
+    lm._ready(), exact._ready()
+    assert lm._inference_network().read_rows_at_once() == PACKED_READ_ROWS
+    assert exact._inference_network().read_rows_at_once() == PLAN_READ_ROWS
+    prefill, calls = _PromptedModel._prefill, []
+    monkeypatch.setattr(_PromptedModel, "_prefill", lambda self, rows: calls.append(len(rows)) or prefill(self, rows))
+    rng = np.random.default_rng(0)
+    contexts = [rng.integers(3, 200, size=7) for _ in range(9)] + [rng.integers(3, 200, size=40) for _ in range(14)]
+    state = _PromptedModel(lm, contexts).start()
+    assert calls == [9, 6, 6, 2]  # 63 rows at once; then 6 prompts of 40 a step (240 rows)
+    for i, context in enumerate(contexts):
+        np.testing.assert_array_equal(state.pending[i], _PromptedModel(lm, [context]).start().pending[0])
+
+    together, merged = _PromptedModel.step_and_read, []
+    monkeypatch.setattr(_PromptedModel, "step_and_read",
+                        lambda self, *args: merged.append(together(self, *args)) or merged[-1])
+    shared = lm._shared_generation()
+    prompts = [f"the cat {i} sat" for i in range(12)]
+    shared.add("first", "the", max_new_tokens=20)
+    done = {}
+    for t in range(60):
+        if t == 2:
+            for i, prompt in enumerate(prompts):
+                shared.add(i, prompt, max_new_tokens=12)
+        done.update({key: texts for key, _, texts in shared.step() if texts is not None})
+        if not len(shared):
+            break
+    assert merged and merged[0] is not None  # 12 prompts of ~5 tokens and a decoding row: one step of > 32 rows
+    assert done["first"] == lm.generate(["the"], 20)
+    assert [done[i][0] for i in range(12)] == [lm.generate([p], 12)[0] for p in prompts]
 
 
 def test_pretrained_errors(tiny_gguf, tmp_path):

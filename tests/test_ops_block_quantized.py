@@ -250,6 +250,40 @@ def test_int8_codes_round_ties_to_even():
 
 
 @pytest.mark.parametrize("kind", KINDS)
+def test_int8_activations_give_each_row_its_bits_at_any_row_count(isa, kind):
+    # Packed blocks: every row the same operations whatever rows are beside it (a prompt read with others, a
+    # sequence decoded in a shared step), through the tiles of MR rows and every remainder, and past 32 rows.
+    w = ops.quantize_blocks(_weight(8, 160, 53), kind).with_activations("int8")
+    x = np.random.default_rng(9).standard_normal((41, 160)).astype(np.float32)
+    alone = np.concatenate([ops.block_quantized_matmul(x[i : i + 1], w) for i in range(41)])
+    for m in (2, 3, 7, 8, 9, 16, 17, 33, 41):
+        assert_array_equal(ops.block_quantized_matmul(x[:m], w), alone[:m], err_msg=f"m = {m}")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_int8_activations_pack_the_blocks_in_groups_of_16_columns(kind):
+    w = ops.quantize_blocks(_weight(10, 64, 20), kind)
+    assert w.packed is None
+    packed = w.with_activations("int8").packed
+    per_block = {"q4_1": 320, "q8_0": 608}[kind]
+    assert packed.dtype == np.uint8 and packed.shape == (2 * 2 * per_block,) and not packed.flags.writeable
+    # The first group's first block: quad q of column c at bytes 64 q + 4 c, then the 16 columns' d.
+    raw = w.blocks.reshape(20, 2, -1)
+    first = 4 if kind == "q4_1" else 2
+    for q, c in [(0, 0), (1, 5), (3, 15)]:
+        at = 64 * q + 4 * c
+        assert packed[at : at + 4].tolist() == raw[c, 0, first + 4 * q : first + 4 * q + 4].tolist()
+    d_at = 64 * (4 if kind == "q4_1" else 8)
+    assert packed[d_at + 2 * 7 : d_at + 2 * 7 + 2].tolist() == raw[7, 0, 0:2].tolist()
+    if kind == "q8_0":  # then -128 times the sum of each column's values, as int32
+        sums = packed[d_at + 32 : d_at + 96].view("<i4")
+        assert sums.tolist() == (-128 * raw[:16, 0, 2:].view(np.int8).astype(np.int64).sum(axis=1)).tolist()
+    # The last group holds columns 16..19, then 12 columns of zeros (here the first quad's bytes 16..63).
+    last = packed[2 * per_block :].reshape(2, per_block)
+    assert last[:, :16].any() and not last[:, 16:64].any()
+
+
+@pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("m", [1, 4, 5, 64])
 def test_int8_activations_same_bits_for_1_and_2_threads(isa, threads, kind, m):
     n_in, n_out = 576, 2048

@@ -217,7 +217,8 @@ def test_a_team_of_threads_gives_one_threads_bits(isa, norm, activation, bias, k
     assert np.isfinite(alone[4]).all() and alone[4].std() > 0.5
 
 
-@pytest.mark.parametrize(("kind", "int8"), [(None, False), ("q4_1", False), ("q4_1", True), ("q8_0", False)])
+@pytest.mark.parametrize(("kind", "int8"), [(None, False), ("q4_1", False), ("q4_1", True), ("q8_0", False),
+                                           ("q8_0", True)])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_a_row_gets_the_bits_it_gets_alone(isa, kind, int8, threads):
     """A row of a batch at mixed positions has the output and cache entries of the same row stepped alone (what
@@ -245,6 +246,27 @@ def test_a_row_gets_the_bits_it_gets_alone(isa, kind, int8, threads):
         np.testing.assert_array_equal(out[b : b + 1], alone[b][0])
         for got, want in zip(keys + values, alone[b][1:]):
             np.testing.assert_array_equal(got[b : b + 1], want)
+
+
+@pytest.mark.parametrize(("kind", "int8"), [(None, False), ("q4_1", False), ("q4_1", True), ("q8_0", True)])
+def test_a_plan_of_packed_weights_steps_many_rows_with_each_rows_bits(isa, kind, int8):
+    """Int8 inputs from packed blocks (plan.packed): past the 32 rows where float32 inputs' products change their
+    last bits, each of 40 rows at mixed positions still has its output alone."""
+    rng = np.random.default_rng(7)
+    plan = _big_plan(rng, norm="rms", activation="swiglu", bias=False, kind=kind, int8=int8)
+    assert plan.packed == int8
+    positions = rng.integers(0, 6, 40)
+    shape = (40, BIG_KV_HEADS, 8, BIG_D // BIG_HEADS)
+    keys = [rng.standard_normal(shape).astype(np.float32) for _ in range(plan.n_layers)]
+    values = [rng.standard_normal(shape).astype(np.float32) for _ in range(plan.n_layers)]
+    x = rng.standard_normal((40, BIG_D)).astype(np.float32)
+    alone = [plan.step(x[b : b + 1], int(positions[b]), [k[b : b + 1].copy() for k in keys],
+                       [v[b : b + 1].copy() for v in values]) for b in range(40)]
+    out = plan.step(x, positions, keys, values)
+    if int8:
+        np.testing.assert_array_equal(out, np.concatenate(alone))
+    else:  # the GEMM's rounding: close, not the same bits
+        np.testing.assert_allclose(out, np.concatenate(alone), rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize(("kind", "int8"), [(None, False), ("q4_1", False), ("q4_1", True), ("q8_0", False)])

@@ -22,6 +22,18 @@ def test_each_kind_of_model_file_is_read_as_its_estimator(serve_models, tmp_path
         assert lm.can_chat
 
 
+def test_a_gguf_language_model_reads_int8_inputs_unless_asked_for_float32(serve_models):
+    # llama.cpp's arithmetic by default (its server's too); a saved model keeps its own setting unless asked.
+    assert load_model(serve_models["gguf"]).estimator.int8_activations is True
+    assert load_model(serve_models["gguf"], activations="float32").estimator.int8_activations is False
+    saved = load_model(serve_models["lm"]).estimator.int8_activations
+    assert load_model(serve_models["lm"], activations="int8").estimator.int8_activations is True
+    assert saved is False
+    assert load_model(serve_models["embedder"], activations="int8").kind == "embeddings"  # ignored
+    with pytest.raises(ValueError, match="activations must be 'int8', 'float32' or None, got 'int4'"):
+        load_model(serve_models["gguf"], activations="int4")
+
+
 def test_models_it_cannot_serve_are_refused_by_name(serve_models, tmp_path):
     with pytest.raises(ValueError, match="holds a Seq2SeqTransformer, which attnkit serve does not serve"):
         load_model(serve_models["seq2seq"])

@@ -9,12 +9,17 @@
 // any thread count; the codes are NumPy's (reference.block_quantized.quantize_activations) on every ISA.
 // Any number of rows of X: tiles of up to 4 rows of X by 1-4 stored rows, so a prompt reads each block once
 // per 4 tokens, from L1, and multiplies integers (a pass over the blocks is memory-bound only for 1 token).
+// That per-block kernel sums each stored row's 8 lanes; where the caller passes the blocks packed in column
+// groups (BlockQuantizedMatmulArgs::packed, AVX2 and up) the packed kernels below take over: a lane is a column,
+// one instruction multiplies 4 values of W columns, and a block's integer sums are exact per column, so tiles
+// of MR rows cost 2-4x less than float32 inputs from 1 row to hundreds.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <type_traits>
 
 #include "aligned_buffer.h"
 #include "attnkit/block_quantized.h"
@@ -46,7 +51,6 @@ inline void quantize_x_block(const float* x, std::int8_t* q, float& scale, float
   }
   const float a = amax.reduce_max(), inv = 127.0f / a;
   const bool finite = bad.reduce_add() == 0.0f;
-  std::int32_t sum = 0;
   // A block of zeros, or so small (below 127 / FLT_MAX) that 127 / amax overflows: codes 0, scale 0.
   if (!finite || !(inv <= std::numeric_limits<float>::max())) {
     for (int t = 0; t < kBlockValues; ++t) q[t] = 0;
@@ -54,14 +58,18 @@ inline void quantize_x_block(const float* x, std::int8_t* q, float& scale, float
     return;
   }
   scale = a / 127.0f;
-  // A product, then rint (ties to even; vroundps where the ISA has it): no addition that a contraction
-  // into an FMA could fuse with the product, so the codes are NumPy's rint(x * inv) on every ISA.
-  for (int t = 0; t < kBlockValues; ++t) {
-    const float c = std::nearbyint(x[t] * inv);
-    q[t] = static_cast<std::int8_t>(c > 127.0f ? 127.0f : c < -127.0f ? -127.0f : c);
-    sum += q[t];
+  // A product, then rint by adding and taking away 1.5 2^23 (ties to even, exact for |c| < 2^22; the block
+  // files compile with -ffp-contract=off, so the product is rounded first): NumPy's rint(x * inv) on every
+  // ISA. The codes' sum is exact in float (at most 32 x 127).
+  const V vinv = V::set1(inv), magic = V::set1(12582912.0f), hi = V::set1(127.0f), lo = V::set1(-127.0f);
+  V total = V::zero();
+#pragma GCC unroll 8
+  for (int v = 0; v < NV; ++v) {
+    const V c = V::max(lo, V::min(hi, (V::load(x + v * W) * vinv + magic) - magic));
+    total = total + c;
+    store_s8(c, q + v * W);
   }
-  scaled_sum = scale * float(sum);
+  scaled_sum = scale * total.reduce_add();
 }
 
 QuantizedX quantize_x(const BlockQuantizedMatmulArgs& g) {
@@ -166,11 +174,204 @@ void int8_range(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx, std::in
   }
 }
 
+// The packed kernels' policies for a block kernel's (simd_int8.h): Nibble for q4_1 (u8 weights times s8 codes),
+// Quad for q8_0 (u8 codes + 128 times s8 weights); void where the ISA has none.
+template <class Dot>
+struct PackedOf {
+  using Nibble = void;
+  using Quad = void;
+};
+#if defined(__AVX2__)
+template <>
+struct PackedOf<BlockDot> {
+  using Nibble = NibbleDot;
+  using Quad = DotExact;
+};
+#endif
+#if (defined(__AVX512BW__) && defined(__AVX512VNNI__)) || (!defined(__AVX512BW__) && defined(__AVXVNNI__))
+template <>
+struct PackedOf<BlockDotVnni> {
+  using Nibble = NibbleDotVnni;
+  using Quad = DotVnni;
+};
+#endif
+
+#if defined(__AVX2__)  // the packed kernels' ISAs (PackedOf above)
+// C[i0 + i, j + l] = acc[i] lane l (+ bias), for the columns before n_out.
+template <int M>
+inline void store_tile(const BlockQuantizedMatmulArgs& g, const Vec<float>* acc, std::int64_t i0, std::int64_t j) {
+  using V = Vec<float>;
+  const int n = int(min_scalar(std::int64_t(V::W), g.n_out - j));
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+    const V y = g.bias ? acc[i] + V::load_n(g.bias + j, n) : acc[i];
+    y.store_n(g.c + (i0 + i) * g.c_row_stride + j, n);
+  }
+}
+
+// Packed q4_1 (packed_bytes, attnkit/block_quantized.h): C[i0 + i, j + l] for i < M, l < W, W columns in one
+// vector. Per block, s = the exact integer sums of the codes' products (W lanes), then
+//   acc = fma(float(s), d e, acc),  acc = fma(m, e sum(q), acc)
+// in block order, and C = acc (+ bias): every entry the same operations whatever M, W and the thread count, so
+// AVX2 and AVX-512, with VNNI or without, give the same bits. A group's blocks are unpacked once for M rows
+// of X (the float32-input kernel dequantises them once for all rows), and the products are integer ones:
+// 4 values a lane and instruction where a float FMA does one.
+template <class D, int M>
+inline void packed_tile(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx, std::int64_t i0, std::int64_t j) {
+  using V = Vec<float>;
+  constexpr int W = D::W;
+  static_assert(V::W == W && kPackedColumns % W == 0, "a tile is one float vector of a packed group's columns");
+  const std::int64_t blocks = g.n_in / kBlockValues;
+  const int lane0 = int(j % kPackedColumns);  // 8 for the second half of a group (W = 8)
+  const std::uint8_t* group = g.packed + j / kPackedColumns * blocks * packed_bytes(BlockKind::q4_1);
+  const std::int8_t* codes = qx.codes.get() + i0 * g.n_in;
+  const float* e = qx.scales.get() + i0 * blocks;
+  const float* es = qx.scaled_sums.get() + i0 * blocks;
+  V acc[M];
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) acc[i] = V::zero();
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::uint8_t* p = group + b * packed_bytes(BlockKind::q4_1);
+    typename D::I s[M];
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) s[i] = D::zero();
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      const typename D::I nibbles = D::load(p + q * 4 * kPackedColumns + 4 * lane0);
+      const typename D::I low = D::low(nibbles), high = D::high(nibbles);
+#pragma GCC unroll 8
+      for (int i = 0; i < M; ++i) {
+        const std::int8_t* c = codes + i * g.n_in + b * kBlockValues + 4 * q;
+        s[i] = D::dot(D::dot(s[i], low, D::broadcast(c)), high, D::broadcast(c + 16));
+      }
+    }
+    const V d{D::halves(p + 4 * 4 * kPackedColumns + 2 * lane0)};
+    const V m{D::halves(p + 4 * 4 * kPackedColumns + 2 * kPackedColumns + 2 * lane0)};
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      acc[i] = V::fma(V{D::to_float(s[i])}, d * V::set1(e[i * blocks + b]), acc[i]);
+      acc[i] = V::fma(m, V::set1(es[i * blocks + b]), acc[i]);
+    }
+  }
+  store_tile<M>(g, acc, i0, j);
+}
+
+// Packed q8_0: as packed_tile, with s the exact sums of (x's codes + 128) times the weights (D: DotExact or
+// DotVnni, int8_linear's policies) started from -128 sum(w), and no m term. ux holds every row's quads of
+// codes + 128 as D::pack_quad lays them out.
+template <class D, int M>
+inline void packed_q8_tile(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx, const std::uint8_t* ux,
+                           std::int64_t i0, std::int64_t j) {
+  using V = Vec<float>;
+  constexpr int W = D::W;
+  static_assert(V::W == W && kPackedColumns % W == 0, "a tile is one float vector of a packed group's columns");
+  constexpr std::int64_t bytes = packed_bytes(BlockKind::q8_0);
+  const std::int64_t blocks = g.n_in / kBlockValues, quads = g.n_in / 4;
+  const int lane0 = int(j % kPackedColumns);
+  const std::uint8_t* group = g.packed + j / kPackedColumns * blocks * bytes;
+  const float* e = qx.scales.get() + i0 * blocks;
+  V acc[M];
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) acc[i] = V::zero();
+  for (std::int64_t b = 0; b < blocks; ++b) {
+    const std::uint8_t* p = group + b * bytes;
+    typename D::Acc s[M];
+    const typename D::Acc start = NibbleDot::load(p + 8 * 4 * kPackedColumns + 2 * kPackedColumns + 4 * lane0);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) s[i] = start;
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; ++q) {
+      const typename D::B w = D::load(reinterpret_cast<const std::int8_t*>(p + q * 4 * kPackedColumns + 4 * lane0));
+#pragma GCC unroll 8
+      for (int i = 0; i < M; ++i)
+        s[i] = D::mac(s[i], D::broadcast(ux + ((i0 + i) * quads + b * 8 + q) * D::kQuadBytes), w);
+    }
+    const V d{NibbleDot::halves(p + 8 * 4 * kPackedColumns + 2 * lane0)};
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) acc[i] = V::fma(V{NibbleDot::to_float(s[i])}, d * V::set1(e[i * blocks + b]), acc[i]);
+  }
+  store_tile<M>(g, acc, i0, j);
+}
+
+// A packed kernel's tile of rows [i0, i0 + rows), rows <= M, at column j: Tile::run<M'>(i0, j) for M' = rows.
+template <int M, class Tile>
+inline void packed_rows(const Tile& tile, std::int64_t i0, std::int64_t j, std::int64_t rows) {
+  if constexpr (M > 0) {
+    if (rows == M) return tile.template run<M>(i0, j);
+    packed_rows<M - 1>(tile, i0, j, rows);
+  }
+}
+
+// Columns [j0, j1) (j0 a multiple of kPackedColumns) against every row of X: a tile's blocks (6-15 KB of q4_1
+// for SmolLM2) stay in L1 while the rows pass over them MR at a time.
+template <int W, int MR, class Tile>
+void packed_range(const Tile& tile, std::int64_t m, std::int64_t j0, std::int64_t j1) {
+  for (std::int64_t j = j0; j < j1; j += W) {
+    std::int64_t i = 0;
+    for (; i + MR <= m; i += MR) tile.template run<MR>(i, j);
+    packed_rows<MR - 1>(tile, i, j, m - i);
+  }
+}
+
+template <class D>
+struct NibbleTile {
+  const BlockQuantizedMatmulArgs& g;
+  const QuantizedX& qx;
+  template <int M>
+  void run(std::int64_t i0, std::int64_t j) const { packed_tile<D, M>(g, qx, i0, j); }
+};
+
+template <class D>
+struct QuadTile {
+  const BlockQuantizedMatmulArgs& g;
+  const QuantizedX& qx;
+  const std::uint8_t* ux;
+  template <int M>
+  void run(std::int64_t i0, std::int64_t j) const { packed_q8_tile<D, M>(g, qx, ux, i0, j); }
+};
+
+// Every row's codes + 128 (c ^ 0x80 as a byte), in quads as D::pack_quad lays them out.
+template <class D>
+std::unique_ptr<std::uint8_t, FreeDeleter> unsigned_quads(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx) {
+  const std::int64_t quads = g.m * g.n_in / 4;
+  auto ux = aligned_buffer<std::uint8_t>(quads * D::kQuadBytes);
+  const std::int8_t* codes = qx.codes.get();
+  for (std::int64_t t = 0; t < quads; ++t) {
+    std::uint8_t quad[4];
+    for (int k = 0; k < 4; ++k) quad[k] = static_cast<std::uint8_t>(codes[4 * t + k]) ^ 0x80;
+    D::pack_quad(quad, ux.get() + t * D::kQuadBytes);
+  }
+  return ux;
+}
+
+// The packed kernel of K over the columns, on `threads` threads.
+template <class Dot, BlockKind K>
+void packed_x(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx, int threads) {
+  if constexpr (K == BlockKind::q4_1) {
+    using D = typename PackedOf<Dot>::Nibble;
+    constexpr int MR = D::MR;
+    const NibbleTile<D> tile{g, qx};
+    over_row_ranges(g.n_out, threads, [&](std::int64_t j0, std::int64_t j1) { packed_range<D::W, MR>(tile, g.m, j0, j1); });
+  } else {
+    using D = typename PackedOf<Dot>::Quad;
+    constexpr int MR = D::W == 16 ? 8 : 4;  // s and acc a row, the weights' vector(s), a broadcast
+    const auto ux = unsigned_quads<D>(g, qx);
+    const QuadTile<D> tile{g, qx, ux.get()};
+    over_row_ranges(g.n_out, threads, [&](std::int64_t j0, std::int64_t j1) { packed_range<D::W, MR>(tile, g.m, j0, j1); });
+  }
+}
+#endif
+
 template <class Dot, BlockKind K>
 void int8_x(const BlockQuantizedMatmulArgs& g) {
   const std::int64_t blocks = g.n_in / kBlockValues, n = g.n_out;
   const QuantizedX qx = quantize_x(g);
   const bool parallel = n >= 32 && g.m * n * blocks * block_bytes(K) >= kMinParallelBytes;
+  if constexpr (!std::is_void_v<typename PackedOf<Dot>::Nibble>) {
+#if defined(__AVX2__)
+    if (g.packed != nullptr) return packed_x<Dot, K>(g, qx, parallel ? kernel_threads() : 1);
+#endif
+  }
   over_row_ranges(n, parallel ? kernel_threads() : 1,
                   [&](std::int64_t j0, std::int64_t j1) { int8_range<Dot, K>(g, qx, j0, j1); });
 }

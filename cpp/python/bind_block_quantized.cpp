@@ -30,12 +30,29 @@ BlockKind check_blocks(const CArray<std::uint8_t>& blocks, const std::string& ki
   return k;
 }
 
+}  // namespace
+
+const std::uint8_t* packed_blocks(const py::object& packed, BlockKind kind, std::int64_t n_in, std::int64_t n_out,
+                                  py::list& keep) {
+  if (packed.is_none()) return nullptr;
+  auto a = exactly<CArray<std::uint8_t>>(packed, "packed");
+  const std::int64_t groups = (n_out + kPackedColumns - 1) / kPackedColumns;
+  require(a.ndim() == 1 && a.shape(0) == groups * (n_in / kBlockValues) * packed_bytes(kind),
+          "packed must hold ceil(n_out / 16) * n_in / 32 * packed_bytes(kind) bytes");
+  keep.append(a);
+  return a.data();
+}
+
+namespace {
+
 void block_quantized_matmul(CArray<std::uint8_t> blocks, const std::string& kind, std::int64_t n_in, CArray<float> x,
-                            const py::object& bias, CArray<float> out, bool int8_x) {
+                            const py::object& bias, CArray<float> out, bool int8_x, const py::object& packed) {
   BlockQuantizedMatmulArgs g;
   g.int8_x = int8_x;
   g.kind = check_blocks(blocks, kind, n_in);
   const std::int64_t n_out = blocks.shape(0);
+  py::list keep;
+  g.packed = packed_blocks(packed, g.kind, n_in, n_out, keep);
   require(x.ndim() == 2 && x.shape(1) == n_in, "x must be (m, n_in)");
   const std::int64_t m = x.shape(0);
   require(out.ndim() == 2 && out.shape(0) == m && out.shape(1) == n_out, "out must be (m, n_out)");
@@ -77,8 +94,9 @@ void block_quantized_rows(CArray<std::uint8_t> blocks, const std::string& kind, 
 void bind_block_quantized(py::module_& m) {
   m.def("block_quantized_matmul", &block_quantized_matmul, py::arg("blocks").noconvert(), py::arg("kind"),
         py::arg("n_in"), py::arg("x").noconvert(), py::arg("bias"), py::arg("out").noconvert(),
-        py::arg("int8_x") = false,
-        "out = x @ W (+ bias), W (n_in, n_out) stored as n_out rows of GGML blocks; int8_x: x as int8 blocks.");
+        py::arg("int8_x") = false, py::arg("packed") = py::none(),
+        "out = x @ W (+ bias), W (n_in, n_out) stored as n_out rows of GGML blocks; int8_x: x as int8 blocks; "
+        "packed: the blocks in column groups, read instead of blocks with int8_x.");
   m.def("block_quantized_rows", &block_quantized_rows, py::arg("blocks").noconvert(), py::arg("kind"),
         py::arg("n_in"), py::arg("ids").noconvert(), py::arg("out").noconvert(),
         "out[r] = the stored row ids[r] of the blocks, dequantised.");

@@ -133,14 +133,14 @@ class PyDecodingPlan {
     return a.data();
   }
 
-  // A float32 (n_in, n_out) array, or (blocks, kind, n_in, int8_x) of a block-quantised matrix.
+  // A float32 (n_in, n_out) array, or (blocks, kind, n_in, int8_x, packed or None) of a block-quantised matrix.
   PlanWeight weight(const py::handle& w, const py::handle& bias, std::int64_t n_in, std::int64_t n_out,
                     const char* name) {
     PlanWeight p;
     p.n_in = n_in, p.n_out = n_out;
     if (py::isinstance<py::tuple>(w)) {
       const auto t = w.cast<py::tuple>();
-      require(t.size() == 4, std::string(name) + ": blocks as (blocks, kind, n_in, int8_x)");
+      require(t.size() == 5, std::string(name) + ": blocks as (blocks, kind, n_in, int8_x, packed or None)");
       auto blocks = exactly<CArray<std::uint8_t>>(t[0], name);
       const auto kind = t[1].cast<std::string>();
       require(kind == "q8_0" || kind == "q4_1", std::string(name) + ": kind must be 'q4_1' or 'q8_0'");
@@ -153,6 +153,7 @@ class PyDecodingPlan {
       keep_.append(blocks);
       p.blocks = blocks.data();
       p.int8_x = t[3].cast<bool>();
+      p.packed = packed_blocks(t[4], p.kind, n_in, n_out, keep_);
     } else {
       auto a = exactly<CArray<float>>(w, name);
       require(a.ndim() == 2 && a.shape(0) == n_in && a.shape(1) == n_out,

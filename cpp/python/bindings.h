@@ -2,6 +2,10 @@
 #pragma once
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
+
+#include "attnkit/block_quantized.h"
+
 namespace attnkit {
 namespace py = pybind11;
 
@@ -35,5 +39,10 @@ void bind_int8_linear(py::module_& m);
 void bind_block_quantized(py::module_& m);
 void bind_decoding_plan(py::module_& m);
 void bind_number_text(py::module_& m);
+
+// The data of `packed` (None: null) after checking it holds the packed blocks of an (n_in, n_out) matrix
+// (attnkit/block_quantized.h), appended to `keep` so that it outlives the pointer's use.
+const std::uint8_t* packed_blocks(const py::object& packed, BlockKind kind, std::int64_t n_in, std::int64_t n_out,
+                                  py::list& keep);
 
 }  // namespace attnkit

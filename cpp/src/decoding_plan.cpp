@@ -26,6 +26,7 @@ void product(const KernelTable& kt, BlockQuantizedKernel blocked, const PlanWeig
   if (w.blocks != nullptr) {
     BlockQuantizedMatmulArgs g;
     g.blocks = w.blocks + j0 * (w.n_in / kBlockValues) * block_bytes(w.kind), g.kind = w.kind, g.int8_x = w.int8_x;
+    if (w.packed != nullptr) g.packed = w.packed + j0 / kPackedColumns * (w.n_in / kBlockValues) * packed_bytes(w.kind);
     g.x = x, g.bias = w.bias ? w.bias + j0 : nullptr, g.c = c + j0;
     g.m = m, g.n_in = w.n_in, g.n_out = j1 - j0, g.x_row_stride = w.n_in, g.c_row_stride = w.n_out;
     blocked(g);

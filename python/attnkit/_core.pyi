@@ -50,9 +50,9 @@ def available_isas() -> list[str]:
     """
     ISA variants compiled in and supported by this CPU.
     """
-def block_quantized_matmul(blocks: numpy.typing.NDArray[numpy.uint8], kind: str, n_in: typing.SupportsInt | typing.SupportsIndex, x: numpy.typing.NDArray[numpy.float32], bias: typing.Any, out: numpy.typing.NDArray[numpy.float32], int8_x: bool = False) -> None:
+def block_quantized_matmul(blocks: numpy.typing.NDArray[numpy.uint8], kind: str, n_in: typing.SupportsInt | typing.SupportsIndex, x: numpy.typing.NDArray[numpy.float32], bias: typing.Any, out: numpy.typing.NDArray[numpy.float32], int8_x: bool = False, packed: typing.Any = None) -> None:
     """
-    out = x @ W (+ bias), W (n_in, n_out) stored as n_out rows of GGML blocks; int8_x: x as int8 blocks.
+    out = x @ W (+ bias), W (n_in, n_out) stored as n_out rows of GGML blocks; int8_x: x as int8 blocks; packed: the blocks in column groups, read instead of blocks with int8_x.
     """
 def block_quantized_rows(blocks: numpy.typing.NDArray[numpy.uint8], kind: str, n_in: typing.SupportsInt | typing.SupportsIndex, ids: numpy.typing.NDArray[numpy.int64], out: numpy.typing.NDArray[numpy.float32]) -> None:
     """

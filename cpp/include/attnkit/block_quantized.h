@@ -13,6 +13,16 @@ enum class BlockKind : int { q8_0, q4_1 };
 constexpr int kBlockValues = 32;
 constexpr std::int64_t block_bytes(BlockKind kind) { return kind == BlockKind::q8_0 ? 34 : 20; }
 
+// Blocks packed for int8 activations (ops.BlockQuantizedMatrix packs them): columns in groups of 16 (the last
+// padded with zero columns), per group the n_in / 32 blocks in order, per block packed_bytes(kind) bytes, where
+// a vector lane is one column's quad (4 bytes):
+//   q4_1 (320): for each quad q = 0..3, the 16 columns' bytes qs[4q, 4q + 4) (64 bytes: low nibbles are values
+//               4q..4q+3, high nibbles 16+4q..), then the 16 columns' float16 d, then their float16 m;
+//   q8_0 (608): for each quad q = 0..7, the 16 columns' int8 values [4q, 4q + 4), then their float16 d, then their
+//               int32 -128 sum(q) (the products read x's codes + 128 as unsigned bytes: this takes it back).
+constexpr std::int64_t kPackedColumns = 16;
+constexpr std::int64_t packed_bytes(BlockKind kind) { return kind == BlockKind::q8_0 ? 608 : 320; }
+
 struct BlockQuantizedMatmulArgs {
   const std::uint8_t* blocks = nullptr;  // (n_out, n_in / 32 * block_bytes) contiguous
   BlockKind kind = BlockKind::q8_0;
@@ -23,6 +33,10 @@ struct BlockQuantizedMatmulArgs {
   std::int64_t x_row_stride = 0, c_row_stride = 0;
   // X read as llama.cpp reads it: each block of 32 values as int8 codes and a scale (kernels/block_quantized.cpp)
   bool int8_x = false;
+  // With int8_x: the same weights packed in column groups (packed_bytes per group and block, groups of columns
+  // [j, j + 16) in order from the first column of `blocks`), read instead of `blocks` where the ISA has the
+  // packed kernels (kernels/block_int8.h). Optional.
+  const std::uint8_t* packed = nullptr;
 };
 
 struct BlockQuantizedRowsArgs {

@@ -25,6 +25,7 @@ struct PlanWeight {
   const std::uint8_t* blocks = nullptr;
   BlockKind kind = BlockKind::q8_0;
   bool int8_x = false;  // x read as int8 blocks (BlockQuantizedMatmulArgs::int8_x)
+  const std::uint8_t* packed = nullptr;  // BlockQuantizedMatmulArgs::packed
   const float* bias = nullptr;
   std::int64_t n_in = 0, n_out = 0;
 };

@@ -257,5 +257,69 @@ inline void store_u8(Vec<float> q, std::uint8_t* p) {
 #endif
 }
 
+// Stores the W lanes of q (integers in [-128, 127], held as float) as signed bytes.
+inline void store_s8(Vec<float> q, std::int8_t* p) {
+#if defined(__AVX512F__)
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q.v)));
+#elif defined(__AVX2__) && defined(__FMA__)
+  const __m256i i = _mm256_cvtps_epi32(q.v);
+  const __m128i s16 = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packs_epi16(s16, s16));
+#elif defined(__SSE2__)
+  const __m128i i = _mm_cvtps_epi32(q.v);
+  const __m128i s16 = _mm_packs_epi32(i, i);
+  const std::int32_t b = _mm_cvtsi128_si32(_mm_packs_epi16(s16, s16));
+  std::memcpy(p, &b, sizeof b);
+#else
+  *p = static_cast<std::int8_t>(q.v);
+#endif
+}
+
+// NibbleDot: W int32 lanes (W columns of q4_1 weights packed in groups, kernels/block_int8_packed.h), each
+// acc + the four products of one lane's u8 codes (at most 15) with one broadcast quad of s8 activation codes.
+// pmaddubsw's s16 pairs are at most 2 x 15 x 127 = 3810 (never saturated), so pmaddwd by ones makes the exact
+// int32; NibbleDotVnni does it in one vpdpbusd, the same bits. W follows the ISA's float vector (Vec<float>).
+#if defined(__AVX512BW__)
+struct NibbleDot {
+  static constexpr int W = 16, MR = 8;  // 8 int + 8 float accumulators, 2 weight vectors, scales: 22 of 32
+  using I = __m512i;
+  static I zero() { return _mm512_setzero_si512(); }
+  static I load(const std::uint8_t* p) { return _mm512_loadu_si512(p); }
+  static I low(I v) { return _mm512_and_si512(v, _mm512_set1_epi8(15)); }
+  static I high(I v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(15)); }
+  static I broadcast(const std::int8_t* q) { return _mm512_set1_epi32(load_quad(reinterpret_cast<const std::uint8_t*>(q))); }
+  static I dot(I acc, I u, I s) {
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
+  }
+  static __m512 to_float(I s) { return _mm512_cvtepi32_ps(s); }
+  static __m512 halves(const std::uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+};
+#if defined(__AVX512VNNI__)
+struct NibbleDotVnni : NibbleDot {
+  static I dot(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
+};
+#endif
+#elif defined(__AVX2__)
+struct NibbleDot {
+  static constexpr int W = 8, MR = 4;  // 4 int + 4 float accumulators, 2 weight vectors, scales, temporaries
+  using I = __m256i;
+  static I zero() { return _mm256_setzero_si256(); }
+  static I load(const std::uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+  static I low(I v) { return _mm256_and_si256(v, _mm256_set1_epi8(15)); }
+  static I high(I v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15)); }
+  static I broadcast(const std::int8_t* q) { return _mm256_set1_epi32(load_quad(reinterpret_cast<const std::uint8_t*>(q))); }
+  static I dot(I acc, I u, I s) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
+  }
+  static __m256 to_float(I s) { return _mm256_cvtepi32_ps(s); }
+  static __m256 halves(const std::uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+};
+#if defined(__AVXVNNI__)
+struct NibbleDotVnni : NibbleDot {
+  static I dot(I acc, I u, I s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
+};
+#endif
+#endif
+
 }  // namespace ATTNKIT_KERNEL_NS
 }  // namespace attnkit

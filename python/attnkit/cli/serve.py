@@ -34,6 +34,12 @@ def add_arguments(parser):
                         help="texts or prompts with more tokens than the model's positions: read as the estimator "
                              "reads them (truncate: cut, or read in windows where the model does that; the "
                              "default), or refuse the request with 413")
+    parser.add_argument("--activations", choices=("int8", "float32"), default=None,
+                        help="how a language model's products with block-quantised weights read their inputs "
+                             "(CausalLanguageModel's int8_activations): int8, as llama.cpp does, each block of 32 "
+                             "values as int8 codes and a scale (the default for a GGUF file: faster for one "
+                             "sequence and for shared steps), or float32 (log-probabilities within 1e-5 of a "
+                             "float64 forward of the stored weights; a saved model's own setting by default)")
 
 
 def run(args):
@@ -81,7 +87,7 @@ def run(args):
         return 2
     try:
         print(f"attnkit serve: loading {args.model}", file=sys.stderr, flush=True)
-        model = load_model(args.model, threads=args.threads)
+        model = load_model(args.model, threads=args.threads, activations=args.activations)
     except (OSError, ValueError, TypeError) as error:
         sock.close()
         print(f"attnkit serve: {error}", file=sys.stderr)

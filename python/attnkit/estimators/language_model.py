@@ -36,8 +36,6 @@ __all__ = ["CausalLanguageModel"]
 MAX_VALIDATION_TOKENS = 65_536
 # Windows per forward pass when scoring (perplexity, validation), and the most logits such a pass may hold.
 SCORING_ROWS = 32
-# Prompts read together, and decoding steps, stay within the rows where each has the bits it has alone.
-EXACT_ROWS = PLAN_READ_ROWS
 SCORING_LOGITS = 2**25
 # max_iter="auto": passes over the training tokens, and the bounds on the updates they make.
 # On Tiny Shakespeare (1.0M training characters) that is 4,900 updates of 16 x 128: validation loss 1.537 in
@@ -114,12 +112,12 @@ class CausalLanguageModel(TrainableEstimator):
         How products with block-quantised weights read their input. False: in float32, so that the results are
         the float32 products of the dequantised weights (a pretrained decoder's log-probabilities within 1e-5 of
         a float64 forward of its dequantised weights). True: as llama.cpp does, each block of 32 input values as
-        int8 codes and one scale, the products integer sums (:attr:`attnkit.ops.BlockQuantizedMatrix.activations`,
-        with VNNI where the CPU has it): decoding one sequence of SmolLM2 ~1.2x faster, prompts about half as
-        fast, and batched steps slower (16 sequences: 40 against 27 ms a step on 2 cores; the float32 inputs'
-        kernel dequantises each weight block once for all rows): keep False behind ``attnkit serve``, whose
-        shared steps are batched. Each input is rounded to 1/254 of its block's largest value. Ignored when the
-        weights are float32.
+        int8 codes and one scale, the products integer sums over weights packed in groups of 16 columns
+        (:attr:`attnkit.ops.BlockQuantizedMatrix.packed`, with VNNI where the CPU has it; each row the same bits
+        at any row count, so prompts are read many at once): on 2 cores of a Zen 5, decoding one sequence of
+        SmolLM2 ~1.25x as fast, a shared step of 16 sequences ~1.4x (16.7 -> 11.8 ms), 16 short prompts read
+        ~2x (133 -> 64 ms). ``attnkit serve`` reads a GGUF file so by default. Each input is rounded to 1/254 of
+        its block's largest value. Ignored when the weights are float32.
     tokenizer : {"char", "word", "bpe", "unigram"} or tokenizers.Tokenizer, default="char"
         ``"char"``: every character a token, newlines included, so generated text keeps its layout; the
         right choice for a megabyte of text. ``"bpe"`` / ``"unigram"``: subword pieces learnt from the corpus
@@ -910,15 +908,16 @@ class _PromptedModel:
         if np.unique(lengths).size > 1 and not self.mixed:
             raise ValueError("prompts of different lengths need a network that steps rows at their own positions")
         parts, order = [], np.argsort(lengths, kind="stable")
+        exact = self.network.read_rows_at_once() if self.mixed else 0
         for group in _similar_lengths(lengths[order]):
             longest = int(lengths[order[group]].max())
-            # Prompts of at most EXACT_ROWS tokens read alone take the block kernels' strips, whose rows have the
-            # bits of one row alone; read together in more rows, the GEMM, whose last bits differ. So they are
-            # read in calls of at most EXACT_ROWS rows, and longer ones (the GEMM either way) in calls of at most
-            # EXACT_ROWS prompts, for the output layer's product of their last positions (where calls' caches can
-            # be joined: with a plan).
+            # Prompts of at most `exact` tokens read alone take one plan step, each row with the bits of one row
+            # alone; read together in more rows, float32 inputs take the block kernels' GEMM, whose last bits
+            # differ. So they are read in calls of at most `exact` rows (PLAN_READ_ROWS, more where int8 inputs
+            # read packed blocks), and longer ones in calls of at most PLAN_READ_ROWS prompts, for the output
+            # layer's product of their last positions (where calls' caches can be joined: with a plan).
             per_call = (group.stop - group.start if not self.mixed
-                        else max(1, EXACT_ROWS // longest) if longest <= EXACT_ROWS else EXACT_ROWS)
+                        else max(1, exact // longest) if longest <= exact else PLAN_READ_ROWS)
             for first in range(group.start, group.stop, per_call):
                 members = order[first : min(first + per_call, group.stop)]
                 parts.append(self._prefill([rows[i] for i in members]))
@@ -959,8 +958,8 @@ class _PromptedModel:
     def step_and_read(self, tokens, state, contexts):
         """:meth:`step` and :meth:`read` of ``contexts`` in one call, the contexts' rows after the state's: the
         decoding rows' next tokens and the prompts' tokens side by side in one plan step, where the network reads
-        rows and they are at most EXACT_ROWS (each row then has the bits it has alone). None where not (then
-        step, read and join apart)."""
+        rows and they are at most its ``read_rows_at_once()`` (each row then has the bits it has alone). None where
+        not (then step, read and join apart)."""
         contexts = [np.asarray(c) for c in contexts]
         sizes = np.array([c.size for c in contexts])
         rows = len(state.tokens) + int(sizes.sum())

@@ -17,7 +17,7 @@ from attnkit.nn.layers import Linear, add_product, dense
 from attnkit.nn.module import Module
 from attnkit.nn.positional import MAX_POSITIONS
 from attnkit.nn.token_embedding import TokenEmbedding
-from attnkit.nn.transformer import PLAN_READ_ROWS
+from attnkit.nn.transformer import PACKED_READ_ROWS, PLAN_READ_ROWS
 
 __all__ = ["CausalLM"]
 
@@ -261,10 +261,26 @@ class CausalLM(Module):
 
     def reads_rows(self, cache, rows):
         """Whether :meth:`read_rows` takes ``rows`` tokens into ``cache``: a decoding plan (without hard attention)
-        over float32 embeddings, and at most ``attnkit.nn.transformer.PLAN_READ_ROWS`` rows."""
-        return self.decoder.plan_reads(cache, rows) and all(
+        over float32 embeddings, and at most :func:`attnkit.nn.transformer.plan_read_rows` rows (past
+        ``PLAN_READ_ROWS``, an output layer whose rows keep their bits at any count too)."""
+        return self.decoder.plan_reads(cache, rows) and (rows <= PLAN_READ_ROWS or self._head_exact()) and all(
             isinstance(p, ops.BlockQuantizedMatrix) or p.dtype == np.float32
             for _, p, _ in self.embedding.named_parameters())
+
+    def read_rows_at_once(self):
+        """The most prompt tokens :meth:`read_rows` and :meth:`prefill` take in one plan step with each row's bits
+        those of a step of its own (where the decoder runs as a plan): ``PACKED_READ_ROWS`` where every weight
+        product reads int8 inputs from packed blocks, else ``PLAN_READ_ROWS``."""
+        matrices = [p for _, p, _ in self.decoder.named_parameters()
+                    if isinstance(p, ops.BlockQuantizedMatrix) or p.ndim == 2]
+        packed = all(isinstance(p, ops.BlockQuantizedMatrix) and p.packed is not None for p in matrices)
+        return PACKED_READ_ROWS if packed and self._head_exact() else PLAN_READ_ROWS
+
+    def _head_exact(self):
+        """Whether the output layer's product gives each row its bits at any row count: float32, or blocks read
+        with int8 inputs from packed ones."""
+        head = self.output.params["weight"] if self.output is not None else self.embedding.tokens.params["weight"]
+        return not isinstance(head, ops.BlockQuantizedMatrix) or head.packed is not None
 
     def read_rows(self, ids, sequences, cache, *, at):
         """Feed tokens ``ids`` (R,) to the cache rows ``sequences`` (R,) in one decoding-plan step
@@ -277,7 +293,7 @@ class CausalLM(Module):
             raise ValueError(f"sequences must hold a cache row in [0, {cache.batch_size}) per id, got {sequences!r}")
         if not self.reads_rows(cache, ids.size):
             raise ValueError(f"read_rows needs a decoding plan over float32 embeddings and at most "
-                             f"{PLAN_READ_ROWS} ids (reads_rows), got {ids.size}")
+                             f"{self.read_rows_at_once()} ids (reads_rows), got {ids.size}")
         order = np.argsort(sequences, kind="stable")  # each row's rank among its sequence's rows, in order
         firsts = np.searchsorted(sequences[order], sequences[order])
         rank = np.empty_like(sequences)

@@ -46,7 +46,7 @@ class DecodingPlanLayer(NamedTuple):
 
 def _weight(w, name):
     if isinstance(w, BlockQuantizedMatrix):
-        return (w.blocks, w.kind, w.shape[0], w.activations == "int8")
+        return (w.blocks, w.kind, w.shape[0], w.activations == "int8", w.packed)
     return _float32(w, name)
 
 
@@ -115,6 +115,10 @@ class DecodingPlan:
                                         entries, _float32(final_norm[0], "final_norm gamma"),
                                         _float32(final_norm[1], "final_norm beta"))
         self.n_layers = len(entries)
+        # Whether every weight is block-quantised and read with int8 inputs from packed blocks: each product then
+        # gives a row the same bits at any row count (block_quantized_matmul), so a step may read many rows.
+        self.packed = all(isinstance(w, BlockQuantizedMatrix) and w.packed is not None
+                          for layer in layers for w in (layer.wq, layer.wk, layer.wv, layer.wo, layer.w1, layer.w2))
 
     def step(self, x, position, keys, values, sequences=None):
         """The stack's output (B, d_model) for ``x`` (B, d_model) float32 at ``position``.
