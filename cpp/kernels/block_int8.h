@@ -249,7 +249,7 @@ inline void packed_tile(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx,
     const V m{D::halves(p + 4 * 4 * kPackedColumns + 2 * kPackedColumns + 2 * lane0)};
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
-      acc[i] = V::fma(V{D::to_float(s[i])}, d * V::set1(e[i * blocks + b]), acc[i]);
+      acc[i] = V::fma(V{D::to_float(D::sums(s[i]))}, d * V::set1(e[i * blocks + b]), acc[i]);
       acc[i] = V::fma(m, V::set1(es[i * blocks + b]), acc[i]);
     }
   }

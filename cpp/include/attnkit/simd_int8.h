@@ -275,10 +275,11 @@ inline void store_s8(Vec<float> q, std::int8_t* p) {
 #endif
 }
 
-// NibbleDot: W int32 lanes (W columns of q4_1 weights packed in groups, kernels/block_int8_packed.h), each
-// acc + the four products of one lane's u8 codes (at most 15) with one broadcast quad of s8 activation codes.
-// pmaddubsw's s16 pairs are at most 2 x 15 x 127 = 3810 (never saturated), so pmaddwd by ones makes the exact
-// int32; NibbleDotVnni does it in one vpdpbusd, the same bits. W follows the ISA's float vector (Vec<float>).
+// NibbleDot: W lanes (W columns of q4_1 weights packed in groups, kernels/block_int8.h), a block's sums of the
+// products of one lane's u8 codes (at most 15) with broadcast quads of s8 activation codes: dot adds four
+// products a lane, sums gives the exact int32 lanes. Here dot adds pmaddubsw's s16 pairs (at most 2 x 15 x 127
+// = 3810, never saturated) as s16, at most 8 times a block (30480 < 32767), and sums widens them with pmaddwd;
+// NibbleDotVnni adds in int32 with vpdpbusd. The same bits. W follows the ISA's float vector (Vec<float>).
 #if defined(__AVX512BW__)
 struct NibbleDot {
   static constexpr int W = 16, MR = 8;  // 8 int + 8 float accumulators, 2 weight vectors, scales: 22 of 32
@@ -288,15 +289,15 @@ struct NibbleDot {
   static I low(I v) { return _mm512_and_si512(v, _mm512_set1_epi8(15)); }
   static I high(I v) { return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(15)); }
   static I broadcast(const std::int8_t* q) { return _mm512_set1_epi32(load_quad(reinterpret_cast<const std::uint8_t*>(q))); }
-  static I dot(I acc, I u, I s) {
-    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
-  }
+  static I dot(I acc, I u, I s) { return _mm512_add_epi16(acc, _mm512_maddubs_epi16(u, s)); }
+  static I sums(I acc) { return _mm512_madd_epi16(acc, _mm512_set1_epi16(1)); }
   static __m512 to_float(I s) { return _mm512_cvtepi32_ps(s); }
   static __m512 halves(const std::uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
 };
 #if defined(__AVX512VNNI__)
 struct NibbleDotVnni : NibbleDot {
   static I dot(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
+  static I sums(I acc) { return acc; }
 };
 #endif
 #elif defined(__AVX2__)
@@ -308,15 +309,15 @@ struct NibbleDot {
   static I low(I v) { return _mm256_and_si256(v, _mm256_set1_epi8(15)); }
   static I high(I v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(15)); }
   static I broadcast(const std::int8_t* q) { return _mm256_set1_epi32(load_quad(reinterpret_cast<const std::uint8_t*>(q))); }
-  static I dot(I acc, I u, I s) {
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1)));
-  }
+  static I dot(I acc, I u, I s) { return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u, s)); }
+  static I sums(I acc) { return _mm256_madd_epi16(acc, _mm256_set1_epi16(1)); }
   static __m256 to_float(I s) { return _mm256_cvtepi32_ps(s); }
   static __m256 halves(const std::uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 };
 #if defined(__AVXVNNI__)
 struct NibbleDotVnni : NibbleDot {
   static I dot(I acc, I u, I s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
+  static I sums(I acc) { return acc; }
 };
 #endif
 #endif
