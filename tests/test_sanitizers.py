@@ -24,7 +24,8 @@ SITE = BUILD / "site"
 TESTS = [f"tests/test_ops_{name}.py" for name in ("attention", "attention_backward", "linear_attention",
                                                   "linear_attention_backward", "softmax", "random_features",
                                                   "normalization", "activations", "cross_entropy", "positions",
-                                                  "matmul", "int8_linear", "optim")]
+                                                  "matmul", "int8_linear", "optim", "block_quantized",
+                                                  "decoding_plan")]
 TESTS.append("tests/test_fuzz_ops.py")
 REPORTS = ("ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
 
