@@ -80,12 +80,15 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--long-inputs", choices=("truncate", "refuse"), default="truncate",
                         help="the server's handling of texts longer than the model's positions")
+    parser.add_argument("--activations", choices=("int8", "float32"), default=None,
+                        help="a language model's --activations (default: the server's)")
     args = parser.parse_args()
     import httpx
 
     rng = random.Random(args.seed)
+    activations = ["--activations", args.activations] if args.activations else []
     server = ServerProcess([sys.executable, "-m", "attnkit", "serve", args.model, "--port", "0",
-                            "--long-inputs", args.long_inputs])
+                            "--long-inputs", args.long_inputs, *activations])
     try:
         served = httpx.get(f"{server.url}/health").json()["kind"]
         ours = [(route, body) for route, body in VALID if route in ROUTES[served]]  # valid for this model
