@@ -67,7 +67,7 @@ inline void quantize_x_block(const float* x, std::int8_t* q, float& scale, float
   for (int v = 0; v < NV; ++v) {
     const V c = V::max(lo, V::min(hi, (V::load(x + v * W) * vinv + magic) - magic));
     total = total + c;
-    store_s8(c, q + v * W);
+    store_bytes(c, q + v * W);
   }
   scaled_sum = scale * total.reduce_add();
 }

@@ -85,10 +85,10 @@ inline float quantize_row(const float* x, std::int64_t k, std::int64_t k4, std::
   // (y + 1.5 2^23) - 1.5 2^23 rounds |y| < 2^22 to the nearest integer, ties to even, as rint does.
   auto quantize = [&](V v) { return V::min(top, V::max(V::zero(), ((v * vinv + magic) - magic) + vz)); };
   std::int64_t j = 0;
-  for (; j + W <= k; j += W) store_u8(quantize(V::load(x + j)), q + j);
+  for (; j + W <= k; j += W) store_bytes(quantize(V::load(x + j)), q + j);
   if (j < k) {
     std::uint8_t tail[W];
-    store_u8(quantize(load_partial(x + j, int(k - j))), tail);
+    store_bytes(quantize(load_partial(x + j, int(k - j))), tail);
     std::memcpy(q + j, tail, std::size_t(k - j));
   }
   return sx;

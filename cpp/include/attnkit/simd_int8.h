@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "attnkit/simd.h"
 
@@ -239,39 +240,25 @@ struct BlockDot {
 // The 8 lanes' total, in the one order every ISA uses: ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)).
 inline float lanes_total(const float* l) { return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7])); }
 
-// Stores the W lanes of q (integers in [0, 255], held as float) as bytes.
-inline void store_u8(Vec<float> q, std::uint8_t* p) {
+// Stores the W lanes of q (integers held as float, within T's range: [0, 255] for uint8_t, [-128, 127] for
+// int8_t) as bytes.
+template <class T>
+inline void store_bytes(Vec<float> q, T* p) {
+  static_assert(sizeof(T) == 1, "bytes: std::uint8_t or std::int8_t");
 #if defined(__AVX512F__)
   _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q.v)));
 #elif defined(__AVX2__) && defined(__FMA__)
   const __m256i i = _mm256_cvtps_epi32(q.v);
   const __m128i s16 = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packus_epi16(s16, s16));
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(p),
+                   std::is_signed_v<T> ? _mm_packs_epi16(s16, s16) : _mm_packus_epi16(s16, s16));
 #elif defined(__SSE2__)
   const __m128i i = _mm_cvtps_epi32(q.v);
   const __m128i s16 = _mm_packs_epi32(i, i);
-  const std::int32_t b = _mm_cvtsi128_si32(_mm_packus_epi16(s16, s16));
+  const std::int32_t b = _mm_cvtsi128_si32(std::is_signed_v<T> ? _mm_packs_epi16(s16, s16) : _mm_packus_epi16(s16, s16));
   std::memcpy(p, &b, sizeof b);
 #else
-  *p = static_cast<std::uint8_t>(q.v);
-#endif
-}
-
-// Stores the W lanes of q (integers in [-128, 127], held as float) as signed bytes.
-inline void store_s8(Vec<float> q, std::int8_t* p) {
-#if defined(__AVX512F__)
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(q.v)));
-#elif defined(__AVX2__) && defined(__FMA__)
-  const __m256i i = _mm256_cvtps_epi32(q.v);
-  const __m128i s16 = _mm_packs_epi32(_mm256_castsi256_si128(i), _mm256_extracti128_si256(i, 1));
-  _mm_storel_epi64(reinterpret_cast<__m128i*>(p), _mm_packs_epi16(s16, s16));
-#elif defined(__SSE2__)
-  const __m128i i = _mm_cvtps_epi32(q.v);
-  const __m128i s16 = _mm_packs_epi32(i, i);
-  const std::int32_t b = _mm_cvtsi128_si32(_mm_packs_epi16(s16, s16));
-  std::memcpy(p, &b, sizeof b);
-#else
-  *p = static_cast<std::int8_t>(q.v);
+  *p = static_cast<T>(q.v);
 #endif
 }
 

@@ -27,7 +27,7 @@ from attnkit.nn.residual import make_norm
 # then gets a step's own operations; a longer prompt reads faster in one causal attention call per layer.
 PLAN_READ_ROWS = 32
 # The same where every weight is read with int8 inputs from packed blocks (ops.DecodingPlan.packed), whose rows
-# have their bits at any count: 16 prompts of 10 tokens in one step, not six (SmolLM2: 101 -> ~50 ms). Bounded so
+# have their bits at any count: 16 prompts of 10 tokens in one step, not six (SmolLM2: 101 -> 57 ms). Bounded so
 # that a step's activations stay small.
 PACKED_READ_ROWS = 256
 
