@@ -197,6 +197,18 @@ struct PackedOf<BlockDotVnni> {
 #endif
 
 #if defined(__AVX2__)  // the packed kernels' ISAs (PackedOf above)
+// body(q) for q < N, unrolled or kept a loop as the policy asks (kUnrollQuads, attnkit/simd_int8.h).
+template <bool Unrolled, int N, class Body>
+inline void over_quads(const Body& body) {
+  if constexpr (Unrolled) {
+#pragma GCC unroll 8
+    for (int q = 0; q < N; ++q) body(q);
+  } else {
+#pragma GCC unroll 1
+    for (int q = 0; q < N; ++q) body(q);
+  }
+}
+
 // C[i0 + i, j + l] = acc[i] lane l (+ bias), for the columns before n_out.
 template <int M>
 inline void store_tile(const BlockQuantizedMatmulArgs& g, const Vec<float>* acc, std::int64_t i0, std::int64_t j) {
@@ -235,8 +247,7 @@ inline void packed_tile(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx,
     typename D::I s[M];
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) s[i] = D::zero();
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q) {
+    over_quads<D::kUnrollQuads, 4>([&](int q) {
       const typename D::I nibbles = D::load(p + q * 4 * kPackedColumns + 4 * lane0);
       const typename D::I low = D::low(nibbles), high = D::high(nibbles);
 #pragma GCC unroll 8
@@ -244,7 +255,7 @@ inline void packed_tile(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx,
         const std::int8_t* c = codes + i * g.n_in + b * kBlockValues + 4 * q;
         s[i] = D::dot(D::dot(s[i], low, D::broadcast(c)), high, D::broadcast(c + 16));
       }
-    }
+    });
     const V d{D::halves(p + 4 * 4 * kPackedColumns + 2 * lane0)};
     const V m{D::halves(p + 4 * 4 * kPackedColumns + 2 * kPackedColumns + 2 * lane0)};
 #pragma GCC unroll 8
@@ -279,13 +290,12 @@ inline void packed_q8_tile(const BlockQuantizedMatmulArgs& g, const QuantizedX& 
     const typename D::Acc start = NibbleDot::load(p + 8 * 4 * kPackedColumns + 2 * kPackedColumns + 4 * lane0);
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) s[i] = start;
-#pragma GCC unroll 8
-    for (int q = 0; q < 8; ++q) {
+    over_quads<D::kUnrollQuads, 8>([&](int q) {
       const typename D::B w = D::load(reinterpret_cast<const std::int8_t*>(p + q * 4 * kPackedColumns + 4 * lane0));
 #pragma GCC unroll 8
       for (int i = 0; i < M; ++i)
         s[i] = D::mac(s[i], D::broadcast(ux + ((i0 + i) * quads + b * 8 + q) * D::kQuadBytes), w);
-    }
+    });
     const V d{NibbleDot::halves(p + 8 * 4 * kPackedColumns + 2 * lane0)};
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) acc[i] = V::fma(V{NibbleDot::to_float(s[i])}, d * V::set1(e[i * blocks + b]), acc[i]);
