@@ -314,6 +314,28 @@ def test_int8_activations_same_bits_on_avx2_avx512_and_vnni(kind, m):
         assert_array_equal(r, results[variants[0]], err_msg=str(variant))
 
 
+@pytest.mark.parametrize("m", [1, 16])
+def test_int8_q8_0_extreme_codes_are_exact_on_every_variant(m):
+    # The largest products the int8 kernels meet: q8_0 codes -128 and 127 (a GGUF file may hold -128; quantize_blocks
+    # never makes it) against activation codes -127 and 127, in every pairing of signs. Without VNNI, pmaddubsw
+    # sums two such products into an s16: 2 x 128 x 127 = 32512 must not saturate. d = 1 and x in {-127, 127}
+    # (each block's largest is 127: the codes are x) make every product an exact integer.
+    n_in, n_out = 64, 32
+    rng = np.random.default_rng(13)
+    codes = rng.choice(np.array([-128, 127, -127, 0], np.int8), (n_out, n_in), p=[0.4, 0.3, 0.2, 0.1])
+    codes[0], codes[1] = -128, 127  # whole columns of the largest magnitudes
+    blocks = np.zeros((n_out, n_in // 32, 34), np.uint8)
+    blocks[:, :, :2] = np.frombuffer(np.float16(1).tobytes(), np.uint8)
+    blocks[:, :, 2:] = codes.reshape(n_out, n_in // 32, 32).view(np.uint8)
+    w = ops.BlockQuantizedMatrix("q8_0", blocks.reshape(n_out, -1), (n_in, n_out)).with_activations("int8")
+    x = rng.choice(np.array([-127, 127], np.float32), (m, n_in))
+    x[0] = 127 * np.sign(codes[0] + 0.5)  # row 0: the sign of column 0's codes, all products +128 x 127
+    exact = (x.astype(np.int64) @ codes.T.astype(np.int64)).astype(np.float32)  # |sum| < 2^24: exact in float32
+    for isa, vnni in int8_variants():
+        with int8_variant(isa, vnni):
+            assert_array_equal(ops.block_quantized_matmul(x, w), exact, err_msg=f"{isa}, vnni={vnni}")
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_int8_activations_nan_and_inf_reach_their_row_only(isa, kind):
     w = ops.quantize_blocks(_weight(6, 96, 11), kind).with_activations("int8")

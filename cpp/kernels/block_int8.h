@@ -185,7 +185,7 @@ struct PackedOf {
 template <>
 struct PackedOf<BlockDot> {
   using Nibble = NibbleDot;
-  using Quad = DotExact;
+  using Quad = DotSign;
 };
 #endif
 #if (defined(__AVX512BW__) && defined(__AVX512VNNI__)) || (!defined(__AVX512BW__) && defined(__AVXVNNI__))
@@ -197,7 +197,7 @@ struct PackedOf<BlockDotVnni> {
 #endif
 
 #if defined(__AVX2__)  // the packed kernels' ISAs (PackedOf above)
-// body(q) for q < N, unrolled or kept a loop as the policy asks (kUnrollQuads, attnkit/simd_int8.h).
+// body(q) for q < N, unrolled or kept a loop as the policy asks (kUnrolledRows, attnkit/simd_int8.h).
 template <bool Unrolled, int N, class Body>
 inline void over_quads(const Body& body) {
   if constexpr (Unrolled) {
@@ -247,7 +247,7 @@ inline void packed_tile(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx,
     typename D::I s[M];
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) s[i] = D::zero();
-    over_quads<D::kUnrollQuads, 4>([&](int q) {
+    over_quads<(M <= D::kUnrolledRows), 4>([&](int q) {
       const typename D::I nibbles = D::load(p + q * 4 * kPackedColumns + 4 * lane0);
       const typename D::I low = D::low(nibbles), high = D::high(nibbles);
 #pragma GCC unroll 8
@@ -267,11 +267,15 @@ inline void packed_tile(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx,
   store_tile<M>(g, acc, i0, j);
 }
 
-// Packed q8_0: as packed_tile, with s the exact sums of (x's codes + 128) times the weights (D: DotExact or
-// DotVnni, int8_linear's policies) started from -128 sum(w), and no m term. ux holds every row's quads of
-// codes + 128 as D::pack_quad lays them out.
+// Whether the packed q8_0 policy D reads x's codes + 128 as u8 (DotVnni: vpdpbusd multiplies u8 by s8), its
+// sums then started from the block's stored -128 sum(w), or the codes themselves (DotSign).
+template <class D>
+constexpr bool kOffsetCodes = !std::is_same_v<D, DotSign>;
+
+// Packed q8_0: as packed_tile, with s the exact sums of x's codes times the weights (D: DotSign, or DotVnni over
+// codes + 128 from -128 sum(w)), and no m term. x_quads holds every row's codes, or codes + 128 (kOffsetCodes).
 template <class D, int M>
-inline void packed_q8_tile(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx, const std::uint8_t* ux,
+inline void packed_q8_tile(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx, const std::uint8_t* x_quads,
                            std::int64_t i0, std::int64_t j) {
   using V = Vec<float>;
   constexpr int W = D::W;
@@ -287,14 +291,15 @@ inline void packed_q8_tile(const BlockQuantizedMatmulArgs& g, const QuantizedX& 
   for (std::int64_t b = 0; b < blocks; ++b) {
     const std::uint8_t* p = group + b * bytes;
     typename D::Acc s[M];
-    const typename D::Acc start = NibbleDot::load(p + 8 * 4 * kPackedColumns + 2 * kPackedColumns + 4 * lane0);
+    typename D::Acc start = D::zero();
+    if constexpr (kOffsetCodes<D>) start = NibbleDot::load(p + 8 * 4 * kPackedColumns + 2 * kPackedColumns + 4 * lane0);
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) s[i] = start;
-    over_quads<D::kUnrollQuads, 8>([&](int q) {
+    over_quads<(M <= D::kUnrolledRows), 8>([&](int q) {
       const typename D::B w = D::load(reinterpret_cast<const std::int8_t*>(p + q * 4 * kPackedColumns + 4 * lane0));
 #pragma GCC unroll 8
       for (int i = 0; i < M; ++i)
-        s[i] = D::mac(s[i], D::broadcast(ux + ((i0 + i) * quads + b * 8 + q) * D::kQuadBytes), w);
+        s[i] = D::mac(s[i], D::broadcast(x_quads + ((i0 + i) * quads + b * 8 + q) * D::kQuadBytes), w);
     });
     const V d{NibbleDot::halves(p + 8 * 4 * kPackedColumns + 2 * lane0)};
 #pragma GCC unroll 8
@@ -335,22 +340,17 @@ template <class D>
 struct QuadTile {
   const BlockQuantizedMatmulArgs& g;
   const QuantizedX& qx;
-  const std::uint8_t* ux;
+  const std::uint8_t* x_quads;
   template <int M>
-  void run(std::int64_t i0, std::int64_t j) const { packed_q8_tile<D, M>(g, qx, ux, i0, j); }
+  void run(std::int64_t i0, std::int64_t j) const { packed_q8_tile<D, M>(g, qx, x_quads, i0, j); }
 };
 
-// Every row's codes + 128 (c ^ 0x80 as a byte), in quads as D::pack_quad lays them out.
-template <class D>
-std::unique_ptr<std::uint8_t, FreeDeleter> unsigned_quads(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx) {
-  const std::int64_t quads = g.m * g.n_in / 4;
-  auto ux = aligned_buffer<std::uint8_t>(quads * D::kQuadBytes);
+// Every row's codes + 128 (c ^ 0x80 as a byte), for DotVnni's u8 operand (its quads are the bytes in order).
+inline std::unique_ptr<std::uint8_t, FreeDeleter> offset_codes(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx) {
+  const std::int64_t n = g.m * g.n_in;
+  auto ux = aligned_buffer<std::uint8_t>(n);
   const std::int8_t* codes = qx.codes.get();
-  for (std::int64_t t = 0; t < quads; ++t) {
-    std::uint8_t quad[4];
-    for (int k = 0; k < 4; ++k) quad[k] = static_cast<std::uint8_t>(codes[4 * t + k]) ^ 0x80;
-    D::pack_quad(quad, ux.get() + t * D::kQuadBytes);
-  }
+  for (std::int64_t t = 0; t < n; ++t) ux.get()[t] = static_cast<std::uint8_t>(codes[t]) ^ 0x80;
   return ux;
 }
 
@@ -364,9 +364,12 @@ void packed_x(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx, int threa
     over_row_ranges(g.n_out, threads, [&](std::int64_t j0, std::int64_t j1) { packed_range<D::W, MR>(tile, g.m, j0, j1); });
   } else {
     using D = typename PackedOf<Dot>::Quad;
+    static_assert(D::kQuadBytes == 4, "packed q8_0 reads each row's codes in order");
     constexpr int MR = D::W == 16 ? 8 : 4;  // s and acc a row, the weights' vector(s), a broadcast
-    const auto ux = unsigned_quads<D>(g, qx);
-    const QuadTile<D> tile{g, qx, ux.get()};
+    std::unique_ptr<std::uint8_t, FreeDeleter> ux;
+    if constexpr (kOffsetCodes<D>) ux = offset_codes(g, qx);
+    const auto* x_quads = kOffsetCodes<D> ? ux.get() : reinterpret_cast<const std::uint8_t*>(qx.codes.get());
+    const QuadTile<D> tile{g, qx, x_quads};
     over_row_ranges(g.n_out, threads, [&](std::int64_t j0, std::int64_t j1) { packed_range<D::W, MR>(tile, g.m, j0, j1); });
   }
 }

@@ -9,9 +9,11 @@
 // int32 bits; the kernel is written once against this interface. DotVnni exists where the compile has
 // VNNI: AVX-512 VNNI (512-bit) at the avx512 level, AVX-VNNI (256-bit) at the avx2 level.
 //
-// kUnrollQuads: whether the packed block kernels (kernels/block_int8.h) unroll a block's quads. Unrolled, GCC
-// hoists every pmaddubsw/pmaddwd of the block ahead of its adds and spills them; kept a loop, the non-VNNI
-// products ran 1.3-1.9x faster at 16 rows (Zen 5, AVX2 and AVX-512), while one-instruction VNNI ran 4-20% slower.
+// kUnrolledRows (the packed block kernels' policies, kernels/block_int8.h): the tiles of at most this many rows
+// unroll a block's quads; larger ones keep them a loop. Unrolled over several rows, GCC 12 hoists every
+// pmaddubsw/pmaddwd of the block ahead of its adds and spills them: kept a loop, the non-VNNI products ran 1.3-1.9x
+// faster at 16 rows (Zen 5, AVX2 and AVX-512), but 10-15% slower at one row. One-instruction VNNI is fastest
+// unrolled at any row count (a loop cost it 4-20%).
 #pragma once
 
 #ifndef ATTNKIT_KERNEL_NS
@@ -45,7 +47,6 @@ inline void split_quad(const std::uint8_t* q, std::uint8_t* dst) {
 struct DotExact {
   static constexpr int W = 16, MR = 8;  // 16 accumulators + 4 weight halves + 2 row halves + temporaries
   static constexpr int kQuadBytes = 8;
-  static constexpr bool kUnrollQuads = false;
   using Acc = __m512i;
   struct A {
     __m512i even, odd;
@@ -70,7 +71,7 @@ struct DotExact {
 struct DotVnni {
   static constexpr int W = 16, MR = 12;  // 24 accumulators, 2 weight vectors, 1 broadcast
   static constexpr int kQuadBytes = 4;
-  static constexpr bool kUnrollQuads = true;
+  static constexpr int kUnrolledRows = 64;  // every tile
   using Acc = __m512i;
   using A = __m512i;
   using B = __m512i;
@@ -88,7 +89,6 @@ struct DotVnni {
 struct DotExact {
   static constexpr int W = 8, MR = 4;  // 8 accumulators + 4 weight halves + 2 row halves + temporaries
   static constexpr int kQuadBytes = 8;
-  static constexpr bool kUnrollQuads = false;
   using Acc = __m256i;
   struct A {
     __m256i even, odd;
@@ -115,7 +115,7 @@ struct DotExact {
 struct DotVnni {
   static constexpr int W = 8, MR = 6;  // 12 accumulators, 2 weight vectors, 1 broadcast: 15 of 16 registers
   static constexpr int kQuadBytes = 4;
-  static constexpr bool kUnrollQuads = true;
+  static constexpr int kUnrolledRows = 64;  // every tile
   using Acc = __m256i;
   using A = __m256i;
   using B = __m256i;
@@ -133,7 +133,6 @@ struct DotVnni {
 struct DotExact {
   static constexpr int W = 4, MR = 4;
   static constexpr int kQuadBytes = 4;
-  static constexpr bool kUnrollQuads = false;
   struct Acc {
     std::int32_t v[W];
   };
@@ -271,6 +270,56 @@ inline void store_bytes(Vec<float> q, T* p) {
 #endif
 }
 
+// DotSign: packed q8_0's product without VNNI (kernels/block_int8.h). A lane is a column's four s8 weights w, the
+// broadcast quad four s8 activation codes x in [-127, 127] (not + 128 as DotVnni reads them): pmaddubsw(|w|,
+// sign(x, w)) sums two products into an s16 that never saturates (|w| <= 128: at most 2 x 128 x 127 = 32512), and
+// pmaddwd widens it at once: 5 instructions a row and quad where DotExact's even and odd halves take 7 (the
+// 576 x 49152 output table of SmolLM2 at 16 rows: 1.4x). |w| and w's signs are made once per tile, for its rows.
+#if defined(__AVX512BW__)
+struct DotSign {
+  static constexpr int W = 16, MR = 8;
+  static constexpr int kQuadBytes = 4;
+  static constexpr int kUnrolledRows = 3;
+  using Acc = __m512i;
+  using A = __m512i;
+  struct B {
+    __m512i magnitude;
+    __mmask64 negative;
+  };
+  static Acc zero() { return _mm512_setzero_si512(); }
+  static A broadcast(const std::uint8_t* a) { return _mm512_set1_epi32(load_quad(a)); }
+  static B load(const std::int8_t* w) {
+    const __m512i v = _mm512_loadu_si512(w);
+    return {_mm512_abs_epi8(v), _mm512_movepi8_mask(v)};
+  }
+  static Acc mac(Acc acc, A a, const B& b) {  // AVX-512 has no vpsignb: x negated in w's negative bytes
+    const __m512i signed_x = _mm512_mask_sub_epi8(a, b.negative, _mm512_setzero_si512(), a);
+    return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(b.magnitude, signed_x), _mm512_set1_epi16(1)));
+  }
+};
+#elif defined(__AVX2__)
+struct DotSign {
+  static constexpr int W = 8, MR = 4;
+  static constexpr int kQuadBytes = 4;
+  static constexpr int kUnrolledRows = 3;
+  using Acc = __m256i;
+  using A = __m256i;
+  struct B {
+    __m256i magnitude, w;
+  };
+  static Acc zero() { return _mm256_setzero_si256(); }
+  static A broadcast(const std::uint8_t* a) { return _mm256_set1_epi32(load_quad(a)); }
+  static B load(const std::int8_t* w) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+    return {_mm256_abs_epi8(v), v};
+  }
+  static Acc mac(Acc acc, A a, const B& b) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(b.magnitude, _mm256_sign_epi8(a, b.w)),
+                                                   _mm256_set1_epi16(1)));
+  }
+};
+#endif
+
 // NibbleDot: W lanes (W columns of q4_1 weights packed in groups, kernels/block_int8.h), a block's sums of the
 // products of one lane's u8 codes (at most 15) with broadcast quads of s8 activation codes: dot adds four
 // products a lane, sums gives the exact int32 lanes. Here dot adds pmaddubsw's s16 pairs (at most 2 x 15 x 127
@@ -279,7 +328,7 @@ inline void store_bytes(Vec<float> q, T* p) {
 #if defined(__AVX512BW__)
 struct NibbleDot {
   static constexpr int W = 16, MR = 8;  // 8 int + 8 float accumulators, 2 weight vectors, scales: 22 of 32
-  static constexpr bool kUnrollQuads = false;
+  static constexpr int kUnrolledRows = 1;
   using I = __m512i;
   static I zero() { return _mm512_setzero_si512(); }
   static I load(const std::uint8_t* p) { return _mm512_loadu_si512(p); }
@@ -293,7 +342,7 @@ struct NibbleDot {
 };
 #if defined(__AVX512VNNI__)
 struct NibbleDotVnni : NibbleDot {
-  static constexpr bool kUnrollQuads = true;
+  static constexpr int kUnrolledRows = 64;  // every tile
   static I dot(I acc, I u, I s) { return _mm512_dpbusd_epi32(acc, u, s); }
   static I sums(I acc) { return acc; }
 };
@@ -301,7 +350,7 @@ struct NibbleDotVnni : NibbleDot {
 #elif defined(__AVX2__)
 struct NibbleDot {
   static constexpr int W = 8, MR = 4;  // 4 int + 4 float accumulators, 2 weight vectors, scales, temporaries
-  static constexpr bool kUnrollQuads = false;
+  static constexpr int kUnrolledRows = 1;
   using I = __m256i;
   static I zero() { return _mm256_setzero_si256(); }
   static I load(const std::uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
@@ -315,7 +364,7 @@ struct NibbleDot {
 };
 #if defined(__AVXVNNI__)
 struct NibbleDotVnni : NibbleDot {
-  static constexpr bool kUnrollQuads = true;
+  static constexpr int kUnrolledRows = 64;  // every tile
   static I dot(I acc, I u, I s) { return _mm256_dpbusd_avx_epi32(acc, u, s); }
   static I sums(I acc) { return acc; }
 };
