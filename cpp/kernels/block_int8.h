@@ -33,10 +33,14 @@ namespace attnkit {
 namespace ATTNKIT_KERNEL_NS {
 namespace {
 
-// Codes, scales e and e sum(q) of the x blocks of all m rows; a block with an inf or NaN gets NaN scales.
+// Codes, scales e and e sum(q) of the x blocks of all m rows (made here, or the caller's: x_codes); a block with
+// an inf or NaN gets NaN scales.
 struct QuantizedX {
-  std::unique_ptr<std::int8_t, FreeDeleter> codes;
-  std::unique_ptr<float, FreeDeleter> scales, scaled_sums;
+  const std::int8_t* codes = nullptr;
+  const float* scales = nullptr;
+  const float* scaled_sums = nullptr;
+  std::unique_ptr<std::int8_t, FreeDeleter> own_codes;
+  std::unique_ptr<float, FreeDeleter> own_scales, own_scaled_sums;
 };
 
 inline void quantize_x_block(const float* x, std::int8_t* q, float& scale, float& scaled_sum) {
@@ -72,16 +76,28 @@ inline void quantize_x_block(const float* x, std::int8_t* q, float& scale, float
   scaled_sum = scale * total.reduce_add();
 }
 
+// Rows [i0, i1) of X (n values a row) as QuantizedX lays them out: codes n a row, scales and e sum(q) n / 32.
+inline void quantize_rows(const float* x, std::int64_t x_row_stride, std::int64_t n, std::int64_t i0, std::int64_t i1,
+                          std::int8_t* codes, float* scales, float* scaled_sums) {
+  const std::int64_t blocks = n / kBlockValues;
+  for (std::int64_t i = i0; i < i1; ++i)
+    for (std::int64_t b = 0; b < blocks; ++b)
+      quantize_x_block(x + i * x_row_stride + b * kBlockValues, codes + i * n + b * kBlockValues,
+                       scales[i * blocks + b], scaled_sums[i * blocks + b]);
+}
+
 QuantizedX quantize_x(const BlockQuantizedMatmulArgs& g) {
+  if (g.x_codes != nullptr) return {g.x_codes, g.x_scales, g.x_scaled_sums, nullptr, nullptr, nullptr};
   const std::int64_t blocks = g.n_in / kBlockValues;
-  QuantizedX qx{aligned_buffer<std::int8_t>(g.m * g.n_in), aligned_buffer<float>(g.m * blocks),
-                aligned_buffer<float>(g.m * blocks)};
+  QuantizedX qx;
+  qx.own_codes = aligned_buffer<std::int8_t>(g.m * g.n_in);
+  qx.own_scales = aligned_buffer<float>(g.m * blocks), qx.own_scaled_sums = aligned_buffer<float>(g.m * blocks);
+  qx.codes = qx.own_codes.get(), qx.scales = qx.own_scales.get(), qx.scaled_sums = qx.own_scaled_sums.get();
   const int threads = elementwise_threads(g.m * g.n_in);
 #pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
   for (std::int64_t i = 0; i < g.m; ++i)
-    for (std::int64_t b = 0; b < blocks; ++b)
-      quantize_x_block(g.x + i * g.x_row_stride + b * kBlockValues, qx.codes.get() + i * g.n_in + b * kBlockValues,
-                       qx.scales.get()[i * blocks + b], qx.scaled_sums.get()[i * blocks + b]);
+    quantize_rows(g.x, g.x_row_stride, g.n_in, i, i + 1, qx.own_codes.get(), qx.own_scales.get(),
+                  qx.own_scaled_sums.get());
   return qx;
 }
 
@@ -92,9 +108,9 @@ inline void int8_tile(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx, s
   constexpr std::int64_t bb = block_bytes(K);
   const std::int64_t blocks = g.n_in / kBlockValues, row_bytes = blocks * bb;
   const std::uint8_t* rows = g.blocks + j * row_bytes;
-  const std::int8_t* codes = qx.codes.get() + i0 * g.n_in;
-  const float* scales = qx.scales.get() + i0 * blocks;
-  const float* scaled_sums = qx.scaled_sums.get() + i0 * blocks;
+  const std::int8_t* codes = qx.codes + i0 * g.n_in;
+  const float* scales = qx.scales + i0 * blocks;
+  const float* scaled_sums = qx.scaled_sums + i0 * blocks;
   typename Dot::Lanes acc[M][R];
   float min_part[M][R];
 #pragma GCC unroll 4
@@ -236,9 +252,9 @@ inline void packed_tile(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx,
   const std::int64_t blocks = g.n_in / kBlockValues;
   const int lane0 = int(j % kPackedColumns);  // 8 for the second half of a group (W = 8)
   const std::uint8_t* group = g.packed + j / kPackedColumns * blocks * packed_bytes(BlockKind::q4_1);
-  const std::int8_t* codes = qx.codes.get() + i0 * g.n_in;
-  const float* e = qx.scales.get() + i0 * blocks;
-  const float* es = qx.scaled_sums.get() + i0 * blocks;
+  const std::int8_t* codes = qx.codes + i0 * g.n_in;
+  const float* e = qx.scales + i0 * blocks;
+  const float* es = qx.scaled_sums + i0 * blocks;
   V acc[M];
 #pragma GCC unroll 8
   for (int i = 0; i < M; ++i) acc[i] = V::zero();
@@ -284,7 +300,7 @@ inline void packed_q8_tile(const BlockQuantizedMatmulArgs& g, const QuantizedX& 
   const std::int64_t blocks = g.n_in / kBlockValues, quads = g.n_in / 4;
   const int lane0 = int(j % kPackedColumns);
   const std::uint8_t* group = g.packed + j / kPackedColumns * blocks * bytes;
-  const float* e = qx.scales.get() + i0 * blocks;
+  const float* e = qx.scales + i0 * blocks;
   V acc[M];
 #pragma GCC unroll 8
   for (int i = 0; i < M; ++i) acc[i] = V::zero();
@@ -349,7 +365,7 @@ struct QuadTile {
 inline std::unique_ptr<std::uint8_t, FreeDeleter> offset_codes(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx) {
   const std::int64_t n = g.m * g.n_in;
   auto ux = aligned_buffer<std::uint8_t>(n);
-  const std::int8_t* codes = qx.codes.get();
+  const std::int8_t* codes = qx.codes;
   for (std::int64_t t = 0; t < n; ++t) ux.get()[t] = static_cast<std::uint8_t>(codes[t]) ^ 0x80;
   return ux;
 }
@@ -368,7 +384,7 @@ void packed_x(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx, int threa
     constexpr int MR = D::W == 16 ? 8 : 4;  // s and acc a row, the weights' vector(s), a broadcast
     std::unique_ptr<std::uint8_t, FreeDeleter> ux;
     if constexpr (kOffsetCodes<D>) ux = offset_codes(g, qx);
-    const auto* x_quads = kOffsetCodes<D> ? ux.get() : reinterpret_cast<const std::uint8_t*>(qx.codes.get());
+    const auto* x_quads = kOffsetCodes<D> ? ux.get() : reinterpret_cast<const std::uint8_t*>(qx.codes);
     const QuadTile<D> tile{g, qx, x_quads};
     over_row_ranges(g.n_out, threads, [&](std::int64_t j0, std::int64_t j1) { packed_range<D::W, MR>(tile, g.m, j0, j1); });
   }

@@ -429,5 +429,9 @@ void block_quantized_rows(const BlockQuantizedRowsArgs& g) {
   return g.kind == BlockKind::q8_0 ? rows<BlockKind::q8_0>(g) : rows<BlockKind::q4_1>(g);
 }
 
+void block_quantize_x(const BlockQuantizeXArgs& a) {  // one thread: its callers share the rows out
+  quantize_rows(a.x, a.x_row_stride, a.n, 0, a.m, a.codes, a.scales, a.scaled_sums);
+}
+
 }  // namespace ATTNKIT_KERNEL_NS
 }  // namespace attnkit

@@ -73,6 +73,7 @@ void sum_of_squares(const SumOfSquaresArgs<T>* items, std::int64_t count);
 void int8_linear(const Int8LinearArgs& a);
 void block_quantized_matmul(const BlockQuantizedMatmulArgs& a);
 void block_quantized_rows(const BlockQuantizedRowsArgs& a);
+void block_quantize_x(const BlockQuantizeXArgs& a);
 
 // Threads for an elementwise or row-wise pass over n elements: the caller's alone below 2^18 (1 MB of
 // float32, 50-100 us on one core), about what waking a passively waiting thread costs on a virtual

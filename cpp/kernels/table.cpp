@@ -25,7 +25,8 @@ const KernelTable& ATTNKIT_CAT(kernels_, ATTNKIT_ISA_NAME)() {
   static const KernelTable table{ATTNKIT_STR(ATTNKIT_ISA_NAME), ATTNKIT_KERNEL_NS::typed<float>(),
                                  ATTNKIT_KERNEL_NS::typed<double>(), &ATTNKIT_KERNEL_NS::int8_linear,
                                  &ATTNKIT_KERNEL_NS::block_quantized_matmul,
-                                 &ATTNKIT_KERNEL_NS::block_quantized_rows};
+                                 &ATTNKIT_KERNEL_NS::block_quantized_rows,
+                                 &ATTNKIT_KERNEL_NS::block_quantize_x};
   return table;
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <utility>
 
 #include "attnkit/isa.h"
@@ -20,8 +21,10 @@ namespace {
 
 // Columns [j0, j1) of c (m, n_out) = x (m, n_in) W + bias, rows contiguous. Every kernel computes a column
 // the same way whatever columns it is given, so a team's shares give the bits of one call over all of them.
+// x_codes: x already read as int8 blocks (codes, then scales and scaled sums), or null.
 void product(const KernelTable& kt, BlockQuantizedKernel blocked, const PlanWeight& w, const float* x, std::int64_t m,
-             float* c, std::int64_t j0, std::int64_t j1) {
+             float* c, std::int64_t j0, std::int64_t j1, const std::int8_t* x_codes, const float* x_scales,
+             const float* x_scaled_sums) {
   if (j0 >= j1) return;
   if (w.blocks != nullptr) {
     BlockQuantizedMatmulArgs g;
@@ -29,6 +32,7 @@ void product(const KernelTable& kt, BlockQuantizedKernel blocked, const PlanWeig
     if (w.packed != nullptr) g.packed = w.packed + j0 / kPackedColumns * (w.n_in / kBlockValues) * packed_bytes(w.kind);
     g.x = x, g.bias = w.bias ? w.bias + j0 : nullptr, g.c = c + j0;
     g.m = m, g.n_in = w.n_in, g.n_out = j1 - j0, g.x_row_stride = w.n_in, g.c_row_stride = w.n_out;
+    if (w.int8_x) g.x_codes = x_codes, g.x_scales = x_scales, g.x_scaled_sums = x_scaled_sums;
     blocked(g);
     return;
   }
@@ -39,11 +43,11 @@ void product(const KernelTable& kt, BlockQuantizedKernel blocked, const PlanWeig
   kt.f32.matmul(g);
 }
 
-// This thread's columns of the product, cut at 16 (as the block kernels cut their own).
-void product(const ThreadTeam& team, const KernelTable& kt, BlockQuantizedKernel blocked, const PlanWeight& w,
-             const float* x, std::int64_t m, float* c) {
-  const auto [j0, j1] = team.share(w.n_out, 16);
-  product(kt, blocked, w, x, m, c, j0, j1);
+// Whether any of the products reads its input as int8 blocks.
+bool reads_int8(std::initializer_list<const PlanWeight*> weights) {
+  for (const PlanWeight* w : weights)
+    if (w->blocks != nullptr && w->int8_x) return true;
+  return false;
 }
 
 // A weight's share of the work below which a step runs on one thread: a team's fork and ~9 barriers a layer
@@ -102,6 +106,10 @@ void DecodingPlan::reserve(std::int64_t batch) {
   sin_.resize(rows * std::size_t(s.d_head / 2));
   cos_.resize(rows * std::size_t(s.d_head / 2));
   kv_offset_.resize(rows * std::size_t(s.n_heads));
+  const auto width = std::size_t(std::max({s.d_model, inner, s.d_ff}));
+  x_codes_.resize(rows * width);
+  x_scales_.resize(rows * width / kBlockValues);
+  x_scaled_sums_.resize(rows * width / kBlockValues);
   sequence_.resize(rows);
   batch_capacity_ = batch;
 }
@@ -170,13 +178,15 @@ void DecodingPlan::layers(const ThreadTeam& team, std::int64_t batch, const std:
   const auto [r0, r1] = team.share(batch, 1);
   const std::int64_t rows = r1 - r0;
   if (rows > 0) norm(kt, s, layers_.front().norm1, h + r0 * d, n_.data() + r0 * d, rows);  // a plan has layers
+  bool quantized = reads_int8({&layers_.front().wq, &layers_.front().wk, &layers_.front().wv});
+  if (quantized) quantize(kt, n_.data(), d, r0, r1);
   team.sync();
   for (std::size_t l = 0; l < layers_.size(); ++l) {
     const PlanLayer& layer = layers_[l];
     const PlanCache& cache = caches[l];
-    product(team, kt, blocked, layer.wq, n_.data(), batch, q_.data());
-    product(team, kt, blocked, layer.wk, n_.data(), batch, k_.data());
-    product(team, kt, blocked, layer.wv, n_.data(), batch, v_.data());
+    product(team, kt, blocked, layer.wq, n_.data(), batch, q_.data(), quantized);
+    product(team, kt, blocked, layer.wk, n_.data(), batch, k_.data(), quantized);
+    product(team, kt, blocked, layer.wv, n_.data(), batch, v_.data(), quantized);
     team.sync();
     for (std::int64_t b = r0; b < r1; ++b) {
       if (rotary) {
@@ -196,26 +206,61 @@ void DecodingPlan::layers(const ThreadTeam& team, std::int64_t batch, const std:
     team.sync();
     attend(team, kt, batch, positions, cache);
     team.sync();
-    product(team, kt, blocked, layer.wo, heads_.data(), batch, n_.data());
+    if ((quantized = reads_int8({&layer.wo}))) {
+      quantize(kt, heads_.data(), inner, r0, r1);
+      team.sync();
+    }
+    product(team, kt, blocked, layer.wo, heads_.data(), batch, n_.data(), quantized);
     team.sync();
     if (rows > 0) {
       for (std::int64_t i = r0 * d; i < r1 * d; ++i) h[i] += n_[i];
       norm(kt, s, layer.norm2, h + r0 * d, n_.data() + r0 * d, rows);
     }
+    if ((quantized = reads_int8({&layer.w1}))) quantize(kt, n_.data(), d, r0, r1);
     team.sync();
-    product(team, kt, blocked, layer.w1, n_.data(), batch, hidden_.data());
+    product(team, kt, blocked, layer.w1, n_.data(), batch, hidden_.data(), quantized);
     team.sync();
     const float* act = activate(team, kt, batch);
     team.sync();
-    product(team, kt, blocked, layer.w2, act, batch, n_.data());
+    if ((quantized = reads_int8({&layer.w2}))) {
+      quantize(kt, act, s.d_ff, r0, r1);
+      team.sync();
+    }
+    product(team, kt, blocked, layer.w2, act, batch, n_.data(), quantized);
     team.sync();
+    const bool last = l + 1 == layers_.size();
     if (rows > 0) {  // the residual, then the next layer's first norm (or the final norm)
       for (std::int64_t i = r0 * d; i < r1 * d; ++i) h[i] += n_[i];
-      const bool last = l + 1 == layers_.size();
       norm(kt, s, last ? final_norm_ : layers_[l + 1].norm1, h + r0 * d, (last ? out : n_.data()) + r0 * d, rows);
     }
+    if (!last && (quantized = reads_int8({&layers_[l + 1].wq, &layers_[l + 1].wk, &layers_[l + 1].wv})))
+      quantize(kt, n_.data(), d, r0, r1);
     team.sync();
   }
+}
+
+// This thread's columns of the product, cut at 16 (as the block kernels cut their own). quantized: x's rows are
+// in x_codes_ (quantize), read there by a weight that takes int8 activations.
+void DecodingPlan::product(const ThreadTeam& team, const KernelTable& kt, BlockQuantizedKernel blocked,
+                           const PlanWeight& w, const float* x, std::int64_t batch, float* c, bool quantized) const {
+  const auto [j0, j1] = team.share(w.n_out, 16);
+  const bool read = quantized && w.int8_x;
+  attnkit::product(kt, blocked, w, x, batch, c, j0, j1, read ? x_codes_.data() : nullptr,
+                   read ? x_scales_.data() : nullptr, read ? x_scaled_sums_.data() : nullptr);
+}
+
+// Rows [r0, r1) of x (width values a row) as int8 blocks into x_codes_, for the next products, which read them
+// after the team meets. Each member quantises its own rows: before, every member's kernel quantised all the rows
+// again for each of a layer's 7 products (16 rows of SmolLM2: 4% of a step's samples).
+void DecodingPlan::quantize(const KernelTable& kt, const float* x, std::int64_t width, std::int64_t r0,
+                            std::int64_t r1) {
+  if (r0 >= r1) return;
+  const std::int64_t blocks = width / kBlockValues;
+  BlockQuantizeXArgs a;
+  a.x = x + r0 * width, a.codes = x_codes_.data() + r0 * width;
+  a.scales = x_scales_.data() + r0 * blocks, a.scaled_sums = x_scaled_sums_.data() + r0 * blocks;
+  a.m = r1 - r0, a.n = width, a.x_row_stride = width;
+  kt.block_quantize_x(a);
 }
 
 // This member's share of the (row, key/value head) items: the head's query heads, one query each, over the

@@ -4,6 +4,7 @@
 // W (n_in, n_out) is stored as n_out rows of n_in / 32 consecutive blocks: row j holds column j of W.
 //   block_quantized_matmul:  C = X W (+ bias)      X (m, n_in), C (m, n_out), bias (n_out,)
 //   block_quantized_rows:    R[r, :] = W[:, ids[r]]   R (count, n_in)  (the stored rows, dequantised)
+//   block_quantize_x:        X's blocks as int8 codes and scales, as the products with int8 activations read them
 #pragma once
 #include <cstdint>
 
@@ -37,6 +38,21 @@ struct BlockQuantizedMatmulArgs {
   // [j, j + 16) in order from the first column of `blocks`), read instead of `blocks` where the ISA has the
   // packed kernels (kernels/block_int8.h). Optional.
   const std::uint8_t* packed = nullptr;
+  // With int8_x: X already read as int8 blocks (block_quantize_x over its m rows), used instead of x. Optional: a
+  // decoding plan reads each input once for all the products that take it, with its team sharing the rows.
+  const std::int8_t* x_codes = nullptr;
+  const float* x_scales = nullptr;
+  const float* x_scaled_sums = nullptr;
+};
+
+// X (m, n) read as int8 blocks as the products with int8_x read it: per block of 32 values of a row, the codes
+// rint(x 127 / amax) (n a row), the scale e = amax / 127 and e sum(codes) (n / 32 a row), the same bits on every ISA.
+struct BlockQuantizeXArgs {
+  const float* x = nullptr;  // (m, n), element (i, p) at x[i * x_row_stride + p]
+  std::int8_t* codes = nullptr;
+  float* scales = nullptr;
+  float* scaled_sums = nullptr;
+  std::int64_t m = 0, n = 0, x_row_stride = 0;
 };
 
 struct BlockQuantizedRowsArgs {

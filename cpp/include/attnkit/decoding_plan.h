@@ -81,6 +81,9 @@ class DecodingPlan {
   void attend(const ThreadTeam& team, const KernelTable& kt, std::int64_t batch, const std::int64_t* positions,
               const PlanCache& cache);
   const float* activate(const ThreadTeam& team, const KernelTable& kt, std::int64_t batch);
+  void quantize(const KernelTable& kt, const float* x, std::int64_t width, std::int64_t r0, std::int64_t r1);
+  void product(const ThreadTeam& team, const KernelTable& kt, void (*blocked)(const BlockQuantizedMatmulArgs&),
+               const PlanWeight& w, const float* x, std::int64_t batch, float* c, bool quantized) const;
 
   PlanShape shape_;
   std::vector<PlanLayer> layers_;
@@ -97,6 +100,10 @@ class DecodingPlan {
   std::vector<double> table_;
   std::vector<float> sin_, cos_;
   std::vector<std::int64_t> kv_offset_, sequence_;
+  // The rows of the input the next products read, as int8 blocks (BlockQuantizedMatmulArgs::x_codes), made once
+  // for all of them by the team (each member its rows) where they read int8 activations.
+  std::vector<std::int8_t> x_codes_;
+  std::vector<float> x_scales_, x_scaled_sums_;
 };
 
 }  // namespace attnkit

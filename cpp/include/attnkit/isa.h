@@ -58,6 +58,7 @@ struct KernelTable {
   void (*int8_linear)(const Int8LinearArgs&);
   void (*block_quantized_matmul)(const BlockQuantizedMatmulArgs&);
   void (*block_quantized_rows)(const BlockQuantizedRowsArgs&);
+  void (*block_quantize_x)(const BlockQuantizeXArgs&);
 
   template <class T>
   const TypedKernels<T>& get() const;
