@@ -48,8 +48,12 @@ struct GemmShape {
 // (python/attnkit/__init__.py), so a parallel region pays for waking the other thread and for being
 // woken at its end, and the woken thread may land on the waker's core. On the 2-core KVM guest it was
 // measured on, a second thread lost 10-25% up to 8M (1-core time ~0.2 ms) and won 1.3x or more from
-// 16M; with spinning threads (OMP_WAIT_POLICY=ACTIVE) it already won 1.35x at 0.26M.
-constexpr std::int64_t kMinParallelWork = std::int64_t(1) << 24;
+// 16M; with spinning threads (OMP_WAIT_POLICY=ACTIVE) it already won 1.35x at 0.26M. It is a time: half
+// the multiply-adds where a vector holds half the lanes (16M for AVX-512's float, 8M for AVX2's). Zen 5
+// held to AVX2 won 1.2-1.5x with two threads at 6-12M (768 x 128 x 128: 204 -> 134-145 us), which 16M had
+// kept on one; AVX-512 won only from ~9M there.
+template <class T>
+constexpr std::int64_t kMinParallelWork = (std::int64_t(1) << 24) * Vec<T>::W / 16;
 
 // Layouts of A's MR x kc micro-panel, both read by the micro-kernel in k order:
 //   columns:    element (i, p) at p * MR + i, filled from MR-long pieces of A's columns;
@@ -419,7 +423,7 @@ void matmul(const MatmulArgs<T>& g) {
   if (m == 0 || n == 0) return;
   if (m <= kThinRows) {
     constexpr std::int64_t W = Vec<T>::W;
-    const int threads = m * n * k >= kMinParallelWork || n * k >= kThinParallelElements ? kernel_threads() : 1;
+    const int threads = m * n * k >= kMinParallelWork<T> || n * k >= kThinParallelElements ? kernel_threads() : 1;
     const std::int64_t chunks = (n + W - 1) / W;
 #pragma omp parallel for num_threads(threads) schedule(static, 1) if (threads > 1)
     for (int t = 0; t < threads; ++t)
@@ -427,7 +431,7 @@ void matmul(const MatmulArgs<T>& g) {
     return;
   }
   const std::int64_t tiles_m = (m + S::MR - 1) / S::MR, tiles_n = (n + S::NR - 1) / S::NR;
-  const int threads = m * n * k >= kMinParallelWork ? kernel_threads() : 1;
+  const int threads = m * n * k >= kMinParallelWork<T> ? kernel_threads() : 1;
   const Grid grid = split<T>(tiles_m, tiles_n, threads);
   const int parts = grid.rows * grid.cols;
   // Scratch for the widest rectangle, 64-byte aligned pieces.
