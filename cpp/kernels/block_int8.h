@@ -191,7 +191,7 @@ void int8_range(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx, std::in
 }
 
 // The packed kernels' policies for a block kernel's (simd_int8.h): Nibble for q4_1 (u8 weights times s8 codes),
-// Quad for q8_0 (u8 codes + 128 times s8 weights); void where the ISA has none.
+// Quad for q8_0 (s8 codes times s8 weights without VNNI, codes + 128 as u8 with it); void where the ISA has none.
 template <class Dot>
 struct PackedOf {
   using Nibble = void;

@@ -20,7 +20,7 @@ constexpr std::int64_t block_bytes(BlockKind kind) { return kind == BlockKind::q
 //   q4_1 (320): for each quad q = 0..3, the 16 columns' bytes qs[4q, 4q + 4) (64 bytes: low nibbles are values
 //               4q..4q+3, high nibbles 16+4q..), then the 16 columns' float16 d, then their float16 m;
 //   q8_0 (608): for each quad q = 0..7, the 16 columns' int8 values [4q, 4q + 4), then their float16 d, then their
-//               int32 -128 sum(q) (the products read x's codes + 128 as unsigned bytes: this takes it back).
+//               int32 -128 sum(q) (VNNI's products read x's codes + 128 as unsigned bytes: this takes it back).
 constexpr std::int64_t kPackedColumns = 16;
 constexpr std::int64_t packed_bytes(BlockKind kind) { return kind == BlockKind::q8_0 ? 608 : 320; }
 

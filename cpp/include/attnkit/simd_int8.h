@@ -277,7 +277,7 @@ inline void store_bytes(Vec<float> q, T* p) {
 // 576 x 49152 output table of SmolLM2 at 16 rows: 1.4x). |w| and w's signs are made once per tile, for its rows.
 #if defined(__AVX512BW__)
 struct DotSign {
-  static constexpr int W = 16, MR = 8;
+  static constexpr int W = 16;
   static constexpr int kQuadBytes = 4;
   static constexpr int kUnrolledRows = 3;
   using Acc = __m512i;
@@ -299,7 +299,7 @@ struct DotSign {
 };
 #elif defined(__AVX2__)
 struct DotSign {
-  static constexpr int W = 8, MR = 4;
+  static constexpr int W = 8;
   static constexpr int kQuadBytes = 4;
   static constexpr int kUnrolledRows = 3;
   using Acc = __m256i;

@@ -303,7 +303,7 @@ def _pack(kind, blocks, n_in):
     array: per group of 16 columns (the last padded with zero columns) and per block, each quad of the block's
     weight bytes for the 16 columns in turn (a vector lane is one column's quad: q4_1's 4 quads of nibble
     bytes, q8_0's 8 quads of values), then the 16 columns' float16 ``d``, then q4_1's 16 float16 ``m`` or
-    q8_0's 16 int32 ``-128 * sum(q)`` (its products read x's codes + 128 as unsigned bytes)."""
+    q8_0's 16 int32 ``-128 * sum(q)`` (VNNI's products read x's codes + 128 as unsigned bytes)."""
     n_out, n_blocks, size = blocks.shape[0], n_in // BLOCK_VALUES, BLOCK_BYTES[kind]
     groups = -(-n_out // PACKED_COLUMNS)
     raw = np.zeros((groups * PACKED_COLUMNS, n_blocks, size), np.uint8)
