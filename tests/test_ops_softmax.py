@@ -145,11 +145,34 @@ def test_out_in_place_or_apart_gives_the_same_bits(isa, name, dtype):
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
+@given(problem=softmax_inputs(dtypes=(np.float32,)))
+def test_float32_into_float64_out_gives_the_bits_of_float64_x(isa, name, problem):
+    # The rows widened in the kernel, as a decoding step's float32 scores become float64 log-probabilities.
+    x, axis = problem["x"], problem["axis"]
+    fn, rows = getattr(ops, name), np.moveaxis(x, axis, -1)
+    out = np.empty(rows.shape)
+    assert fn(rows, out=out) is out
+    assert_array_equal(out, fn(rows.astype(np.float64)))
+
+
+def test_float32_into_float64_out_sharing_its_memory():
+    x = (np.random.default_rng(3).standard_normal((5, 40)) * 4).astype(np.float32)
+    want = ops.log_softmax(x.astype(np.float64))
+    memory = np.zeros(5 * 40)
+    narrow = memory.view(np.float32)[: x.size].reshape(x.shape)  # x in the first half of out's own memory
+    narrow[...] = x
+    assert_array_equal(ops.log_softmax(narrow, out=memory.reshape(x.shape)), want)
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
 def test_out_errors(name):
     fn, x = getattr(ops, name), np.zeros((2, 3), np.float32)
-    for out in (np.zeros((2, 3)), np.zeros((3, 2), np.float32), np.zeros((3, 2), np.float32).T, [[0.0] * 3] * 2):
+    for out in (np.zeros((2, 3), np.float16), np.zeros((3, 2), np.float32), np.zeros((3, 2), np.float32).T,
+                [[0.0] * 3] * 2):
         with pytest.raises(ValueError, match="out must be a writeable C-contiguous float32 array of x's shape"):
             fn(x, out=out)
+    with pytest.raises(ValueError, match="float64 array of x's shape"):  # never narrowed
+        fn(np.zeros((2, 3)), out=np.zeros((2, 3), np.float32))
     with pytest.raises(ValueError, match="axis the last"):
         fn(x, axis=0, out=np.zeros((2, 3), np.float32))
 

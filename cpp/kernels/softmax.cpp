@@ -65,8 +65,16 @@ void softmax(const SoftmaxArgs<T>& a) {
   const bool log = a.log;
   const int threads = elementwise_threads(rows * n);
   const std::int64_t chunk = row_chunk(n);  // rows handed out as threads come (see row_chunk)
+  const float* x_float = a.x_float;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
-  for (std::int64_t r = 0; r < rows; ++r) softmax_row(x + r * n, out + r * n, n, log);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    if (x_float != nullptr) {  // widened into the row of out while it is in cache, then normalised there
+      for (std::int64_t j = 0; j < n; ++j) out[r * n + j] = T(x_float[r * n + j]);
+      softmax_row(out + r * n, out + r * n, n, log);
+    } else {
+      softmax_row(x + r * n, out + r * n, n, log);
+    }
+  }
 }
 
 template void softmax<float>(const SoftmaxArgs<float>&);

@@ -20,6 +20,16 @@ void softmax(CArray<T> x, CArray<T> out, bool log) {
   active_kernels().get<T>().softmax(a);
 }
 
+// float32 rows normalised into float64 (SoftmaxArgs::x_float).
+void softmax_widened(CArray<float> x, CArray<double> out, bool log) {
+  require(x.ndim() == 2, "x must be 2-D (rows, n)");
+  require(out.ndim() == 2 && out.shape(0) == x.shape(0) && out.shape(1) == x.shape(1),
+          "out must have the shape of x");
+  SoftmaxArgs<double> a{nullptr, out.mutable_data(), x.shape(0), x.shape(1), log, x.data()};
+  py::gil_scoped_release release;
+  active_kernels().get<double>().softmax(a);
+}
+
 template <class T>
 void softmax_backward(CArray<T> y, CArray<T> dy, CArray<T> dx, bool log) {
   require(y.ndim() == 2, "y must be 2-D (rows, n)");
@@ -40,6 +50,7 @@ void bind_softmax(py::module_& m) {
     m.def("softmax_backward", &softmax_backward<T>, py::arg("y").noconvert(), py::arg("dy").noconvert(),
           py::arg("dx").noconvert(), py::arg("log"));
   });
+  m.def("softmax", &softmax_widened, py::arg("x").noconvert(), py::arg("out").noconvert(), py::arg("log"));
 }
 
 }  // namespace attnkit

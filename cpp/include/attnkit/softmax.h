@@ -1,6 +1,8 @@
 // Row-wise softmax over contiguous rows: out[r, :] = exp(x[r, :] - max_r) / sum(...)   x, out: (rows, n)
 // log_softmax: out[r, :] = x[r, :] - max_r - log(sum exp(x[r, :] - max_r)).
 // A row of all -inf gives zeros (softmax) or -inf (log_softmax).
+// With x_float set (T double), the rows are read from float32 values: each row is widened into out, then
+// normalised there in place, the same bits as widening the whole array first, at one pass over it in memory.
 #pragma once
 #include <cstdint>
 
@@ -12,6 +14,7 @@ struct SoftmaxArgs {
   T* out;  // may alias x
   std::int64_t rows, n;
   bool log;
+  const float* x_float = nullptr;  // read instead of x where set (then x is unused)
 };
 
 }  // namespace attnkit
@@ -29,6 +32,7 @@ struct SoftmaxBackwardArgs {
   T* dx;  // may alias dy
   std::int64_t rows, n;
   bool log;
+  const float* x_float = nullptr;  // read instead of x where set (then x is unused)
 };
 
 }  // namespace attnkit

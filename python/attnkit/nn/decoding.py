@@ -701,10 +701,12 @@ class _LogProbs:
         if self._buffer.size < scores.size:
             self._buffer = np.empty(2 * scores.size)
         logp = self._buffer[: scores.size].reshape(scores.shape)
-        np.copyto(logp, scores)
-        # In place: the new pages of a vocabulary-wide batch (6 MB a step of 16 rows of 49,152) cost more than its
-        # exps.
-        return ops.log_softmax(logp, out=logp)
+        # Into the kept buffer: the new pages of a vocabulary-wide batch (6 MB a step of 16 rows of 49,152) cost
+        # more than its exps. float32 scores are widened there row by row, float64 ones copied first.
+        if scores.dtype != np.float32:
+            np.copyto(logp, scores)
+            scores = logp
+        return ops.log_softmax(scores, out=logp)
 
 
 # ------------------------------------------------------------------------------------ shared steps
@@ -846,15 +848,19 @@ class SharedSteps:
     def _choose(self, seq, logp):
         """This step's token of ``seq`` from its row of log-probabilities (1, V), and whether every token was
         blocked: the rules of generate's greedy search and sampling, for one row."""
-        p, history = seq.params, np.asarray(seq.history, np.int64)[None, :]
-        allowed = _blockable(logp, p, self.suppress, history.shape[1])
-        if history.shape[1] < p["min_length"]:
-            allowed[:, self.eos_id] = -np.inf
-        _penalise_repeats(allowed, history, [seq.context], p["repetition_penalty"])
-        _block_repeated_ngrams(allowed, history, p["no_repeat_ngram_size"])
-        blocked = np.all(allowed == -np.inf, axis=1)
-        choice = np.argmax(allowed, axis=1) if seq.rng is None else _sample(allowed, blocked, [seq.rng], p)
-        return int(choice[0]), bool(blocked[0])
+        p, t = seq.params, len(seq.history)
+        allowed = _blockable(logp, p, self.suppress, t)
+        if allowed is not logp:  # something to block or penalise (else the row is read as it is)
+            history = np.asarray(seq.history, np.int64)[None, :]
+            if t < p["min_length"]:
+                allowed[:, self.eos_id] = -np.inf
+            _penalise_repeats(allowed, history, [seq.context], p["repetition_penalty"])
+            _block_repeated_ngrams(allowed, history, p["no_repeat_ngram_size"])
+        best = int(np.argmax(allowed[0]))
+        blocked = bool(allowed[0, best] == -np.inf)  # the best token blocked: every token is
+        if seq.rng is None:
+            return best, blocked
+        return int(_sample(allowed, np.array([blocked]), [seq.rng], p)[0]), blocked
 
     def _drop(self, rows):
         """Rows ``rows`` leave the batch (its state and last tokens)."""

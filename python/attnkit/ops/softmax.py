@@ -23,13 +23,14 @@ def softmax(x: ArrayLike, axis: int = -1, *, out: np.ndarray | None = None) -> n
     axis : int, default=-1
         The axis to normalise over.
     out : ndarray, optional
-        Written and returned: ``x``'s shape and dtype, C-contiguous, with ``axis`` the last. It may be ``x``
-        itself (in place: no new array, which for a batch of vocabulary-wide rows saves the pages of one).
+        Written and returned: ``x``'s shape and dtype (or float64 for float32 ``x``: the bits of
+        ``softmax(x.astype(np.float64))``), C-contiguous, with ``axis`` the last. It may be ``x`` itself (in
+        place: no new array, which for a batch of vocabulary-wide rows saves the pages of one).
 
     Returns
     -------
     ndarray
-        Same shape and dtype as ``x``. A slice of all ``-inf`` gives zeros (not NaN).
+        Same shape and dtype as ``x`` (``out``'s, if given). A slice of all ``-inf`` gives zeros (not NaN).
 
     Examples
     --------
@@ -55,7 +56,7 @@ def log_softmax(x: ArrayLike, axis: int = -1, *, out: np.ndarray | None = None) 
     Returns
     -------
     ndarray
-        Same shape and dtype as ``x``. A slice of all ``-inf`` stays ``-inf``.
+        Same shape and dtype as ``x`` (``out``'s, if given). A slice of all ``-inf`` stays ``-inf``.
     """
     return _softmax(x, axis, log=True, out=out)
 
@@ -132,14 +133,17 @@ def _softmax(x, axis, *, log, out=None):
     if out is None:
         result = np.empty_like(rows)
     else:
-        if not (isinstance(out, np.ndarray) and out.dtype == x.dtype and out.shape == x.shape
+        # float32 rows into float64 out are widened row by row in the kernel: one pass over the batch in memory
+        # where widening it first took two (a decoding step's 16 rows of 49,152 log-probabilities: 6 MB).
+        widened = x.dtype == np.float32 and getattr(out, "dtype", None) == np.float64
+        if not (isinstance(out, np.ndarray) and (out.dtype == x.dtype or widened) and out.shape == x.shape
                 and out.flags.c_contiguous and out.flags.writeable and axis % x.ndim == x.ndim - 1):
-            raise ValueError(f"out must be a writeable C-contiguous {x.dtype} array of x's shape {x.shape}, with axis "
-                             f"the last; got {getattr(out, 'dtype', type(out).__name__)} "
-                             f"{getattr(out, 'shape', '')} (axis {axis})")
+            got = f"{getattr(out, 'dtype', type(out).__name__)} {getattr(out, 'shape', '')}"
+            raise ValueError(f"out must be a writeable C-contiguous {x.dtype} array of x's shape {x.shape} (or "
+                             f"float64 for float32 x), with axis the last; got {got} (axis {axis})")
         result = out.reshape(rows.shape)
-        # Row by row, so out may be x itself; a partial overlap would be read after it was written.
-        if np.may_share_memory(rows, result) and rows.ctypes.data != result.ctypes.data:
+        # Row by row, so out may be x itself (of x's dtype); a partial overlap would be read after it was written.
+        if np.may_share_memory(rows, result) and (widened or rows.ctypes.data != result.ctypes.data):
             rows = rows.copy()
     _core.softmax(rows, result, log)
     return out if out is not None else np.moveaxis(result.reshape(shape), -1, axis)
