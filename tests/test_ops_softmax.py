@@ -155,6 +155,34 @@ def test_float32_into_float64_out_gives_the_bits_of_float64_x(isa, name, problem
     assert_array_equal(out, fn(rows.astype(np.float64)))
 
 
+@pytest.mark.parametrize("name", FUNCTIONS)
+@given(problem=softmax_inputs(), widened=st.booleans())
+def test_argmax_is_numpys_argmax_of_the_result(isa, name, problem, widened):
+    x, axis = problem["x"], problem["axis"]
+    fn = getattr(ops, name)
+    widened = widened and x.dtype == np.float32
+    out = np.empty(x.shape, np.float64 if widened else x.dtype) if axis % x.ndim == x.ndim - 1 else None
+    best = np.full(np.delete(x.shape, axis % x.ndim), -1, np.int64)
+    result = fn(x, axis=axis, out=out, argmax=best)
+    assert_array_equal(best, np.argmax(result, axis=axis))
+
+
+def test_argmax_takes_the_first_of_equals_and_passes_over_nan():
+    x = np.array([[1.0, 3.0, 3.0, 0.0], [-np.inf] * 4, [np.nan, 2.0, np.nan, 5.0], [np.nan] * 4], np.float32)
+    best = np.empty(4, np.int64)
+    ops.log_softmax(x, argmax=best)
+    assert best.tolist() == [1, 0, 0, 0]  # row 2: NaN everywhere once normalised, so 0
+    ops.softmax(x[:2], argmax=best[:2])
+    assert best[:2].tolist() == [1, 0]
+
+
+@pytest.mark.parametrize("argmax", [np.empty(3, np.int32), np.empty(2, np.int64), np.empty((3, 1), np.int64),
+                                    np.empty(6, np.int64)[::2], [0, 0, 0]])
+def test_argmax_errors(argmax):
+    with pytest.raises(ValueError, match=r"argmax must be a writeable C-contiguous int64 array of shape \(3,\)"):
+        ops.log_softmax(np.zeros((3, 5)), argmax=argmax)
+
+
 def test_float32_into_float64_out_sharing_its_memory():
     x = (np.random.default_rng(3).standard_normal((5, 40)) * 4).astype(np.float32)
     want = ops.log_softmax(x.astype(np.float64))

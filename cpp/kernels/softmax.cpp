@@ -55,6 +55,22 @@ void softmax_row(const T* x, T* out, std::int64_t n, bool log) {
   for (; j < n; ++j) out[j] *= inv;
 }
 
+// The index of the first largest of out[0..n) (NaN never is; 0 for a row without a number), read while the row is in cache,
+// where NumPy's argmax over a decoding step's rows read them back from memory.
+template <class T>
+std::int64_t first_max_index(const T* out, std::int64_t n) {
+  using V = Vec<T>;
+  constexpr int W = V::W;
+  std::int64_t j = 0;
+  V vmax = V::set1(-std::numeric_limits<T>::infinity());
+  for (; j + W <= n; j += W) vmax = V::max(V::load(out + j), vmax);  // vmax second: a NaN is passed over
+  T m = vmax.reduce_max();
+  for (; j < n; ++j) m = max_scalar(out[j], m);
+  for (j = 0; j < n; ++j)
+    if (out[j] == m) return j;
+  return 0;
+}
+
 }  // namespace
 
 template <class T>
@@ -66,6 +82,7 @@ void softmax(const SoftmaxArgs<T>& a) {
   const int threads = elementwise_threads(rows * n);
   const std::int64_t chunk = row_chunk(n);  // rows handed out as threads come (see row_chunk)
   const float* x_float = a.x_float;
+  std::int64_t* argmax = a.argmax;
 #pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
   for (std::int64_t r = 0; r < rows; ++r) {
     if (x_float != nullptr) {  // widened into the row of out while it is in cache, then normalised there
@@ -74,6 +91,7 @@ void softmax(const SoftmaxArgs<T>& a) {
     } else {
       softmax_row(x + r * n, out + r * n, n, log);
     }
+    if (argmax != nullptr) argmax[r] = first_max_index(out + r * n, n);
   }
 }
 

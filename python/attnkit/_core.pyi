@@ -211,10 +211,13 @@ def set_isa(name: str) -> None:
 def set_num_threads(n: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...
 @typing.overload
-def softmax(x: numpy.typing.NDArray[numpy.float32], out: numpy.typing.NDArray[numpy.float32], log: bool) -> None:
+def softmax(x: numpy.typing.NDArray[numpy.float32], out: numpy.typing.NDArray[numpy.float32], log: bool, argmax: typing.Any = None) -> None:
     ...
 @typing.overload
-def softmax(x: numpy.typing.NDArray[numpy.float64], out: numpy.typing.NDArray[numpy.float64], log: bool) -> None:
+def softmax(x: numpy.typing.NDArray[numpy.float64], out: numpy.typing.NDArray[numpy.float64], log: bool, argmax: typing.Any = None) -> None:
+    ...
+@typing.overload
+def softmax(x: numpy.typing.NDArray[numpy.float32], out: numpy.typing.NDArray[numpy.float64], log: bool, argmax: typing.Any = None) -> None:
     ...
 @typing.overload
 def softmax_backward(y: numpy.typing.NDArray[numpy.float32], dy: numpy.typing.NDArray[numpy.float32], dx: numpy.typing.NDArray[numpy.float32], log: bool) -> None:

@@ -15,6 +15,7 @@ struct SoftmaxArgs {
   std::int64_t rows, n;
   bool log;
   const float* x_float = nullptr;  // read instead of x where set (then x is unused)
+  std::int64_t* argmax = nullptr;  // where set: each row's index of its largest output (the first of equals)
 };
 
 }  // namespace attnkit
@@ -33,6 +34,7 @@ struct SoftmaxBackwardArgs {
   std::int64_t rows, n;
   bool log;
   const float* x_float = nullptr;  // read instead of x where set (then x is unused)
+  std::int64_t* argmax = nullptr;  // where set: each row's index of its largest output (the first of equals)
 };
 
 }  // namespace attnkit

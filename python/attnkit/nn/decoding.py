@@ -677,12 +677,14 @@ def _blockable(logp, params, suppress, t):
 
 
 class _LogProbs:
-    """A model's steps' scores (rows, V) as float64 log-probabilities, checked. Every step's are written into one
-    buffer, kept across steps and grown as needed: a result is read within its step (the next overwrites it)."""
+    """A model's steps' scores (rows, V) as float64 log-probabilities, checked; ``best``: each row's argmax of
+    them. Every step's are written into buffers kept across steps and grown as needed: a result is read within its
+    step (the next overwrites it)."""
 
     def __init__(self, bos_id, eos_id, suppress):
         self.bos_id, self.eos_id, self.suppress = bos_id, eos_id, suppress
-        self._buffer = np.empty(0)
+        self._buffer, self._best = np.empty(0), np.empty(0, np.int64)
+        self.best = self._best
 
     def __call__(self, scores, rows):
         scores = np.asarray(scores)
@@ -706,7 +708,10 @@ class _LogProbs:
         if scores.dtype != np.float32:
             np.copyto(logp, scores)
             scores = logp
-        return ops.log_softmax(scores, out=logp)
+        if self._best.size < rows:
+            self._best = np.empty(2 * rows, np.int64)
+        self.best = self._best[:rows]
+        return ops.log_softmax(scores, out=logp, argmax=self.best)
 
 
 # ------------------------------------------------------------------------------------ shared steps
@@ -824,7 +829,7 @@ class SharedSteps:
         logp = self._log_probs(scores[0] if len(scores) == 1 else np.concatenate(scores), len(self._rows))
         events, ended, tokens = [], [], np.empty(len(self._rows), np.int64)
         for i, seq in enumerate(self._rows):
-            choice, blocked = self._choose(seq, logp[i : i + 1])
+            choice, blocked = self._choose(seq, logp[i : i + 1], int(self._log_probs.best[i]))
             seq.log_prob += 0.0 if blocked else float(logp[i, choice])
             seq.history.append(choice)
             t = len(seq.history)
@@ -845,9 +850,9 @@ class SharedSteps:
         self._drop(ended)
         return events
 
-    def _choose(self, seq, logp):
-        """This step's token of ``seq`` from its row of log-probabilities (1, V), and whether every token was
-        blocked: the rules of generate's greedy search and sampling, for one row."""
+    def _choose(self, seq, logp, best):
+        """This step's token of ``seq`` from its row of log-probabilities (1, V) and their argmax ``best``, and
+        whether every token was blocked: the rules of generate's greedy search and sampling, for one row."""
         p, t = seq.params, len(seq.history)
         allowed = _blockable(logp, p, self.suppress, t)
         if allowed is not logp:  # something to block or penalise (else the row is read as it is)
@@ -856,7 +861,8 @@ class SharedSteps:
                 allowed[:, self.eos_id] = -np.inf
             _penalise_repeats(allowed, history, [seq.context], p["repetition_penalty"])
             _block_repeated_ngrams(allowed, history, p["no_repeat_ngram_size"])
-        best = int(np.argmax(allowed[0]))
+        if allowed is not logp:
+            best = int(np.argmax(allowed[0]))
         blocked = bool(allowed[0, best] == -np.inf)  # the best token blocked: every token is
         if seq.rng is None:
             return best, blocked

@@ -11,7 +11,8 @@ from attnkit._validation import check_int, check_ndim, float_array
 __all__ = ["log_softmax", "log_softmax_backward", "softmax", "softmax_backward"]
 
 
-def softmax(x: ArrayLike, axis: int = -1, *, out: np.ndarray | None = None) -> np.ndarray:
+def softmax(x: ArrayLike, axis: int = -1, *, out: np.ndarray | None = None,
+            argmax: np.ndarray | None = None) -> np.ndarray:
     """Softmax along ``axis``, computed stably (the maximum is subtracted first).
 
     ``softmax(x)_i = exp(x_i - max(x)) / sum_j exp(x_j - max(x))``.
@@ -26,6 +27,11 @@ def softmax(x: ArrayLike, axis: int = -1, *, out: np.ndarray | None = None) -> n
         Written and returned: ``x``'s shape and dtype (or float64 for float32 ``x``: the bits of
         ``softmax(x.astype(np.float64))``), C-contiguous, with ``axis`` the last. It may be ``x`` itself (in
         place: no new array, which for a batch of vocabulary-wide rows saves the pages of one).
+    argmax : ndarray of int64, optional
+        Filled with each slice's index (along ``axis``) of its largest output, the first of equal ones: what
+        ``np.argmax(result, axis)`` gives where no output is NaN (a NaN is never the largest here; a slice of NaN
+        gives 0), found while each slice is in cache. A C-contiguous writeable array of the shape of ``x``
+        without ``axis``.
 
     Returns
     -------
@@ -38,10 +44,11 @@ def softmax(x: ArrayLike, axis: int = -1, *, out: np.ndarray | None = None) -> n
     >>> attnkit.softmax([0.0, 0.0]).tolist()
     [0.5, 0.5]
     """
-    return _softmax(x, axis, log=False, out=out)
+    return _softmax(x, axis, log=False, out=out, argmax=argmax)
 
 
-def log_softmax(x: ArrayLike, axis: int = -1, *, out: np.ndarray | None = None) -> np.ndarray:
+def log_softmax(x: ArrayLike, axis: int = -1, *, out: np.ndarray | None = None,
+                argmax: np.ndarray | None = None) -> np.ndarray:
     """Logarithm of :func:`softmax` along ``axis``: ``x_i - max(x) - log(sum_j exp(x_j - max(x)))``.
 
     Parameters
@@ -52,13 +59,15 @@ def log_softmax(x: ArrayLike, axis: int = -1, *, out: np.ndarray | None = None) 
         The axis to normalise over.
     out : ndarray, optional
         As for :func:`softmax`: written and returned; may be ``x`` itself.
+    argmax : ndarray of int64, optional
+        As for :func:`softmax`: each slice's index of its largest output (a decoding step's greedy choice).
 
     Returns
     -------
     ndarray
         Same shape and dtype as ``x`` (``out``'s, if given). A slice of all ``-inf`` stays ``-inf``.
     """
-    return _softmax(x, axis, log=True, out=out)
+    return _softmax(x, axis, log=True, out=out, argmax=argmax)
 
 
 def softmax_backward(y: ArrayLike, dy: ArrayLike, axis: int = -1) -> np.ndarray:
@@ -125,7 +134,7 @@ def _rows(a, axis, dtype):
     return rows, moved.shape
 
 
-def _softmax(x, axis, *, log, out=None):
+def _softmax(x, axis, *, log, out=None, argmax=None):
     x = float_array(x, "x")
     check_ndim(x, "x", 1)
     axis = _check_axis(axis, x, "x")
@@ -145,7 +154,14 @@ def _softmax(x, axis, *, log, out=None):
         # Row by row, so out may be x itself (of x's dtype); a partial overlap would be read after it was written.
         if np.may_share_memory(rows, result) and (widened or rows.ctypes.data != result.ctypes.data):
             rows = rows.copy()
-    _core.softmax(rows, result, log)
+    if argmax is not None:
+        want = shape[:-1]
+        if not (isinstance(argmax, np.ndarray) and argmax.dtype == np.int64 and argmax.shape == want
+                and argmax.flags.c_contiguous and argmax.flags.writeable):
+            got = f"{getattr(argmax, 'dtype', type(argmax).__name__)} {getattr(argmax, 'shape', '')}"
+            raise ValueError(f"argmax must be a writeable C-contiguous int64 array of shape {want}, got {got}")
+        argmax = argmax.reshape(-1)
+    _core.softmax(rows, result, log, argmax)
     return out if out is not None else np.moveaxis(result.reshape(shape), -1, axis)
 
 
