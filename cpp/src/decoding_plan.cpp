@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <tuple>
 #include <utility>
 
 #include "attnkit/isa.h"
@@ -133,6 +134,12 @@ void DecodingPlan::step(const float* x, float* out, std::int64_t batch, const st
     for (std::int64_t i = 0; i < half; ++i) sin[i] = float(table_[2 * i]), cos[i] = float(table_[2 * i + 1]);
   }
   for (std::int64_t b = 0; b < batch; ++b) sequence_[b] = sequences ? sequences[b] : b;
+  distinct_ = true;
+  if (sequences != nullptr) {
+    std::vector<std::int64_t> sorted(sequences, sequences + batch);
+    std::sort(sorted.begin(), sorted.end());
+    distinct_ = std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end();
+  }
   std::copy(x, x + batch * s.d_model, x_.data());
 
   int threads = team_work_ >= 1.0 ? kernel_threads() : 1;
@@ -177,6 +184,10 @@ void DecodingPlan::layers(const ThreadTeam& team, std::int64_t batch, const std:
   // done by the lead alone, it kept the others waiting at ~90 barriers a step (16 rows of SmolLM2: 2% of a step).
   const auto [r0, r1] = team.share(batch, 1);
   const std::int64_t rows = r1 - r0;
+  // Rows of distinct sequences attend only to the keys their own member writes: with rows enough for every
+  // member, each turns, writes and attends its rows and quantizes their heads with no meeting between (two fewer
+  // a layer; a row's operations are the same). Rows of one prompt attend to each other's keys: they meet.
+  const bool own_rows = distinct_ && batch >= 2 * team.size;
   if (rows > 0) norm(kt, s, layers_.front().norm1, h + r0 * d, n_.data() + r0 * d, rows);  // a plan has layers
   bool quantized = reads_int8({&layers_.front().wq, &layers_.front().wk, &layers_.front().wv});
   if (quantized) quantize(kt, n_.data(), d, r0, r1);
@@ -203,13 +214,11 @@ void DecodingPlan::layers(const ThreadTeam& team, std::int64_t batch, const std:
       for (std::int64_t hq = 0; hq < heads; ++hq)
         kv_offset_[b * heads + hq] = (seq * kv_heads + hq / group) * cache.capacity * dh;
     }
-    team.sync();
-    attend(team, kt, batch, positions, cache);
-    team.sync();
-    if ((quantized = reads_int8({&layer.wo}))) {
-      quantize(kt, heads_.data(), inner, r0, r1);
-      team.sync();
-    }
+    if (!own_rows) team.sync();
+    attend(team, kt, batch, positions, cache, own_rows);
+    if (!own_rows) team.sync();
+    if ((quantized = reads_int8({&layer.wo}))) quantize(kt, heads_.data(), inner, r0, r1);
+    if (quantized || own_rows) team.sync();
     product(team, kt, blocked, layer.wo, heads_.data(), batch, n_.data(), quantized);
     team.sync();
     if (rows > 0) {
@@ -220,12 +229,10 @@ void DecodingPlan::layers(const ThreadTeam& team, std::int64_t batch, const std:
     team.sync();
     product(team, kt, blocked, layer.w1, n_.data(), batch, hidden_.data(), quantized);
     team.sync();
-    const float* act = activate(team, kt, batch);
+    // Each member activates its rows and quantizes them, then the team meets once.
+    const float* act = activate(kt, r0, r1);
+    if ((quantized = reads_int8({&layer.w2}))) quantize(kt, act, s.d_ff, r0, r1);
     team.sync();
-    if ((quantized = reads_int8({&layer.w2}))) {
-      quantize(kt, act, s.d_ff, r0, r1);
-      team.sync();
-    }
     product(team, kt, blocked, layer.w2, act, batch, n_.data(), quantized);
     team.sync();
     const bool last = l + 1 == layers_.size();
@@ -268,12 +275,19 @@ void DecodingPlan::quantize(const KernelTable& kt, const float* x, std::int64_t 
 // whatever the other rows' lengths. Items hold a key/value head's whole group of query heads (its keys read
 // once for all) when there are enough of them to share; else one query head each (one row of SmolLM2's 3
 // key/value heads on 2 threads would split 2 + 1). A query head's operations are the same either way.
+// own_rows: the items of this member's rows (see layers).
 void DecodingPlan::attend(const ThreadTeam& team, const KernelTable& kt, std::int64_t batch,
-                          const std::int64_t* positions, const PlanCache& cache) {
+                          const std::int64_t* positions, const PlanCache& cache, bool own_rows) {
   const std::int64_t heads = shape_.n_heads, dh = shape_.d_head, kv_heads = shape_.n_kv_heads;
   const std::int64_t group = heads / kv_heads;
-  const std::int64_t per_item = batch * kv_heads >= 4 * team.size ? group : 1;
-  const auto [i0, i1] = team.share(batch * heads / per_item, 1);
+  const std::int64_t per_item = own_rows || batch * kv_heads >= 4 * team.size ? group : 1;
+  std::int64_t i0, i1;
+  if (own_rows) {
+    const auto [r0, r1] = team.share(batch, 1);
+    i0 = r0 * kv_heads, i1 = r1 * kv_heads;
+  } else {
+    std::tie(i0, i1) = team.share(batch * heads / per_item, 1);
+  }
   for (std::int64_t i = i0; i < i1; ++i) {
     const std::int64_t head = i * per_item, b = head / heads;
     DecodeAttentionArgs<float> a;
@@ -285,36 +299,31 @@ void DecodingPlan::attend(const ThreadTeam& team, const KernelTable& kt, std::in
   }
 }
 
-// This member's share of the activation of the feed-forward hidden rows; returns the rows W2 reads.
-const float* DecodingPlan::activate(const ThreadTeam& team, const KernelTable& kt, std::int64_t batch) {
+// The activation of the feed-forward hidden rows [r0, r1) (this member's); returns the rows W2 reads. An
+// elementwise kernel's lanes give each value the same bits wherever a call starts.
+const float* DecodingPlan::activate(const KernelTable& kt, std::int64_t r0, std::int64_t r1) {
   const std::int64_t f = shape_.d_ff;
   switch (shape_.activation) {
     case PlanActivation::gelu_tanh:
     case PlanActivation::gelu: {
-      // Cut at 64 values, a multiple of every ISA's vector width: the kernel's tail stays the array's own.
-      const auto [i0, i1] = team.share(batch * f, 64);
-      if (i0 < i1) {
+      if (r0 < r1) {
         GeluArgs<float> g;
-        g.x = hidden_.data() + i0, g.out = hidden_.data() + i0, g.n = i1 - i0;
+        g.x = hidden_.data() + r0 * f, g.out = hidden_.data() + r0 * f, g.n = (r1 - r0) * f;
         g.exact = shape_.activation == PlanActivation::gelu;
         kt.f32.gelu(g);
       }
       return hidden_.data();
     }
     case PlanActivation::relu: {
-      const auto [i0, i1] = team.share(batch * f, 64);
-      for (std::int64_t i = i0; i < i1; ++i) hidden_[i] = hidden_[i] < 0.0f ? 0.0f : hidden_[i];
+      for (std::int64_t i = r0 * f; i < r1 * f; ++i) hidden_[i] = hidden_[i] < 0.0f ? 0.0f : hidden_[i];
       return hidden_.data();
     }
     case PlanActivation::swiglu: {  // silu(gate) up, each row's [gate | up] halves (the kernel of ops.swiglu)
-      const auto [j0, j1] = team.share(f, 16);
-      if (j0 < j1) {
-        for (std::int64_t b = 0; b < batch; ++b) {
-          SwigluArgs<float> a;
-          a.gate = hidden_.data() + b * 2 * f + j0, a.up = a.gate + f, a.out = gated_.data() + b * f + j0;
-          a.n = j1 - j0;
-          kt.f32.swiglu(a);
-        }
+      for (std::int64_t b = r0; b < r1; ++b) {
+        SwigluArgs<float> a;
+        a.gate = hidden_.data() + b * 2 * f, a.up = a.gate + f, a.out = gated_.data() + b * f;
+        a.n = f;
+        kt.f32.swiglu(a);
       }
       return gated_.data();
     }

@@ -79,8 +79,8 @@ class DecodingPlan {
   void layers(const ThreadTeam& team, std::int64_t batch, const std::int64_t* positions, const PlanCache* caches,
               float* out);
   void attend(const ThreadTeam& team, const KernelTable& kt, std::int64_t batch, const std::int64_t* positions,
-              const PlanCache& cache);
-  const float* activate(const ThreadTeam& team, const KernelTable& kt, std::int64_t batch);
+              const PlanCache& cache, bool own_rows);
+  const float* activate(const KernelTable& kt, std::int64_t r0, std::int64_t r1);
   void quantize(const KernelTable& kt, const float* x, std::int64_t width, std::int64_t r0, std::int64_t r1);
   void product(const ThreadTeam& team, const KernelTable& kt, void (*blocked)(const BlockQuantizedMatmulArgs&),
                const PlanWeight& w, const float* x, std::int64_t batch, float* c, bool quantized) const;
@@ -100,6 +100,7 @@ class DecodingPlan {
   std::vector<double> table_;
   std::vector<float> sin_, cos_;
   std::vector<std::int64_t> kv_offset_, sequence_;
+  bool distinct_ = true;  // every row of the step is of its own sequence (a decoding step, not a prompt's read)
   // The rows of the input the next products read, as int8 blocks (BlockQuantizedMatmulArgs::x_codes), made once
   // for all of them by the team (each member its rows) where they read int8 activations.
   std::vector<std::int8_t> x_codes_;
