@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import attnkit
 from attnkit import ops, reference
 from attnkit.testing.gradcheck import check_grad
 from attnkit.testing.strategies import attention_problems
@@ -162,3 +163,28 @@ def test_context_comes_last_and_checks_its_arguments():
         ops.scaled_dot_product_attention(q, k, v, return_context="yes")
     with pytest.raises(TypeError, match="bias_grad must be a bool"):
         context.backward(np.ones_like(out), bias_grad=None)
+
+
+@pytest.mark.parametrize(("batch", "heads", "nq", "nk", "causal"), [(8, 2, 400, 400, True), (4, 4, 300, 500, False),
+                                                                    (12, 4, 64, 64, True), (3, 1, 20, 150, False)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_items_enough_or_of_one_key_block_get_one_threads_bits(isa, batch, heads, nq, nk, causal, dtype):
+    """Each item's key blocks in one task, in order, where an item has one (nk <= 192) or there are 4 items a
+    thread: the gradients' bits do not depend on the thread count (its only adder writes an item's dq)."""
+    rng = np.random.default_rng(batch * nk)
+    q, k, v = (rng.standard_normal((batch, heads, n, 16)).astype(dtype) for n in (nq, nk, nk))
+    lengths = rng.integers(0, nk + 1, size=batch)
+    out, lse = ops.scaled_dot_product_attention(q, k, v, causal=causal, key_lengths=lengths, return_lse=True)
+    dout = rng.standard_normal(out.shape).astype(dtype)
+    before = attnkit.get_num_threads()
+    try:
+        grads = []
+        for threads in (1, 2, 3):
+            attnkit.set_num_threads(threads)
+            grads.append(ops.scaled_dot_product_attention_backward(dout, q, k, v, out, lse, causal=causal,
+                                                                   key_lengths=lengths))
+    finally:
+        attnkit.set_num_threads(before)
+    for other in grads[1:]:
+        for want, got in zip(grads[0], other):
+            np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
