@@ -855,13 +855,12 @@ class SharedSteps:
         whether every token was blocked: the rules of generate's greedy search and sampling, for one row."""
         p, t = seq.params, len(seq.history)
         allowed = _blockable(logp, p, self.suppress, t)
-        if allowed is not logp:  # something to block or penalise (else the row is read as it is)
+        if allowed is not logp:  # something to block or penalise (else the row and its argmax are read as they are)
             history = np.asarray(seq.history, np.int64)[None, :]
             if t < p["min_length"]:
                 allowed[:, self.eos_id] = -np.inf
             _penalise_repeats(allowed, history, [seq.context], p["repetition_penalty"])
             _block_repeated_ngrams(allowed, history, p["no_repeat_ngram_size"])
-        if allowed is not logp:
             best = int(np.argmax(allowed[0]))
         blocked = bool(allowed[0, best] == -np.inf)  # the best token blocked: every token is
         if seq.rng is None:
