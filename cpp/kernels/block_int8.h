@@ -362,7 +362,8 @@ struct QuadTile {
 };
 
 // Every row's codes + 128 (c ^ 0x80 as a byte), for DotVnni's u8 operand (its quads are the bytes in order).
-inline std::unique_ptr<std::uint8_t, FreeDeleter> offset_codes(const BlockQuantizedMatmulArgs& g, const QuantizedX& qx) {
+inline std::unique_ptr<std::uint8_t, FreeDeleter> offset_codes(const BlockQuantizedMatmulArgs& g,
+                                                                const QuantizedX& qx) {
   const std::int64_t n = g.m * g.n_in;
   auto ux = aligned_buffer<std::uint8_t>(n);
   const std::int8_t* codes = qx.codes;

@@ -55,8 +55,8 @@ void softmax_row(const T* x, T* out, std::int64_t n, bool log) {
   for (; j < n; ++j) out[j] *= inv;
 }
 
-// The index of the first largest of out[0..n) (NaN never is; 0 for a row without a number), read while the row is in cache,
-// where NumPy's argmax over a decoding step's rows read them back from memory.
+// The index of the first largest of out[0..n) (NaN never is; 0 for a row without a number), read while the row
+// is in cache, where NumPy's argmax over a decoding step's rows read them back from memory.
 template <class T>
 std::int64_t first_max_index(const T* out, std::int64_t n) {
   using V = Vec<T>;

@@ -263,7 +263,8 @@ inline void store_bytes(Vec<float> q, T* p) {
 #elif defined(__SSE2__)
   const __m128i i = _mm_cvtps_epi32(q.v);
   const __m128i s16 = _mm_packs_epi32(i, i);
-  const std::int32_t b = _mm_cvtsi128_si32(std::is_signed_v<T> ? _mm_packs_epi16(s16, s16) : _mm_packus_epi16(s16, s16));
+  const __m128i bytes = std::is_signed_v<T> ? _mm_packs_epi16(s16, s16) : _mm_packus_epi16(s16, s16);
+  const std::int32_t b = _mm_cvtsi128_si32(bytes);
   std::memcpy(p, &b, sizeof b);
 #else
   *p = static_cast<T>(q.v);
