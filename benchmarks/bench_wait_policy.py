@@ -1,12 +1,14 @@
-"""OpenMP's wait policy: the estimators' workloads with attnkit's passive threads against spinning ones,
-on an idle machine and beside another busy process.
+"""How attnkit's worker threads wait between kernel calls: the estimators' workloads with workers that always sleep,
+that spin while the machine has cores free (the default), and that always spin; on an idle machine and beside
+another busy process.
 
-attnkit sets ``OMP_WAIT_POLICY=PASSIVE`` at import unless the user chose a policy (``attnkit/__init__.py``):
-a thread that has finished its share of a parallel region sleeps at once, and the next region must wake it.
-The alternative is libgomp's spinning: ``GOMP_SPINCOUNT`` polls before sleeping (300,000 when no policy is
-set), so that back-to-back regions start at once, at the price of a busy core meanwhile. libgomp reads the
-policy once, so each policy runs in its own child process (this script with ``--child``), which imports
-attnkit only (no torch, whose bundled libgomp would serve attnkit too). The workloads, in this order:
+attnkit's kernels run on its own workers (``cpp/src/thread_pool.cpp``). ``ATTNKIT_WAIT_POLICY`` chooses how they
+wait for the next call: ``passive`` sleeps the moment a call ends, and the next call must wake them (30-50 us on a
+virtual machine); ``active`` spins up to 300 us first; ``auto`` (the default) spins only while ``/proc/loadavg``
+shows a core free for every worker. Before the workers, the kernels ran on OpenMP's threads with
+``OMP_WAIT_POLICY=PASSIVE`` (the ``passive`` column's behaviour; OpenMP's own policy still governs the decoding
+plan, not measured here). The pool reads the policy once, so each runs in its own child process (this script with
+``--child``), which imports attnkit only (no torch). The workloads, in this order:
 
 - ``TransformerClassifier(max_iter=2, early_stopping=False).fit`` on SST-2 training phrases (``--phrases``,
   default 3,000), softmax attention and ``attention="linear"``; ``predict_proba`` of the 1,821 test sentences;
@@ -31,10 +33,9 @@ import time
 from pathlib import Path
 
 POLICIES = {
-    "passive (attnkit's default)": {"OMP_WAIT_POLICY": "PASSIVE"},
-    "spin 10k": {"GOMP_SPINCOUNT": "10000"},
-    "spin 100k": {"GOMP_SPINCOUNT": "100000"},
-    "spin 300k (libgomp's default)": {"GOMP_SPINCOUNT": "300000"},
+    "passive": {"ATTNKIT_WAIT_POLICY": "passive"},
+    "auto (attnkit's default)": {"ATTNKIT_WAIT_POLICY": "auto"},
+    "active": {"ATTNKIT_WAIT_POLICY": "active"},
 }
 DEFAULT_DATA = Path(os.environ["ATTNKIT_DATA"]) if os.environ.get("ATTNKIT_DATA") else \
     Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -98,7 +99,7 @@ def child(data, phrases, quick):
 
 def run_child(policy_env, args):
     """The times one child process measured under ``policy_env``."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "ATTNKIT_WAIT_POLICY")}
     env.update(policy_env)
     env["OMP_NUM_THREADS"] = str(args.threads)
     command = [sys.executable, __file__, "--child", "--data", str(args.data), "--phrases", str(args.phrases)]
@@ -149,7 +150,7 @@ def main(argv=None):
     if not (args.data / "sst2" / "train.tsv").is_file():
         print(f"skipped: no SST-2 under {args.data} (pass --data or set ATTNKIT_DATA)")
         return None
-    report = harness.Report(args, "OpenMP wait policy: passive against spinning threads, idle and busy")
+    report = harness.Report(args, "Wait policy: attnkit's workers sleeping, spinning while cores are free, spinning")
     names = list(POLICIES)
     summary = []
     for busy in (False, True):

@@ -2,7 +2,6 @@
 // visible key. The logits come from the tiles of the softmax kernel (block_logits: queries along the
 // vector lanes, invisible keys -inf, key blocks outside a query block's band never computed); a running
 // maximum over the keys replaces the online softmax, and one value row is copied per query.
-#include <omp.h>
 
 #include <cmath>
 #include <limits>
@@ -10,6 +9,7 @@
 #include "aligned_buffer.h"
 #include "attention_tiles.h"
 #include "attnkit/isa.h"
+#include "attnkit/thread_pool.h"
 #include "kernels.h"
 
 namespace attnkit {
@@ -33,11 +33,10 @@ void argmax_attention(const AttentionArgs<T>& a) {
   const auto first = aligned_buffer<std::int64_t>(Tl::BQ * std::int64_t(threads));
   const T neg_inf = -std::numeric_limits<T>::infinity(), nan = std::numeric_limits<T>::quiet_NaN();
 
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (std::int64_t task = 0; task < tasks; ++task) {
+  claim_loop(threads, tasks, 1, [&](std::int64_t task, int t) {
     const std::int64_t b = task / nqb, i0 = (task % nqb) * Tl::BQ;
     const std::int64_t bq = min_scalar(Tl::BQ + i0, nq) - i0, bqp = query_padding<T>(bq);
-    const int thread = omp_get_thread_num();
+    const int thread = t;
     T* base = mem.get() + thread * per_thread;
     T *Qt = base, *St = base + st, *zero_row = base + zero, *top = base + best;
     std::int64_t* which = first.get() + thread * Tl::BQ;  // the best key of each query, -1: none yet; -2: NaN
@@ -66,7 +65,7 @@ void argmax_attention(const AttentionArgs<T>& a) {
       const T* row = which[i] >= 0 ? a.v.row(b, which[i]) : nullptr;
       for (std::int64_t c = 0; c < dv; ++c) out[c] = row ? row[c] : which[i] == -2 ? nan : T(0);
     }
-  }
+  });
 }
 
 template void argmax_attention<float>(const AttentionArgs<float>&);

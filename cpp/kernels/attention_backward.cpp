@@ -4,10 +4,11 @@
 // walks the query blocks that can see them, recomputing P = exp(S - lse) block by block (no Nq x Nk
 // buffer). dQ gathers contributions from every key block, so each thread adds into a private dQ
 // that is summed at the end (memory: threads x |q|, no atomics).
-#include <omp.h>
+#include <atomic>
 
 #include "attention_tiles.h"
 #include "attnkit/isa.h"
+#include "attnkit/thread_pool.h"
 #include "kernels.h"
 
 namespace attnkit {
@@ -64,9 +65,8 @@ void attention_backward(const AttentionBackwardArgs<T>& g) {
   const T lowest = std::numeric_limits<T>::lowest(), inf = std::numeric_limits<T>::infinity();
   const T scale = a.scale;
 
-#pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num();
+  std::atomic<std::int64_t> next{0};
+  team(threads, [&](int t, int) {
     T* dq_t = by_item ? g.dq : dq_private.get() + std::int64_t(t) * q_size;
     for (std::int64_t x = 0; !by_item && x < q_size; ++x) dq_t[x] = T(0);
     T* base = scratch.of(t);
@@ -75,8 +75,7 @@ void attention_backward(const AttentionBackwardArgs<T>& g) {
     T *delta = base + scratch.delta, *zero_row = base + scratch.zero;
     for (std::int64_t c = 0; c < (d > dvw ? d : dvw); ++c) zero_row[c] = T(0);
 
-#pragma omp for schedule(dynamic, 1)
-    for (std::int64_t task = 0; task < tasks; ++task) {
+    for (std::int64_t task; (task = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
       const std::int64_t b = by_item ? task : task / nkb;
       const std::int64_t kb0 = by_item ? 0 : task % nkb, kb1 = by_item ? nkb : kb0 + 1;
       const Visibility vis(a, b);
@@ -143,14 +142,16 @@ void attention_backward(const AttentionBackwardArgs<T>& g) {
       // 0 + the sum, then the scale: what summing the one thread's private copy gave.
       for (std::int64_t x = 0; by_item && x < nq * d; ++x) dq_b[x] = scale * (T(0) + dq_b[x]);
     }
-    // dq = scale * sum over threads of the private copies, split across threads by element.
-#pragma omp for schedule(static)
-    for (std::int64_t x = 0; x < (by_item ? 0 : q_size); ++x) {
+  });
+  if (by_item) return;
+  // dq = scale * sum over threads of the private copies, split across threads by element.
+  team(threads, [&](int t, int count) {
+    for (std::int64_t x = q_size * t / count, end = q_size * (t + 1) / count; x < end; ++x) {
       T s = T(0);
       for (int u = 0; u < threads; ++u) s += dq_private.get()[std::int64_t(u) * q_size + x];
       g.dq[x] = scale * s;
     }
-  }
+  });
 }
 
 template void attention_backward<float>(const AttentionBackwardArgs<float>&);

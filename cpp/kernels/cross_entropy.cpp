@@ -7,6 +7,7 @@
 
 #include "attnkit/isa.h"
 #include "attnkit/simd.h"
+#include "attnkit/thread_pool.h"
 #include "kernels.h"
 
 namespace attnkit {
@@ -91,8 +92,7 @@ template <class T>
 void cross_entropy(const CrossEntropyArgs<T>& a) {
   const std::int64_t rows = a.rows, classes = a.classes;
   const int threads = elementwise_threads(rows * classes);
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (std::int64_t r = 0; r < rows; ++r) cross_entropy_row(a, r);
+  static_loop(threads, rows, [&](std::int64_t r, int) { cross_entropy_row(a, r); });
 }
 
 template void cross_entropy<float>(const CrossEntropyArgs<float>&);

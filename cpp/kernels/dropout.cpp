@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "attnkit/isa.h"
+#include "attnkit/thread_pool.h"
 #include "kernels.h"
 
 namespace attnkit {
@@ -21,8 +22,7 @@ void dropout(const DropoutArgs<T>& a) {
   // Locals, not a's members: a conditional read of a.scale through the reference stops vectorisation.
   const T scale = a.scale;
   const std::uint32_t threshold = a.threshold;
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (std::int64_t b = 0; b < blocks; ++b) {
+  static_loop(threads, blocks, [&](std::int64_t b, int) {
     const std::int64_t first = b * kBlock, count = std::min(kBlock, a.n - first);
     // A block never straddles a multiple of 2^32 (kBlock divides it): the index's high half is constant.
     const std::uint32_t lo = std::uint32_t(first), hi = std::uint32_t(std::uint64_t(first) >> 32);
@@ -30,7 +30,7 @@ void dropout(const DropoutArgs<T>& a) {
     T* out = a.out + first;
     for (std::int64_t j = 0; j < count; ++j)
       out[j] = x[j] * (keep_bits(keys, lo + std::uint32_t(j), hi) >= threshold ? scale : T(0));
-  }
+  });
 }
 
 template void dropout<float>(const DropoutArgs<float>&);

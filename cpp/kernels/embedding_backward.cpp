@@ -1,11 +1,11 @@
 // Gradient of a table lookup (see attnkit/embedding.h): a counting sort of the tokens by id (stable, so each
 // id's tokens stay in token order), then the ids in parallel, each summing its rows into a scratch row and
 // adding it to its table row. Ids are disjoint rows, so threads never write the same memory.
-#include <omp.h>
 
 #include <vector>
 
 #include "attnkit/isa.h"
+#include "attnkit/thread_pool.h"
 #include "kernels.h"
 
 namespace attnkit {
@@ -30,23 +30,22 @@ void embedding_backward(const EmbeddingBackwardArgs<T>& a) {
   const std::int64_t count = std::int64_t(distinct.size());
   const int threads = elementwise_threads(std::int64_t(order.size()) * width);
   std::vector<T> scratch(std::size_t(threads) * std::size_t(width));
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (std::int64_t i = 0; i < count; ++i) {
+  static_loop(threads, count, [&](std::int64_t i, int t) {
     const std::int64_t v = distinct[i], s = first[v], e = first[v + 1];
     T* __restrict row = a.grad_weight + v * width;
     const T* __restrict g = a.grad + order[s] * width;
     if (e - s == 1) {  // the sum of one row is the row
       for (std::int64_t j = 0; j < width; ++j) row[j] += g[j];
-      continue;
+      return;
     }
-    T* __restrict sum = scratch.data() + std::int64_t(omp_get_thread_num()) * width;
+    T* __restrict sum = scratch.data() + std::int64_t(t) * width;
     for (std::int64_t j = 0; j < width; ++j) sum[j] = g[j];
     for (std::int64_t r = s + 1; r < e; ++r) {
       g = a.grad + order[r] * width;
       for (std::int64_t j = 0; j < width; ++j) sum[j] += g[j];
     }
     for (std::int64_t j = 0; j < width; ++j) row[j] += sum[j];
-  }
+  });
 }
 
 template void embedding_backward<float>(const EmbeddingBackwardArgs<float>&);

@@ -9,8 +9,6 @@
 // beyond the float epilogue sx sw (acc - zx colsum) (+ bias), which every path rounds alike.
 #pragma once
 
-#include <omp.h>
-
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -22,6 +20,7 @@
 #include "attnkit/isa.h"
 #include "attnkit/simd.h"
 #include "attnkit/simd_int8.h"
+#include "attnkit/thread_pool.h"
 
 namespace attnkit {
 namespace ATTNKIT_KERNEL_NS {
@@ -44,7 +43,7 @@ struct Int8Shape {
 };
 
 // The float GEMM's one-thread threshold (2^24 multiply-adds, matmul.cpp) times the ~4x throughput of
-// the int8 product: below it waking a passive second thread costs more than it saves (not re-measured).
+// the int8 product: below it waking a sleeping second thread costs more than it saves (not re-measured).
 constexpr std::int64_t kInt8MinParallelWork = std::int64_t(1) << 26;
 
 // Quantises row x[0, k) to u8 at q[0, k4) (zeros past k): qx = clamp(rint(x / sx) + zx, 0, 255) with
@@ -203,14 +202,13 @@ void int8_linear_with(const Int8LinearArgs& g) {
   auto qa = aligned_buffer<std::uint8_t>(parts * q_size);
   auto sx = aligned_buffer<float>(parts * s_size);
   auto zx = aligned_buffer<std::int32_t>(parts * s_size);
-#pragma omp parallel for num_threads(parts) schedule(static, 1) if (parts > 1)
-  for (int part = 0; part < parts; ++part) {
+  team(parts, [&](int part, int) {
     const int r = part / cols, s = part % cols;
     const std::int64_t r0 = tiles_m * r / rows * S::MR, r1 = min_scalar(m, tiles_m * (r + 1) / rows * S::MR);
     const std::int64_t c0 = tiles_n * s / cols * S::NR, c1 = min_scalar(n, tiles_n * (s + 1) / cols * S::NR);
     std::uint8_t* q = qa.get() + part * q_size;
     rectangle<Dot>(g, r0, r1, c0, c1, q, q + q_size - k4, sx.get() + part * s_size, zx.get() + part * s_size);
-  }
+  });
 }
 
 }  // namespace

@@ -76,14 +76,14 @@ void block_quantized_rows(const BlockQuantizedRowsArgs& a);
 void block_quantize_x(const BlockQuantizeXArgs& a);
 
 // Threads for an elementwise or row-wise pass over n elements: the caller's alone below 2^18 (1 MB of
-// float32, 50-100 us on one core), about what waking a passively waiting thread costs on a virtual
-// machine (40-200 us). From 2^15 to 2^18: the default classifier's fit in 0.9x the time
+// float32, 50-100 us on one core), about what waking a sleeping worker costs on a virtual machine
+// (40-200 us; attnkit/thread_pool.h). From 2^15 to 2^18: the default classifier's fit in 0.9x the time
 // (benchmarks/results/wait_policy.md).
 constexpr std::int64_t kElementwiseParallel = std::int64_t(1) << 18;
 inline int elementwise_threads(std::int64_t n) { return n >= kElementwiseParallel ? kernel_threads() : 1; }
 
-// Rows of n values per work item of a row-wise kernel's dynamic schedule: ~16K values, so a thread woken late
-// (60-80 us on a 2-core VM, its wait being passive) takes fewer rows than the one that woke it, at one atomic
+// Rows of n values per work item of a row-wise kernel's dynamic schedule: ~16K values, so a worker woken late
+// (60-80 us on a 2-core VM, from sleep) takes fewer rows than the one that woke it, at one atomic
 // increment per item. Every row is computed alone, so the bits do not depend on the split.
 inline std::int64_t row_chunk(std::int64_t n) {
   constexpr std::int64_t kValues = std::int64_t(1) << 14;

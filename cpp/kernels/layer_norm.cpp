@@ -6,6 +6,7 @@
 
 #include "attnkit/isa.h"
 #include "attnkit/simd.h"
+#include "attnkit/thread_pool.h"
 #include "kernels.h"
 
 namespace attnkit {
@@ -74,8 +75,7 @@ void layer_norm(const LayerNormArgs<T>& a) {
   const std::int64_t rows = a.rows, n = a.n;
   const int threads = elementwise_threads(rows * n);
   const std::int64_t chunk = row_chunk(n);  // rows handed out as threads come (see row_chunk)
-#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
-  for (std::int64_t r = 0; r < rows; ++r) layer_norm_row(a, r);
+  claim_loop(threads, rows, chunk, [&](std::int64_t r, int) { layer_norm_row(a, r); });
 }
 
 template void layer_norm<float>(const LayerNormArgs<float>&);

@@ -8,6 +8,7 @@
 
 #include "attnkit/isa.h"
 #include "attnkit/simd.h"
+#include "attnkit/thread_pool.h"
 #include "kernels.h"
 
 namespace attnkit {
@@ -84,13 +85,12 @@ void layer_norm_backward(const LayerNormBackwardArgs<T>& a) {
   const std::int64_t chunks =
       std::max<std::int64_t>(1, std::min<std::int64_t>(rows, rows * n >= kElementwiseParallel ? kParamChunks : 1));
   std::vector<T> partial(params ? std::size_t(2 * chunks * n) : 0, T(0));  // [chunk][gamma, beta][n]
-#pragma omp parallel for num_threads(threads) schedule(dynamic)
-  for (std::int64_t c = 0; c < chunks; ++c) {
+  claim_loop(threads, chunks, 1, [&](std::int64_t c, int) {
     T* pgamma = params ? partial.data() + 2 * c * n : nullptr;
     T* pbeta = params ? pgamma + n : nullptr;
     const std::int64_t first = rows * c / chunks, last = rows * (c + 1) / chunks;
     for (std::int64_t r = first; r < last; ++r) layer_norm_backward_row(a, r, pgamma, pbeta);
-  }
+  });
   if (!params) return;
   for (int which = 0; which < 2; ++which) {
     T* out = which == 0 ? a.dgamma : a.dbeta;

@@ -6,9 +6,9 @@
 // fewer batch items than threads, each sequence is cut into segments: the segments' state totals are
 // summed first (phase 1), prefix-added (phase 2), and then every segment runs from its own starting
 // state (phase 3).
-#include <omp.h>
 
 #include "attnkit/isa.h"
+#include "attnkit/thread_pool.h"
 #include "kernels.h"
 #include "linear_causal_chunk.h"
 #include "linear_tiles.h"
@@ -110,31 +110,28 @@ void causal_linear_attention(const CausalLinearArgs<T>& a) {
   if (nseg > 1) {
     for (std::int64_t x = 0; x < tasks * state; ++x) states.get()[x] = 0.0;
     // Phase 1: each segment but the last sums its own state into slot (b, s + 1).
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (std::int64_t task = 0; task < tasks; ++task) {
+    static_loop(threads, tasks, [&](std::int64_t task, int t) {
       const std::int64_t b = task / nseg, s = task % nseg;
-      if (s == nseg - 1) continue;
-      const ForwardWork<T> w = workspace(omp_get_thread_num());
+      if (s == nseg - 1) return;
+      const ForwardWork<T> w = workspace(t);
       double* S = states.get() + (b * nseg + s + 1) * state;
       for (std::int64_t cs = seg_begin(s); cs < seg_begin(s + 1); cs += kChunk)
         add_chunk_state(load_chunk(a, b, cs, w.buf, false), D, dv, S, S + D * dv, w);
-    }
+    });
     // Phase 2: prefix sums over segments give each segment its starting state.
     for (std::int64_t b = 0; b < batch; ++b)
       for (std::int64_t s = 2; s < nseg; ++s)
         add_into(states.get() + (b * nseg + s) * state, states.get() + (b * nseg + s - 1) * state, state);
   }
   // Phase 3: every segment from its starting state.
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (std::int64_t task = 0; task < tasks; ++task) {
+  static_loop(threads, tasks, [&](std::int64_t task, int t) {
     const std::int64_t b = task / nseg, s = task % nseg;
-    const int t = omp_get_thread_num();
     double* S = states.get() + (nseg > 1 ? task : t) * state;
     if (nseg == 1)
       for (std::int64_t x = 0; x < state; ++x) S[x] = 0.0;
     causal_segment(a, b, seg_begin(s), seg_begin(s + 1), S, S + D * dv, workspace(t));
     if (nseg == 1 && a.state_s) write_state(b, S);
-  }
+  });
   if (a.state_s && nseg > 1)
     for (std::int64_t b = 0; b < batch; ++b) write_state(b, states.get() + (b * nseg + nseg - 1) * state);
 }

@@ -4,9 +4,9 @@
 // G = tril(dnum V^T + dden 1^T) inside the chunk; a reverse-time sweep with the suffix state (R, Y)
 // gives dk = V R_next^T + Y_next + G^T phi(Q) and dv = phi(K) R_next + tril(phi(Q) phi(K)^T)^T dnum.
 // Both states are carried in double; the chunk's products run in T.
-#include <omp.h>
 
 #include "attnkit/isa.h"
+#include "attnkit/thread_pool.h"
 #include "kernels.h"
 #include "linear_causal_chunk.h"
 #include "linear_tiles.h"
@@ -172,10 +172,9 @@ void causal_linear_attention_backward(const CausalLinearBackwardArgs<T>& g) {
   auto states = allocate<double>(std::size_t(threads * per_d));
   auto dden = allocate<T>(std::size_t(batch * n));
 
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-  for (std::int64_t b = 0; b < batch; ++b) {
-    T* p = scratch.get() + std::int64_t(omp_get_thread_num()) * per_t;
-    double* s = states.get() + std::int64_t(omp_get_thread_num()) * per_d;
+  claim_loop(threads, batch, 1, [&](std::int64_t b, int t) {
+    T* p = scratch.get() + std::int64_t(t) * per_t;
+    double* s = states.get() + std::int64_t(t) * per_d;
     BackwardWork<T> w;
     w.buf.pq = p, w.buf.pk = p + kChunk * D, w.buf.v = p + 2 * kChunk * D;
     w.pkT = w.buf.v + kChunk * dv, w.vT = w.pkT + kChunk * D, w.dnum = w.vT + kChunk * dv;
@@ -183,9 +182,9 @@ void causal_linear_attention_backward(const CausalLinearBackwardArgs<T>& g) {
     w.SfT = w.Sf + D * dv, w.prod = w.SfT + D * dv, w.Zf = w.prod + D * dv, w.Zi = w.Zf + D, w.zsum = w.Zi + D;
     w.dphi = w.zsum + D;
     w.S = s, w.Z = s + D * dv;
-    w.scores = scores.get() + std::int64_t(omp_get_thread_num()) * per_s;
+    w.scores = scores.get() + std::int64_t(t) * per_s;
     backward_item(g, b, w, dden.get());
-  }
+  });
 }
 
 template void causal_linear_attention_backward<float>(const CausalLinearBackwardArgs<float>&);

@@ -4,9 +4,9 @@
 // S, Z rounded to T. When the items split evenly over the threads, a thread takes whole items, sums
 // and queries; otherwise each item's keys are cut into segments summed separately, then added in
 // segment order, and the queries run in one flat parallel loop over batch items x query chunks.
-#include <omp.h>
 
 #include "attnkit/isa.h"
+#include "attnkit/thread_pool.h"
 #include "kernels.h"
 #include "linear_tiles.h"
 
@@ -97,7 +97,7 @@ void linear_attention(const LinearArgs<T>& a) {
   const std::int64_t chunks = (a.nq + kChunk - 1) / kChunk;
   if (whole_items(batch, max_threads)) {
     // An item's queries right after its sums, on the same thread: 0.77x the time of a padded forward
-    // (32 items, N=64, d=32) with passively waiting threads, and S, Z are still in cache.
+    // (32 items, N=64, d=32) with sleeping workers, and S, Z are still in cache.
     return for_each_item(batch, state, max_threads, [&](std::int64_t b, double* S, int t) {
       const ForwardWork<T> w = work(t);
       key_sums(a, b, 0, a.nk, S, S + D * dv, w);
@@ -115,11 +115,10 @@ void linear_attention(const LinearArgs<T>& a) {
   const std::int64_t tasks = batch * chunks;
   if (tasks == 0) return;
   const int query_threads = int(min_scalar<std::int64_t>(max_threads, tasks));
-#pragma omp parallel for num_threads(query_threads) schedule(static)
-  for (std::int64_t task = 0; task < tasks; ++task) {
+  static_loop(query_threads, tasks, [&](std::int64_t task, int t) {
     const std::int64_t b = task / chunks, i0 = task % chunks * kChunk;
-    query_rows(a, b, i0, min_scalar(i0 + kChunk, a.nq), work(omp_get_thread_num()).phi);
-  }
+    query_rows(a, b, i0, min_scalar(i0 + kChunk, a.nq), work(t).phi);
+  });
 }
 
 template void linear_attention<float>(const LinearArgs<float>&);

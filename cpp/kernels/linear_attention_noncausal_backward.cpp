@@ -4,9 +4,9 @@
 // k, as the forward computed them. When the items split evenly over the threads, a thread takes whole
 // items, both passes; otherwise (fewer items than threads: by segments of queries added in order) the
 // key pass is one flat parallel loop over batch items x key chunks.
-#include <omp.h>
 
 #include "attnkit/isa.h"
+#include "attnkit/thread_pool.h"
 #include "kernels.h"
 #include "linear_tiles.h"
 
@@ -131,13 +131,12 @@ void linear_attention_backward(const LinearBackwardArgs<T>& g) {
   const std::int64_t tasks = batch * chunks;
   if (tasks == 0) return;
   const int key_threads = int(min_scalar<std::int64_t>(max_threads, tasks));
-#pragma omp parallel for num_threads(key_threads) schedule(static)
-  for (std::int64_t task = 0; task < tasks; ++task) {
+  static_loop(key_threads, tasks, [&](std::int64_t task, int t) {
     const std::int64_t b = task / chunks, j0 = task % chunks * kChunk;
     const T* item = grads.get() + b * per_item;
-    const BackwardWork<T> w = work(omp_get_thread_num());
+    const BackwardWork<T> w = work(t);
     key_rows(g, b, j0, min_scalar(j0 + kChunk, a.nk), item, item + D * dv, item + 2 * D * dv, w.phi, w.dphi);
-  }
+  });
 }
 
 template void linear_attention_backward<float>(const LinearBackwardArgs<float>&);

@@ -8,11 +8,10 @@
 #include <memory>
 #include <new>
 
-#include <omp.h>
-
 #include "aligned_buffer.h"
 #include "attnkit/linear_attention.h"
 #include "attnkit/simd.h"
+#include "attnkit/thread_pool.h"
 
 namespace attnkit {
 namespace ATTNKIT_KERNEL_NS {
@@ -366,17 +365,15 @@ inline bool whole_items(std::int64_t batch, int threads) {
 
 // Runs item(b, acc, t) for every batch item, whole items per thread (static): acc is thread t's slot of
 // width doubles, zeroed for each item. One parallel region, where two passes over all items would take
-// two, each waking the passively waiting threads.
+// two, each waking the sleeping workers.
 template <class Item>
 void for_each_item(std::int64_t batch, std::int64_t width, int max_threads, Item item) {
   auto slots = allocate<double>(std::size_t(max_threads * width));
-#pragma omp parallel for num_threads(max_threads) schedule(static)
-  for (std::int64_t b = 0; b < batch; ++b) {
-    const int t = omp_get_thread_num();
+  static_loop(max_threads, batch, [&](std::int64_t b, int t) {
     double* acc = slots.get() + std::int64_t(t) * width;
     for (std::int64_t x = 0; x < width; ++x) acc[x] = 0.0;
     item(b, acc, t);
-  }
+  });
 }
 
 // Runs sum(b, r0, r1, acc, t) (thread t adds batch item b's rows [r0, r1) into the double sums acc,
@@ -394,15 +391,13 @@ void segmented_sums(std::int64_t batch, std::int64_t n, std::int64_t width, int 
   auto slots = allocate<double>(std::size_t((nseg == 1 ? max_threads : tasks) * width));
   auto seg_begin = [&](std::int64_t s) { return min_scalar(n, s * chunks / nseg * kChunk); };
   const int threads = int(min_scalar<std::int64_t>(max_threads, tasks));
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (std::int64_t task = 0; task < tasks; ++task) {
-    const int t = omp_get_thread_num();
+  static_loop(threads, tasks, [&](std::int64_t task, int t) {
     const std::int64_t b = task / nseg, s = task % nseg;
     double* acc = slots.get() + (nseg == 1 ? t : task) * width;
     for (std::int64_t x = 0; x < width; ++x) acc[x] = 0.0;
     sum(b, seg_begin(s), seg_begin(s + 1), acc, t);
     if (nseg == 1) finish(b, acc);
-  }
+  });
   if (nseg == 1) return;
   for (std::int64_t b = 0; b < batch; ++b) {
     double* total = slots.get() + b * nseg * width;

@@ -10,8 +10,6 @@
 // KC block b (in k order), then c = s_0 (or c + s_0 when accumulating), c = c + s_b for each later
 // block, c = c + bias_j after the last. The blocks start at fixed multiples of KC and the tile layout
 // never changes a lane's arithmetic, so neither the thread count nor the strides of A and B can.
-#include <omp.h>
-
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -19,6 +17,7 @@
 #include "attention_tiles.h"
 #include "attnkit/isa.h"
 #include "attnkit/simd.h"
+#include "attnkit/thread_pool.h"
 #include "kernels.h"
 
 namespace attnkit {
@@ -44,14 +43,14 @@ struct GemmShape {
   static_assert(NC % NR == 0, "NC must be whole tiles");
 };
 
-// Products below this many multiply-adds run on one thread. attnkit's OpenMP threads wait passively
-// (python/attnkit/__init__.py), so a parallel region pays for waking the other thread and for being
-// woken at its end, and the woken thread may land on the waker's core. On the 2-core KVM guest it was
-// measured on, a second thread lost 10-25% up to 8M (1-core time ~0.2 ms) and won 1.3x or more from
-// 16M; with spinning threads (OMP_WAIT_POLICY=ACTIVE) it already won 1.35x at 0.26M. It is a time: half
-// the multiply-adds where a vector holds half the lanes (16M for AVX-512's float, 8M for AVX2's). Zen 5
-// held to AVX2 won 1.2-1.5x with two threads at 6-12M (768 x 128 x 128: 204 -> 134-145 us), which 16M had
-// kept on one; AVX-512 won only from ~9M there.
+// Products below this many multiply-adds run on one thread. Measured when attnkit's threads were OpenMP's, waiting
+// passively: a parallel region paid for waking the other thread and for being woken at its end, and the woken
+// thread may land on the waker's core (as a sleeping worker of attnkit/thread_pool.h still does). On the 2-core KVM
+// guest it was measured on, a second thread lost 10-25% up to 8M (1-core time ~0.2 ms) and won 1.3x or more from
+// 16M; with spinning threads (OMP_WAIT_POLICY=ACTIVE) it already won 1.35x at 0.26M. It is a time: half the
+// multiply-adds where a vector holds half the lanes (16M for AVX-512's float, 8M for AVX2's). Zen 5 held to AVX2
+// won 1.2-1.5x with two threads at 6-12M (768 x 128 x 128: 204 -> 134-145 us), which 16M had kept on one; AVX-512
+// won only from ~9M there.
 template <class T>
 constexpr std::int64_t kMinParallelWork = (std::int64_t(1) << 24) * Vec<T>::W / 16;
 
@@ -269,7 +268,7 @@ void rectangle(const MatmulArgs<T>& g, std::int64_t r0, std::int64_t r1, std::in
 
 // All of C for a product of one k block (0 < k <= KC) whose threads split the rows: per NC block of columns, each
 // thread packs the block of B, then claims `chunk` rows at a time (a multiple of MR) from next[block] until none
-// are left. A thread that starts late (woken from its passive wait: 60-80 us on a 2-core VM) finds fewer rows
+// are left. A thread that starts late (woken from sleep: 60-80 us on a 2-core VM) finds fewer rows
 // left, where a fixed half kept the first thread waiting for it. The tiles are rectangle's (block_rows), so the
 // bits do not depend on who computed them. With sums, B's column sums as rectangle adds them.
 template <class T, Panel kLayout>
@@ -425,9 +424,9 @@ void matmul(const MatmulArgs<T>& g) {
     constexpr std::int64_t W = Vec<T>::W;
     const int threads = m * n * k >= kMinParallelWork<T> || n * k >= kThinParallelElements ? kernel_threads() : 1;
     const std::int64_t chunks = (n + W - 1) / W;
-#pragma omp parallel for num_threads(threads) schedule(static, 1) if (threads > 1)
-    for (int t = 0; t < threads; ++t)
-      thin(g, min_scalar(n, chunks * t / threads * W), min_scalar(n, chunks * (t + 1) / threads * W));
+    team(threads, [&](int t, int count) {
+      thin(g, min_scalar(n, chunks * t / count * W), min_scalar(n, chunks * (t + 1) / count * W));
+    });
     return;
   }
   const std::int64_t tiles_m = (m + S::MR - 1) / S::MR, tiles_n = (n + S::NR - 1) / S::NR;
@@ -447,30 +446,27 @@ void matmul(const MatmulArgs<T>& g) {
     const std::int64_t chunk = max_scalar<std::int64_t>(1, tiles_m / (8 * std::int64_t(parts))) * S::MR;
     std::unique_ptr<std::atomic<std::int64_t>[]> next(new std::atomic<std::int64_t>[std::size_t(blocks)]);
     for (std::int64_t b = 0; b < blocks; ++b) next[b].store(0, std::memory_order_relaxed);
-#pragma omp parallel num_threads(parts)
-    {
-      const int t = omp_get_thread_num();
+    team(parts, [&](int t, int) {
       T* ap = scratch.get() + t * (a_size + b_size);
       T* sums = t == 0 ? g.b_column_sums : nullptr;  // one thread packs every block: it sums B's columns
       if (g.a_col_stride == 1)
         claimed_rows<T, Panel::row_chunks>(g, next.get(), chunk, ap, ap + a_size, sums);
       else
         claimed_rows<T, Panel::columns>(g, next.get(), chunk, ap, ap + a_size, sums);
-    }
+    });
     return;
   }
-#pragma omp parallel for num_threads(parts) schedule(static, 1) if (parts > 1)
-  for (int part = 0; part < parts; ++part) {
+  team(parts, [&](int part, int) {
     const int r = part / grid.cols, s = part % grid.cols;
     const std::int64_t r0 = tiles_m * r / grid.rows * S::MR, r1 = min_scalar(m, tiles_m * (r + 1) / grid.rows * S::MR);
     const std::int64_t c0 = tiles_n * s / grid.cols * S::NR, c1 = min_scalar(n, tiles_n * (s + 1) / grid.cols * S::NR);
-    T* ap = scratch.get() + omp_get_thread_num() * (a_size + b_size);
+    T* ap = scratch.get() + part * (a_size + b_size);
     T* sums = r == 0 ? g.b_column_sums : nullptr;  // the first row group's threads sum their columns of B
     if (g.a_col_stride == 1)
       rectangle<T, Panel::row_chunks>(g, r0, r1, c0, c1, ap, ap + a_size, sums);
     else
       rectangle<T, Panel::columns>(g, r0, r1, c0, c1, ap, ap + a_size, sums);
-  }
+  });
 }
 
 template void matmul<float>(const MatmulArgs<float>&);

@@ -7,6 +7,7 @@
 
 #include "attnkit/isa.h"
 #include "attnkit/simd.h"
+#include "attnkit/thread_pool.h"
 #include "kernels.h"
 
 namespace attnkit {
@@ -75,12 +76,11 @@ void adamw_update(const AdamWArgs<T>* items, std::int64_t count) {
   const auto work = blocks_of(items, count, &total);
   const auto n_work = static_cast<std::int64_t>(work.size());
   // Elementwise: which thread takes a block never changes its bits.
-#pragma omp parallel for num_threads(elementwise_threads(total)) schedule(static)
-  for (std::int64_t b = 0; b < n_work; ++b) {
+  static_loop(elementwise_threads(total), n_work, [&](std::int64_t b, int) {
     const AdamWArgs<T>& a = items[work[b].first];
     const std::int64_t first = work[b].second, block = std::min(kBlock, a.n - first);
     for_each_lane<T>(block, [&](std::int64_t j, int width) { adamw_lanes(a, first + j, width); });
-  }
+  });
 }
 
 template <class T>
@@ -92,12 +92,11 @@ void sum_of_squares(const SumOfSquaresArgs<T>* items, std::int64_t count) {
   // or on the tensors beside it.
   std::vector<double> partial(work.size());
   double* out = partial.data();
-#pragma omp parallel for num_threads(elementwise_threads(total)) schedule(static)
-  for (std::int64_t b = 0; b < n_work; ++b) {
+  static_loop(elementwise_threads(total), n_work, [&](std::int64_t b, int) {
     const SumOfSquaresArgs<T>& a = items[work[b].first];
     const std::int64_t first = work[b].second;
     out[b] = block_sum_of_squares(a.x + first, std::min(kBlock, a.n - first));
-  }
+  });
   for (std::int64_t t = 0; t < count; ++t) *items[t].out = 0.0;
   for (std::int64_t b = 0; b < n_work; ++b) *items[work[b].first].out += partial[b];
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "attnkit/isa.h"
+#include "attnkit/thread_pool.h"
 #include "kernels.h"
 
 namespace attnkit {
@@ -14,8 +15,7 @@ void positions(const PositionsArgs<T>& a) {
   const double base = a.base, start = a.start;
   T* out = a.out;
   const int threads = n * a.d >= (1 << 16) ? kernel_threads() : 1;
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (std::int64_t t = 0; t < n; ++t) {
+  static_loop(threads, n, [&](std::int64_t t, int) {
     T* row = out + t * 2 * half;
     for (std::int64_t k = 0; k < half; ++k) {
       const double w = std::pow(base, -2.0 * double(k) / double(2 * half));
@@ -23,7 +23,7 @@ void positions(const PositionsArgs<T>& a) {
       row[2 * k] = T(std::sin(angle));
       row[2 * k + 1] = T(std::cos(angle));
     }
-  }
+  });
 }
 
 template void positions<float>(const PositionsArgs<float>&);

@@ -2,8 +2,7 @@
 // come precomputed (a BLAS matmul in the op layer) and one sweep adds the offsets, applies
 // sin/cos/exp with SIMD and scales; or z is computed here, MR rows x NV vectors of columns in
 // registers, and each block of rows goes through the same sweep while it is still in L1: z never
-// makes the round trip through memory, and there is no hand-off between BLAS and OpenMP threads.
-#include <omp.h>
+// makes the round trip through memory, and there is no hand-off between BLAS's threads and attnkit's.
 
 #include <cmath>
 #include <vector>
@@ -11,6 +10,7 @@
 #include "attention_tiles.h"
 #include "attnkit/isa.h"
 #include "attnkit/simd.h"
+#include "attnkit/thread_pool.h"
 #include "kernels.h"
 
 namespace attnkit {
@@ -68,17 +68,16 @@ constexpr int kPanel = Tiles<T>::NV * Tiles<T>::W;
 
 // wp[p][s][u] = w[s][p kPanel + u], zero past column D: each tile then streams one contiguous panel.
 template <class T>
-void pack_panels(const RandomFeaturesArgs<T>& a, T* wp, std::int64_t panels) {
+void pack_panels(const RandomFeaturesArgs<T>& a, T* wp, std::int64_t panels, int threads) {
   constexpr int P = kPanel<T>;
-#pragma omp for schedule(static)
-  for (std::int64_t p = 0; p < panels; ++p) {
+  static_loop(threads, panels, [&](std::int64_t p, int) {
     T* dst = wp + p * a.f * P;
     const std::int64_t c0 = p * P, cols = min_scalar<std::int64_t>(P, a.D - c0);
     for (std::int64_t s = 0; s < a.f; ++s) {
       for (std::int64_t u = 0; u < cols; ++u) dst[s * P + u] = a.w[s * a.D + c0 + u];
       for (std::int64_t u = cols; u < P; ++u) dst[s * P + u] = T(0);
     }
-  }
+  });
 }
 
 // z of MR rows (i0..) x one panel (columns c0..) in registers, stored raw into those rows of out.
@@ -199,14 +198,12 @@ void projected_features(const RandomFeaturesArgs<T>& a) {
   auto wp = aligned_buffer<T>(panels * a.f * P);
   const std::int64_t blocks = (a.n + MR - 1) / MR;
   const int threads = a.n * a.D * (a.f + 16) >= (1 << 18) ? kernel_threads() : 1;
-#pragma omp parallel num_threads(threads)
-  {
-    pack_panels(a, wp.get(), panels);  // ends in the barrier of its omp for
-    // Contiguous runs of row blocks per thread: each thread walks the panels chunk by chunk.
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+  pack_panels(a, wp.get(), panels, threads);
+  // Contiguous runs of row blocks per thread: each thread walks the panels chunk by chunk.
+  team(threads, [&](int t, int nt) {
     const std::int64_t b0 = blocks * t / nt, b1 = blocks * (t + 1) / nt;
     projected_rows(a, bound, wp.get(), panels, b0 * MR, min_scalar(a.n, b1 * MR));
-  }
+  });
 }
 
 }  // namespace
@@ -216,8 +213,7 @@ void random_features(const RandomFeaturesArgs<T>& a) {
   if (!a.z) return projected_features(a);
   const std::int64_t n = a.n;
   const int threads = n * a.D >= (1 << 15) ? kernel_threads() : 1;
-#pragma omp parallel for num_threads(threads) schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) features_row(a, i);
+  static_loop(threads, n, [&](std::int64_t i, int) { features_row(a, i); });
 }
 
 template void random_features<float>(const RandomFeaturesArgs<float>&);

@@ -4,6 +4,7 @@
 
 #include "attnkit/isa.h"
 #include "attnkit/simd.h"
+#include "attnkit/thread_pool.h"
 #include "kernels.h"
 
 namespace attnkit {
@@ -83,8 +84,7 @@ void softmax(const SoftmaxArgs<T>& a) {
   const std::int64_t chunk = row_chunk(n);  // rows handed out as threads come (see row_chunk)
   const float* x_float = a.x_float;
   std::int64_t* argmax = a.argmax;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
-  for (std::int64_t r = 0; r < rows; ++r) {
+  claim_loop(threads, rows, chunk, [&](std::int64_t r, int) {
     if (x_float != nullptr) {  // widened into the row of out while it is in cache, then normalised there
       for (std::int64_t j = 0; j < n; ++j) out[r * n + j] = T(x_float[r * n + j]);
       softmax_row(out + r * n, out + r * n, n, log);
@@ -92,7 +92,7 @@ void softmax(const SoftmaxArgs<T>& a) {
       softmax_row(x + r * n, out + r * n, n, log);
     }
     if (argmax != nullptr) argmax[r] = first_max_index(out + r * n, n);
-  }
+  });
 }
 
 template void softmax<float>(const SoftmaxArgs<float>&);

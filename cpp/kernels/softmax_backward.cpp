@@ -4,6 +4,7 @@
 
 #include "attnkit/isa.h"
 #include "attnkit/simd.h"
+#include "attnkit/thread_pool.h"
 #include "kernels.h"
 
 namespace attnkit {
@@ -67,13 +68,12 @@ void softmax_backward(const SoftmaxBackwardArgs<T>& a) {
   const bool log = a.log;
   const int threads = elementwise_threads(rows * n);
   const std::int64_t chunk = row_chunk(n);  // rows handed out as threads come (see row_chunk)
-#pragma omp parallel for num_threads(threads) schedule(dynamic, chunk)
-  for (std::int64_t r = 0; r < rows; ++r) {
+  claim_loop(threads, rows, chunk, [&](std::int64_t r, int) {
     if (log)
       log_softmax_backward_row(y + r * n, dy + r * n, dx + r * n, n);
     else
       softmax_backward_row(y + r * n, dy + r * n, dx + r * n, n);
-  }
+  });
 }
 
 template void softmax_backward<float>(const SoftmaxBackwardArgs<float>&);

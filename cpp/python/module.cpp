@@ -10,6 +10,7 @@
 #include <string>
 
 #include "attnkit/isa.h"
+#include "attnkit/thread_pool.h"
 #include "bindings.h"
 
 namespace attnkit {
@@ -46,5 +47,14 @@ PYBIND11_MODULE(_core, m) {
   m.def("set_call_threads", &attnkit::set_call_threads, py::arg("n"),
         "The calling thread's own kernel thread count (0: the process's).");
   m.def("get_call_threads", &attnkit::get_call_threads);
+  m.def(
+      "team_stats",
+      [] {
+        const attnkit::TeamStats s = attnkit::team_stats();
+        return std::map<std::string, std::int64_t>{{"calls", s.calls}, {"inline_calls", s.inline_calls},
+                                                   {"sleeps", s.sleeps}, {"busy_checks", s.busy_checks},
+                                                   {"busy", s.busy}};
+      },
+      "Counters of attnkit's worker threads since the process started.");
   m.attr("__version__") = ATTNKIT_VERSION;
 }

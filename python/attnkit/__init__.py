@@ -9,6 +9,8 @@ import os
 # two libraries' calls alternate (every training step), their idle threads then take the cores from
 # each other. Passive waiting costs a lone kernel call nothing measurable and made alternating
 # BLAS/kernel calls 4.6x faster on 2 cores. Must be set before libgomp loads; a user's setting wins.
+# Most kernels now run on attnkit's own workers (cpp/src/thread_pool.cpp), which spin briefly only while the
+# machine has cores free; OpenMP still runs the decoding plan's region and the block-quantized products.
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 

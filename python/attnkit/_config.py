@@ -13,6 +13,20 @@ import numpy as np
 from attnkit import _core
 from attnkit._validation import check_int
 
+# How attnkit's worker threads wait between kernel calls (cpp/src/thread_pool.cpp), read once by the compiled core:
+# "auto" spins briefly while the machine has a core free for each, "passive" always sleeps, "active" always spins.
+WAIT_POLICIES = ("auto", "passive", "active")
+
+
+def _check_wait_policy(environ):
+    value = environ.get("ATTNKIT_WAIT_POLICY")
+    if value is not None and value.lower() not in WAIT_POLICIES:
+        raise ValueError(f"ATTNKIT_WAIT_POLICY must be one of {', '.join(map(repr, WAIT_POLICIES))} (how attnkit's "
+                         f"worker threads wait between kernel calls), got {value!r}")
+
+
+_check_wait_policy(os.environ)
+
 # The most kernel threads attnkit starts: a count far past the CPUs only contends, and one of 100,000 made OpenMP
 # fail to create its threads (or crash) at the next kernel; 1,024 still ran on 2 cores.
 MAX_THREADS = 1024
@@ -120,6 +134,7 @@ def config():
         isa_requested=os.environ.get("ATTNKIT_ISA", ""),
         int8_kernel=_core.get_int8_variant(),
         threads=get_num_threads(),
+        wait_policy=os.environ.get("ATTNKIT_WAIT_POLICY", "auto").lower(),
         openmp_wait=" ".join(f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in os.environ),
         python=sys.version.split()[0],
         numpy=np.__version__,
@@ -138,8 +153,8 @@ def show_config(file: TextIO | None = None) -> None:
         Where to print.
     """
     info = config()
-    order = ["version", "isa", "isa_available", "isa_requested", "int8_kernel", "threads", "openmp_wait", "cpu",
-             "machine", "compiler", "openmp", "python", "numpy"]
+    order = ["version", "isa", "isa_available", "isa_requested", "int8_kernel", "threads", "wait_policy", "openmp_wait",
+             "cpu", "machine", "compiler", "openmp", "python", "numpy"]
     keys = order + sorted(k for k in info if k not in order)
     width = max(len(k) for k in keys)
     for key in keys:

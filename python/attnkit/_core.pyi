@@ -9,7 +9,7 @@ import typing
 import numpy
 import numpy.typing
 
-__all__: list[str] = ['DecodingPlan', 'adamw_update', 'argmax_attention', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'block_quantized_matmul', 'block_quantized_rows', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'dropout', 'embedding_backward', 'gelu', 'gelu_backward', 'get_call_threads', 'get_int8_variant', 'get_isa', 'get_num_threads', 'int8_linear', 'int8_vnni_available', 'int8_vnni_isas', 'layer_norm', 'layer_norm_backward', 'linear_attention', 'linear_attention_backward', 'matmul', 'packed_attention', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'rows_text', 'set_call_threads', 'set_int8_vnni', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares', 'swiglu']
+__all__: list[str] = ['DecodingPlan', 'adamw_update', 'argmax_attention', 'attention', 'attention_backward', 'attention_weights', 'available_isas', 'block_quantized_matmul', 'block_quantized_rows', 'build_info', 'causal_linear_attention', 'causal_linear_attention_backward', 'cross_entropy', 'dropout', 'embedding_backward', 'gelu', 'gelu_backward', 'get_call_threads', 'get_int8_variant', 'get_isa', 'get_num_threads', 'int8_linear', 'int8_vnni_available', 'int8_vnni_isas', 'layer_norm', 'layer_norm_backward', 'linear_attention', 'linear_attention_backward', 'matmul', 'packed_attention', 'positions', 'projected_random_features', 'random_features', 'rms_norm', 'rms_norm_backward', 'rows_text', 'set_call_threads', 'set_int8_vnni', 'set_isa', 'set_num_threads', 'softmax', 'softmax_backward', 'sum_of_squares', 'swiglu', 'team_stats']
 class DecodingPlan:
     """
     One decoding step of a stack of pre-LN blocks, in C++.
@@ -233,4 +233,8 @@ def swiglu(gate: numpy.typing.NDArray[numpy.float32], up: numpy.typing.NDArray[n
 @typing.overload
 def swiglu(gate: numpy.typing.NDArray[numpy.float64], up: numpy.typing.NDArray[numpy.float64], out: numpy.typing.NDArray[numpy.float64]) -> None:
     ...
+def team_stats() -> dict[str, int]:
+    """
+    Counters of attnkit's worker threads since the process started.
+    """
 __version__: str = '0.1.0'
