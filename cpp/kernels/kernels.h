@@ -18,6 +18,7 @@
 #include "attnkit/random_features.h"
 #include "attnkit/softmax.h"
 #include "attnkit/swiglu.h"
+#include "attnkit/thread_pool.h"
 
 namespace attnkit {
 namespace ATTNKIT_KERNEL_NS {
@@ -80,7 +81,12 @@ void block_quantize_x(const BlockQuantizeXArgs& a);
 // (40-200 us; attnkit/thread_pool.h). From 2^15 to 2^18: the default classifier's fit in 0.9x the time
 // (benchmarks/results/wait_policy.md).
 constexpr std::int64_t kElementwiseParallel = std::int64_t(1) << 18;
-inline int elementwise_threads(std::int64_t n) { return n >= kElementwiseParallel ? kernel_threads() : 1; }
+// With a worker spinning (team_awake), from 2^15: GELU 1.56x and layer norm 1.13x there on two threads, 0.98x at
+// 2^14 (Zen 5 held to AVX2).
+constexpr std::int64_t kElementwiseParallelAwake = std::int64_t(1) << 15;
+inline int elementwise_threads(std::int64_t n) {
+  return n >= (team_awake() ? kElementwiseParallelAwake : kElementwiseParallel) ? kernel_threads() : 1;
+}
 
 // Rows of n values per work item of a row-wise kernel's dynamic schedule: ~16K values, so a worker woken late
 // (60-80 us on a 2-core VM, from sleep) takes fewer rows than the one that woke it, at one atomic

@@ -121,6 +121,8 @@ class Pool {
     t_in_team = outer;
   }
 
+  bool awake() const { return spinning_.load(std::memory_order_relaxed) > 0; }
+
   TeamStats stats() const {
     TeamStats s;
     s.calls = calls_.load();
@@ -220,6 +222,11 @@ void run_team(int threads, TeamTask task, void* context) {
   if (threads <= 1) return task(context, 0, 1);
   if (t_in_team || omp_in_parallel()) return pool().run_inline(threads, task, context);
   pool().run(threads, task, context);
+}
+
+bool team_awake() {
+  const Pool* p = g_pool.load(std::memory_order_acquire);
+  return p != nullptr && p->awake();
 }
 
 TeamStats team_stats() { return pool().stats(); }

@@ -19,6 +19,10 @@ using TeamTask = void (*)(void* context, int thread, int threads);
 // not wait for another t of its own call.
 void run_team(int threads, TeamTask task, void* context);
 
+// Whether a worker is spinning now: handing it a share then costs ~1 us where waking it costs 30-50, so a kernel may
+// split smaller work (the thresholds in kernels/kernels.h and matmul.cpp). The answer never changes a result's bits.
+bool team_awake();
+
 // The pool's counters since the process started, for tests and benchmarks.
 struct TeamStats {
   std::int64_t calls = 0;     // calls that ran on the pool's workers
