@@ -10,7 +10,8 @@ validate on; losses are nats per character over every validation character, in w
    no dropout; nanoGPT reports validation loss 1.88) run by attnkit's own layers and optimiser and by the same
    architecture written in torch (pre-LN GPT blocks with biases, tanh GELU, tied output, learned positions;
    AdamW with the same betas, decay and schedule; gradients clipped at 1), from the same initial weights on the
-   same batches: validation loss and iterations per second of each. Then the same recipe through the estimator
+   same batches: validation loss and iterations per second of each (medians of ``--rounds`` turns, 3, the
+   two taking turns). Then the same recipe through the estimator
    (``CausalLanguageModel(d_model=128, ..., max_iter=2000)``), which draws its own windows.
 3. ``defaults``: ``CausalLanguageModel(random_state=0)`` fitted on the text: the validation loss after each
    evaluation against the elapsed time (the best reached by 15 and by 30 minutes), the fit time, and samples at
@@ -29,6 +30,7 @@ import contextlib
 import io
 import math
 import re
+import statistics
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -228,27 +230,46 @@ def recipe_section(report, args, train, validation, torch):
              f"{recipe['n_layers']} layers x {recipe['n_heads']} heads x {recipe['d_model']} wide, no dropout, AdamW "
              f"lr {recipe['learning_rate']} (5% warm-up, cosine to 0), weight decay {recipe['weight_decay']}; "
              f"nanoGPT reports {NANOGPT_VALIDATION_LOSS} for this recipe (its own schedule, evaluation on random "
-             "batches). attnkit's runs in a child process without torch, on attnkit's own OpenMP runtime (passive "
-             "threads), as its users run it; torch's here, with its defaults.")
+             "batches). attnkit's runs in a child process without torch, on attnkit's own threads, as its users run "
+             "it; torch's here, with its defaults. Times: medians of the rounds below.")
     # attnkit's runs as its users run them: in a child without torch where torch is loaded here (on torch's
-    # OpenMP runtime their threads would spin).
-    seconds, loss = harness.as_users_run(attnkit_recipe, model, batches, windows, recipe, threads=args.threads)
-    ours = {"loss": loss, "seconds": seconds, "its": len(batches) / seconds}
-    theirs = None
-    if torch is not None:
-        torch.manual_seed(SEED)
-        twin = torch_twin(torch, initial, recipe["n_layers"], recipe["n_heads"])
-        t_seconds = train_torch(torch, twin, batches, recipe)
-        theirs = {"loss": torch_loss(torch, twin, windows), "seconds": t_seconds, "its": len(batches) / t_seconds}
+    # OpenMP runtime their threads would spin). The two take turns, --rounds times, the first of a round
+    # alternating: a shared host's speed drifts ~10% over minutes, which one run after the other takes for a ratio.
+    runs = {"attnkit": [], "torch": []}
+    for round_ in range(args.rounds):
+        order = ("attnkit", "torch") if round_ % 2 == 0 else ("torch", "attnkit")
+        for side in order:
+            if side == "attnkit":
+                seconds, loss = harness.as_users_run(attnkit_recipe, model, batches, windows, recipe,
+                                                     threads=args.threads)
+                runs["attnkit"].append({"loss": loss, "seconds": seconds})
+            elif torch is not None:
+                torch.manual_seed(SEED)
+                twin = torch_twin(torch, initial, recipe["n_layers"], recipe["n_heads"])
+                t_seconds = train_torch(torch, twin, batches, recipe)
+                runs["torch"].append({"loss": torch_loss(torch, twin, windows), "seconds": t_seconds})
+
+    def summary(side):
+        seconds = statistics.median(r["seconds"] for r in runs[side])
+        return {"loss": runs[side][0]["loss"], "seconds": seconds, "its": len(batches) / seconds,
+                "rounds": runs[side]}
+
+    ours = summary("attnkit")
+    theirs = summary("torch") if runs["torch"] else None
     speed = "" if theirs is None else harness.fmt_ratio(ours["its"] / theirs["its"])
-    table.add_row("attnkit (nn layers, AdamW)", f"{ours['loss']:.4f}", f"{seconds:.1f} s", f"{ours['its']:.2f}",
-                  speed)
+    table.add_row("attnkit (nn layers, AdamW)", f"{ours['loss']:.4f}", f"{ours['seconds']:.1f} s",
+                  f"{ours['its']:.2f}", speed)
     if theirs is not None:
         table.add_row(f"torch {torch.__version__} twin", f"{theirs['loss']:.4f}", f"{theirs['seconds']:.1f} s",
                       f"{theirs['its']:.2f}", "1.00x")
     est_loss, fit_seconds = harness.as_users_run(estimator_recipe, recipe, train, validation, threads=args.threads)
     table.add_row("CausalLanguageModel(recipe)", f"{est_loss:.4f}", f"{fit_seconds:.1f} s",
                   f"{recipe['max_iter'] / fit_seconds:.2f}", "")
+    if theirs is not None:
+        report.text("Recipe rounds", [
+            f"- round {i + 1}: attnkit {len(batches) / a['seconds']:.2f} iterations/s, torch "
+            f"{len(batches) / t['seconds']:.2f}: {t['seconds'] / a['seconds']:.2f}x; losses {a['loss']:.4f} and "
+            f"{t['loss']:.4f}" for i, (a, t) in enumerate(zip(runs["attnkit"], runs["torch"]))])
     return {"attnkit": ours, "torch": theirs, "estimator": {"loss": est_loss, "seconds": fit_seconds}}
 
 
@@ -390,7 +411,12 @@ def main(argv=None):
                         help="folder of the data sets (default: ../shared/data beside the repository)")
     parser.add_argument("--parts", default="ngram,recipe,defaults", help="comma-separated sections to run")
     parser.add_argument("--seeds", default=str(SEED), help="the pretrained part's fine-tuning seeds, comma-separated")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="the recipe's turns of attnkit then torch (first alternating), medians reported "
+                             "(default 3; quick: 1)")
     args = harness.parse_args(parser, "eval_language_model", argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds: at least 1, got {args.rounds}")
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
     unknown = set(parts) - {"ngram", "recipe", "defaults", "pretrained"}
     if unknown:
@@ -406,6 +432,7 @@ def main(argv=None):
         return
     if args.quick:
         train, validation = train[:200_000], validation[:20_000]
+        args.rounds = 1
     sections = {"ngram": lambda: ngram_section(report, train, validation),
                 "recipe": lambda: recipe_section(report, args, train, validation, torch),
                 "defaults": lambda: defaults_section(report, args, train, validation),
