@@ -2,7 +2,6 @@
 // visible key. The logits come from the tiles of the softmax kernel (block_logits: queries along the
 // vector lanes, invisible keys -inf, key blocks outside a query block's band never computed); a running
 // maximum over the keys replaces the online softmax, and one value row is copied per query.
-
 #include <cmath>
 #include <limits>
 

@@ -114,67 +114,64 @@ void attention(const AttentionArgs<T>& a) {
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const T lowest = std::numeric_limits<T>::lowest();
 
-  std::atomic<std::int64_t> next{0};
-  team(threads, [&](int t, int) {
+  claim_loop(threads, tasks, 1, [&](std::int64_t task, int t) {
     T* base = scratch.of(t);
-    for (std::int64_t task; (task = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
-      const std::int64_t b = task / nqb, i0 = (task % nqb) * Tl::BQ;
-      const std::int64_t qlen = a.query_length ? a.query_length[b] : nq;
-      if (i0 >= qlen) continue;
-      const std::int64_t bq = min_scalar(Tl::BQ + i0, qlen) - i0, bqp = query_padding<T>(bq);
-      T *Qt = base + scratch.qt, *St = base + scratch.st, *acc = base + scratch.acc;
-      T *m = base + scratch.stats, *l = m + bqp, *alpha = l + bqp, *zero_row = base + scratch.zero;
-      for (std::int64_t c = 0; c < d; ++c) zero_row[c] = T(0);
-      for (std::int64_t i = 0; i < bqp; ++i) m[i] = neg_inf, l[i] = T(0);
-      for (std::int64_t x = 0; x < bqp * dv; ++x) acc[x] = T(0);
-      pack_transposed([&](std::int64_t i) { return a.q.row(b, i); }, i0, bq, bqp, d, a.scale, Qt);
+    const std::int64_t b = task / nqb, i0 = (task % nqb) * Tl::BQ;
+    const std::int64_t qlen = a.query_length ? a.query_length[b] : nq;
+    if (i0 >= qlen) return;
+    const std::int64_t bq = min_scalar(Tl::BQ + i0, qlen) - i0, bqp = query_padding<T>(bq);
+    T *Qt = base + scratch.qt, *St = base + scratch.st, *acc = base + scratch.acc;
+    T *m = base + scratch.stats, *l = m + bqp, *alpha = l + bqp, *zero_row = base + scratch.zero;
+    for (std::int64_t c = 0; c < d; ++c) zero_row[c] = T(0);
+    for (std::int64_t i = 0; i < bqp; ++i) m[i] = neg_inf, l[i] = T(0);
+    for (std::int64_t x = 0; x < bqp * dv; ++x) acc[x] = T(0);
+    pack_transposed([&](std::int64_t i) { return a.q.row(b, i); }, i0, bq, bqp, d, a.scale, Qt);
 
-      // Key blocks of BK from the first visible key: under a sliding window, blocks aligned to BK would start up to
-      // BK - 1 keys early (window 256 at N = 16k read ~540 keys a query block for ~350 visible; 19.5x full causal on
-      // Zen 5). Without a window the first key is 0, and the blocks are those they always were.
-      const Visibility vis(a, b);
-      const Range keys = vis.keys_of_queries(i0, bq);
-      for (std::int64_t j0 = keys.first; j0 < keys.end; j0 += Tl::BK) {
-        const std::int64_t jn = min_scalar<std::int64_t>(Tl::BK, keys.end - j0);
-        block_logits(a, vis, b, i0, bq, bqp, j0, jn, Qt, zero_row, St);
-        // Online softmax, W queries at a time: new running max, rescale factor, probabilities.
-        for (std::int64_t g = 0; g < bqp; g += W) {
-          V mb = V::set1(neg_inf);
-          for (std::int64_t j = 0; j < jn; ++j) mb = V::max(mb, V::load(St + j * bqp + g));
-          const V m_old = V::load(m + g);
-          const V m_new = V::max(m_old, mb);
-          // A row that has seen only -inf so far subtracts `lowest` instead, so exp gives 0, not NaN.
-          const V m_use = V::max(V::set1(lowest), m_new);
-          V sum = V::zero();
-          for (std::int64_t j = 0; j < jn; ++j) {
-            const V p = exp(V::load(St + j * bqp + g) - m_use);
-            p.store(St + j * bqp + g);
-            sum = sum + p;
-          }
-          const V al = exp(m_old - m_use);
-          V::fma(V::load(l + g), al, sum).store(l + g);
-          al.store(alpha + g);
-          m_new.store(m + g);
+    // Key blocks of BK from the first visible key: under a sliding window, blocks aligned to BK would start up to
+    // BK - 1 keys early (window 256 at N = 16k read ~540 keys a query block for ~350 visible; 19.5x full causal on
+    // Zen 5). Without a window the first key is 0, and the blocks are those they always were.
+    const Visibility vis(a, b);
+    const Range keys = vis.keys_of_queries(i0, bq);
+    for (std::int64_t j0 = keys.first; j0 < keys.end; j0 += Tl::BK) {
+      const std::int64_t jn = min_scalar<std::int64_t>(Tl::BK, keys.end - j0);
+      block_logits(a, vis, b, i0, bq, bqp, j0, jn, Qt, zero_row, St);
+      // Online softmax, W queries at a time: new running max, rescale factor, probabilities.
+      for (std::int64_t g = 0; g < bqp; g += W) {
+        V mb = V::set1(neg_inf);
+        for (std::int64_t j = 0; j < jn; ++j) mb = V::max(mb, V::load(St + j * bqp + g));
+        const V m_old = V::load(m + g);
+        const V m_new = V::max(m_old, mb);
+        // A row that has seen only -inf so far subtracts `lowest` instead, so exp gives 0, not NaN.
+        const V m_use = V::max(V::set1(lowest), m_new);
+        V sum = V::zero();
+        for (std::int64_t j = 0; j < jn; ++j) {
+          const V p = exp(V::load(St + j * bqp + g) - m_use);
+          p.store(St + j * bqp + g);
+          sum = sum + p;
         }
-        const T* vb = a.v.row(b, j0);
-        // Non-finite values are rare: the scan keeps a NaN at a masked key out of the rows that cannot
-        // see it.
-        if (finite_values(b, j0, jn))
-          accumulate_rows(acc, dv, bq, alpha, St, bqp, std::int64_t(1), vb, a.v.row_stride, jn, dv,
-                          vis.key_band(i0, j0));
-        else
-          accumulate_values_skipping_zeros(acc, dv, alpha, St, bqp, bq, vb, a.v.row_stride, jn);
+        const V al = exp(m_old - m_use);
+        V::fma(V::load(l + g), al, sum).store(l + g);
+        al.store(alpha + g);
+        m_new.store(m + g);
       }
+      const T* vb = a.v.row(b, j0);
+      // Non-finite values are rare: the scan keeps a NaN at a masked key out of the rows that cannot
+      // see it.
+      if (finite_values(b, j0, jn))
+        accumulate_rows(acc, dv, bq, alpha, St, bqp, std::int64_t(1), vb, a.v.row_stride, jn, dv,
+                        vis.key_band(i0, j0));
+      else
+        accumulate_values_skipping_zeros(acc, dv, alpha, St, bqp, bq, vb, a.v.row_stride, jn);
+    }
 
-      const std::int64_t ors = a.out_offset ? a.out_row_stride : dv;
-      T* out = a.out + (a.out_offset ? a.out_offset[b] : b * nq * dv) + i0 * ors;
-      for (std::int64_t i = 0; i < bq; ++i) {
-        const T li = l[i];
-        // li == 0: nothing visible -> zeros. NaN li (NaN inputs) falls through and stays NaN.
-        const T inv = T(1) / li;
-        for (std::int64_t c = 0; c < dv; ++c) out[i * ors + c] = li == T(0) ? T(0) : acc[i * dv + c] * inv;
-        if (a.lse) a.lse[b * nq + i0 + i] = li == T(0) ? neg_inf : m[i] + std::log(li);
-      }
+    const std::int64_t ors = a.out_offset ? a.out_row_stride : dv;
+    T* out = a.out + (a.out_offset ? a.out_offset[b] : b * nq * dv) + i0 * ors;
+    for (std::int64_t i = 0; i < bq; ++i) {
+      const T li = l[i];
+      // li == 0: nothing visible -> zeros. NaN li (NaN inputs) falls through and stays NaN.
+      const T inv = T(1) / li;
+      for (std::int64_t c = 0; c < dv; ++c) out[i * ors + c] = li == T(0) ? T(0) : acc[i * dv + c] * inv;
+      if (a.lse) a.lse[b * nq + i0 + i] = li == T(0) ? neg_inf : m[i] + std::log(li);
     }
   });
 }
@@ -195,34 +192,31 @@ void attention_weights(const AttentionWeightsArgs<T>& w) {
   Scratch<T> scratch(bqp_max, d, 0, threads);
   const T lowest = std::numeric_limits<T>::lowest();
 
-  std::atomic<std::int64_t> next{0};
-  team(threads, [&](int t, int) {
+  claim_loop(threads, tasks, 1, [&](std::int64_t task, int t) {
     T* base = scratch.of(t);
-    for (std::int64_t task; (task = next.fetch_add(1, std::memory_order_relaxed)) < tasks;) {
-      const std::int64_t b = task / nqb, i0 = (task % nqb) * Tl::BQ;
-      const std::int64_t bq = min_scalar(Tl::BQ + i0, nq) - i0, bqp = query_padding<T>(bq);
-      T *Qt = base + scratch.qt, *St = base + scratch.st, *lse = base + scratch.stats;
-      T* zero_row = base + scratch.zero;
-      for (std::int64_t c = 0; c < d; ++c) zero_row[c] = T(0);
-      for (std::int64_t i = 0; i < bqp; ++i) lse[i] = i < bq ? max_scalar(lowest, a.lse[b * nq + i0 + i]) : T(0);
-      pack_transposed([&](std::int64_t i) { return a.q.row(b, i); }, i0, bq, bqp, d, a.scale, Qt);
-      T* out = w.weights + (b * nq + i0) * nk;
-      const Visibility vis(a, b);
-      const Range keys = vis.keys_of_queries(i0, bq);
-      const std::int64_t jfirst = keys.first / Tl::BK * Tl::BK;  // the key blocks of attention()
-      for (std::int64_t i = 0; i < bq; ++i) {
-        for (std::int64_t j = 0; j < jfirst; ++j) out[i * nk + j] = T(0);
-        for (std::int64_t j = keys.end; j < nk; ++j) out[i * nk + j] = T(0);
-      }
-      for (std::int64_t j0 = jfirst; j0 < keys.end; j0 += Tl::BK) {
-        const std::int64_t jn = min_scalar<std::int64_t>(Tl::BK, keys.end - j0);
-        block_logits(a, vis, b, i0, bq, bqp, j0, jn, Qt, zero_row, St);
-        for (std::int64_t j = 0; j < jn; ++j)
-          for (std::int64_t g = 0; g < bqp; g += W)
-            exp(V::load(St + j * bqp + g) - V::load(lse + g)).store(St + j * bqp + g);
-        for (std::int64_t i = 0; i < bq; ++i)
-          for (std::int64_t j = 0; j < jn; ++j) out[i * nk + j0 + j] = St[j * bqp + i];
-      }
+    const std::int64_t b = task / nqb, i0 = (task % nqb) * Tl::BQ;
+    const std::int64_t bq = min_scalar(Tl::BQ + i0, nq) - i0, bqp = query_padding<T>(bq);
+    T *Qt = base + scratch.qt, *St = base + scratch.st, *lse = base + scratch.stats;
+    T* zero_row = base + scratch.zero;
+    for (std::int64_t c = 0; c < d; ++c) zero_row[c] = T(0);
+    for (std::int64_t i = 0; i < bqp; ++i) lse[i] = i < bq ? max_scalar(lowest, a.lse[b * nq + i0 + i]) : T(0);
+    pack_transposed([&](std::int64_t i) { return a.q.row(b, i); }, i0, bq, bqp, d, a.scale, Qt);
+    T* out = w.weights + (b * nq + i0) * nk;
+    const Visibility vis(a, b);
+    const Range keys = vis.keys_of_queries(i0, bq);
+    const std::int64_t jfirst = keys.first / Tl::BK * Tl::BK;  // the key blocks of attention()
+    for (std::int64_t i = 0; i < bq; ++i) {
+      for (std::int64_t j = 0; j < jfirst; ++j) out[i * nk + j] = T(0);
+      for (std::int64_t j = keys.end; j < nk; ++j) out[i * nk + j] = T(0);
+    }
+    for (std::int64_t j0 = jfirst; j0 < keys.end; j0 += Tl::BK) {
+      const std::int64_t jn = min_scalar<std::int64_t>(Tl::BK, keys.end - j0);
+      block_logits(a, vis, b, i0, bq, bqp, j0, jn, Qt, zero_row, St);
+      for (std::int64_t j = 0; j < jn; ++j)
+        for (std::int64_t g = 0; g < bqp; g += W)
+          exp(V::load(St + j * bqp + g) - V::load(lse + g)).store(St + j * bqp + g);
+      for (std::int64_t i = 0; i < bq; ++i)
+        for (std::int64_t j = 0; j < jn; ++j) out[i * nk + j0 + j] = St[j * bqp + i];
     }
   });
 }

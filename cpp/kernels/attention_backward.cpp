@@ -145,12 +145,10 @@ void attention_backward(const AttentionBackwardArgs<T>& g) {
   });
   if (by_item) return;
   // dq = scale * sum over threads of the private copies, split across threads by element.
-  team(threads, [&](int t, int count) {
-    for (std::int64_t x = q_size * t / count, end = q_size * (t + 1) / count; x < end; ++x) {
-      T s = T(0);
-      for (int u = 0; u < threads; ++u) s += dq_private.get()[std::int64_t(u) * q_size + x];
-      g.dq[x] = scale * s;
-    }
+  static_loop(threads, q_size, [&](std::int64_t x, int) {
+    T s = T(0);
+    for (int u = 0; u < threads; ++u) s += dq_private.get()[std::int64_t(u) * q_size + x];
+    g.dq[x] = scale * s;
   });
 }
 

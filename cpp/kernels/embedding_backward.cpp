@@ -1,7 +1,6 @@
 // Gradient of a table lookup (see attnkit/embedding.h): a counting sort of the tokens by id (stable, so each
 // id's tokens stay in token order), then the ids in parallel, each summing its rows into a scratch row and
 // adding it to its table row. Ids are disjoint rows, so threads never write the same memory.
-
 #include <vector>
 
 #include "attnkit/isa.h"

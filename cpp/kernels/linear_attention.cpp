@@ -6,7 +6,6 @@
 // fewer batch items than threads, each sequence is cut into segments: the segments' state totals are
 // summed first (phase 1), prefix-added (phase 2), and then every segment runs from its own starting
 // state (phase 3).
-
 #include "attnkit/isa.h"
 #include "attnkit/thread_pool.h"
 #include "kernels.h"

@@ -4,7 +4,6 @@
 // G = tril(dnum V^T + dden 1^T) inside the chunk; a reverse-time sweep with the suffix state (R, Y)
 // gives dk = V R_next^T + Y_next + G^T phi(Q) and dv = phi(K) R_next + tril(phi(Q) phi(K)^T)^T dnum.
 // Both states are carried in double; the chunk's products run in T.
-
 #include "attnkit/isa.h"
 #include "attnkit/thread_pool.h"
 #include "kernels.h"

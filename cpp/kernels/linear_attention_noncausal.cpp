@@ -4,7 +4,6 @@
 // S, Z rounded to T. When the items split evenly over the threads, a thread takes whole items, sums
 // and queries; otherwise each item's keys are cut into segments summed separately, then added in
 // segment order, and the queries run in one flat parallel loop over batch items x query chunks.
-
 #include "attnkit/isa.h"
 #include "attnkit/thread_pool.h"
 #include "kernels.h"

@@ -4,7 +4,6 @@
 // k, as the forward computed them. When the items split evenly over the threads, a thread takes whole
 // items, both passes; otherwise (fewer items than threads: by segments of queries added in order) the
 // key pass is one flat parallel loop over batch items x key chunks.
-
 #include "attnkit/isa.h"
 #include "attnkit/thread_pool.h"
 #include "kernels.h"

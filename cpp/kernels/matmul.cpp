@@ -55,12 +55,11 @@ template <class T>
 constexpr std::int64_t kMinParallelWork = (std::int64_t(1) << 24) * Vec<T>::W / 16;
 // With a worker spinning (team_awake) the hand-off costs ~1 us: two threads won 1.4x at 64 x 64 x 64 (0.26M, 7 us on
 // one), 1.9x at 768 x 128 x 65 (6.4M), on Zen 5 held to AVX2.
-template <class T>
 constexpr std::int64_t kMinParallelWorkAwake = std::int64_t(1) << 18;
 
 template <class T>
 std::int64_t min_parallel_work() {
-  return team_awake() ? kMinParallelWorkAwake<T> : kMinParallelWork<T>;
+  return team_awake() ? kMinParallelWorkAwake : kMinParallelWork<T>;
 }
 
 // Layouts of A's MR x kc micro-panel, both read by the micro-kernel in k order:

@@ -3,7 +3,6 @@
 // sin/cos/exp with SIMD and scales; or z is computed here, MR rows x NV vectors of columns in
 // registers, and each block of rows goes through the same sweep while it is still in L1: z never
 // makes the round trip through memory, and there is no hand-off between BLAS's threads and attnkit's.
-
 #include <cmath>
 #include <vector>
 

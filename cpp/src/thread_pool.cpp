@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "spin_wait.h"
+
 namespace attnkit {
 
 namespace {
@@ -28,12 +30,6 @@ using Clock = std::chrono::steady_clock;
 // recipe's workers fell asleep 20 times a step, at 300 us 5 times. Longer gaps pay a wake-up, as OpenMP's would.
 constexpr auto kSpin = std::chrono::microseconds(300);
 constexpr auto kCheckEvery = std::chrono::milliseconds(10);
-
-inline void pause() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 
 thread_local bool t_in_team = false;  // a pool worker, or a caller while its team runs
 
@@ -98,13 +94,8 @@ class Pool {
     t_in_team = true;
     task(context, 0, threads);
     t_in_team = false;
-    if (spin_.load(std::memory_order_relaxed)) {
-      const auto until = Clock::now() + kSpin;
-      for (unsigned spins = 1; job.remaining.load(std::memory_order_acquire) != 0; ++spins) {
-        pause();
-        if (spins % 64 == 0 && Clock::now() > until) break;
-      }
-    }
+    if (spin_.load(std::memory_order_relaxed))
+      spin_until([&] { return job.remaining.load(std::memory_order_acquire) == 0; }, kSpin);
     if (job.remaining.load() != 0) {
       std::unique_lock<std::mutex> lock(mutex_);
       caller_sleeping_.store(true);
@@ -156,13 +147,9 @@ class Pool {
     Job* job = nullptr;
     if (spin_.load(std::memory_order_relaxed)) {
       spinning_.fetch_add(1, std::memory_order_relaxed);
-      const auto until = Clock::now() + kSpin;
-      for (unsigned spins = 1; !(job = slot.job.load(std::memory_order_acquire)); ++spins) {
-        pause();
-        if (spins % 64 == 0 && Clock::now() > until) break;
-      }
+      const bool got = spin_until([&] { return (job = slot.job.load(std::memory_order_acquire)) != nullptr; }, kSpin);
       spinning_.fetch_sub(1, std::memory_order_relaxed);
-      if (job) return job;
+      if (got) return job;
     }
     std::unique_lock<std::mutex> lock(mutex_);
     sleeps_.fetch_add(1, std::memory_order_relaxed);

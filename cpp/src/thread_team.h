@@ -12,6 +12,8 @@
 #include <mutex>
 #include <utility>
 
+#include "spin_wait.h"
+
 namespace attnkit {
 
 // A reusable barrier that spins (with pause) for 50 us, longer than the members of a decoding step's phase
@@ -32,20 +34,14 @@ class SpinBarrier {
       }
       return;
     }
-    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-    for (std::uint32_t spins = 1; generation_.load(std::memory_order_acquire) == generation; ++spins) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-      if (spins % 64 == 0 && std::chrono::steady_clock::now() > until) {
-        std::unique_lock<std::mutex> lock(mutex_);
-        sleeps_.fetch_add(1, std::memory_order_relaxed);
-        sleepers_.fetch_add(1);
-        while (generation_.load() == generation) wake_.wait(lock);
-        sleepers_.fetch_sub(1);
-        return;
-      }
-    }
+    if (spin_until([&] { return generation_.load(std::memory_order_acquire) != generation; },
+                   std::chrono::microseconds(50)))
+      return;
+    std::unique_lock<std::mutex> lock(mutex_);
+    sleeps_.fetch_add(1, std::memory_order_relaxed);
+    sleepers_.fetch_add(1);
+    while (generation_.load() == generation) wake_.wait(lock);
+    sleepers_.fetch_sub(1);
   }
 
   // How many times the members met, and how many times one fell asleep waiting (a busy machine's sign).

@@ -1,8 +1,9 @@
-// attnkit's own worker threads, on which every kernel but the decoding plan's runs its share of a call. OpenMP's
-// threads wait passively (attnkit/__init__.py): a thread sleeps the moment a region ends, and on a virtual machine
-// waking it costs 30-50 us (the idle vCPU halted), 10% of a step of nanoGPT's recipe (~66 calls). These workers
-// spin up to 300 us for the next call while the machine has a core free for each, and sleep at once when other
-// processes want the cores: spinning there would take the core the work needs (benchmarks/results/wait_policy.md).
+// attnkit's own worker threads, on which every kernel but the decoding plan's and the block-quantized products' runs
+// its share of a call. OpenMP's threads wait passively (attnkit/__init__.py): a thread sleeps the moment a region
+// ends, and on a virtual machine waking it costs 30-50 us (the idle vCPU halted), 10% of a step of nanoGPT's recipe
+// (~66 calls). These workers spin up to 300 us for the next call while the machine has a core free for each, and
+// sleep at once when other processes want the cores: spinning there would take the core the work needs
+// (benchmarks/results/wait_policy.md).
 #pragma once
 
 #include <atomic>
