@@ -364,3 +364,35 @@ def test_a_causal_window_reads_the_last_w_plus_one_keys(isa, dtype, nq, nk, w):
         one = ops.scaled_dot_product_attention(q[:, i:i + 1], k[:, keys], v[:, keys])
         np.testing.assert_allclose(got[:, i:i + 1], one, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-6)
 
+
+
+@given(problem=attention_problems(max_n=70, max_d=40), data=st.data())
+def test_out_is_written_in_place_with_the_same_bits(isa, problem, data):
+    # The heads' rows anywhere: inside a (..., Nq, H, dv) buffer, or the Nq rows of each matrix reversed.
+    expected = ops.scaled_dot_product_attention(**problem)
+    shape, dtype = expected.shape, expected.dtype
+    if data.draw(st.booleans(), label="heads merged"):
+        buffer = np.full(shape[:-3] + (shape[-2], shape[-3] if len(shape) > 2 else 1, shape[-1]), np.nan, dtype)
+        out = np.swapaxes(buffer, -2, -3) if len(shape) > 2 else buffer[..., 0, :]
+    else:
+        out = np.full(shape, np.nan, dtype)[..., ::-1, :]
+    result = ops.scaled_dot_product_attention(**problem, out=out)
+    assert result is out
+    assert_array_equal(out, expected)
+
+
+def test_out_must_be_a_writeable_array_of_its_own():
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 3, 4)) for _ in range(3))
+    good = np.empty((2, 3, 4))
+    for out, error, message in [
+        (np.empty((2, 3, 5)), ValueError, r"out must have shape \(\.\.\., Nq, dv\) = \(2, 3, 4\)"),
+        (np.empty((2, 3, 4), np.float32), TypeError, "out must have the result dtype float64"),
+        ([[0.0]], TypeError, "out must be a numpy array, got list"),
+        (np.empty((2, 4, 3)).swapaxes(1, 2), ValueError, r"out must have contiguous rows"),
+        (np.broadcast_to(np.empty((3, 4)), (2, 3, 4)), ValueError, "out must be a writeable array"),
+        (np.lib.stride_tricks.as_strided(good, (2, 3, 4), (0, 32, 8)), ValueError, "out must not overlap itself"),
+        (q, ValueError, "out must not share memory with the inputs"),
+    ]:
+        with pytest.raises(error, match=message):
+            ops.scaled_dot_product_attention(q, k, v, out=out)

@@ -188,3 +188,46 @@ def test_items_enough_or_of_one_key_block_get_one_threads_bits(isa, batch, heads
     for other in grads[1:]:
         for want, got in zip(grads[0], other):
             np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+@settings(max_examples=40)
+@given(problem=attention_problems(max_n=70, max_d=40, broadcast=False), seed=st.integers(0, 2**32 - 1))
+def test_context_backward_writes_into_out_with_the_same_bits(isa, problem, seed):
+    # A layer's case: dq, dk and dv the heads of one fused (..., N, 3 H, d) gradient when their shapes allow it,
+    # else arrays of their own; dout a transposed view of the heads merged.
+    out, context = ops.scaled_dot_product_attention(**problem, return_context=True)
+    rng = np.random.default_rng(seed)
+    dout = np.swapaxes(np.swapaxes(rng.standard_normal(out.shape).astype(out.dtype), -2, -3).copy(), -2, -3) \
+        if out.ndim > 2 else rng.standard_normal(out.shape).astype(out.dtype)
+    expected = context.backward(dout)
+    shapes = [np.shape(problem[name]) for name in ("q", "k", "v")]
+    if len(set(shapes)) == 1 and len(shapes[0]) > 2:
+        fused = np.full(shapes[0][:-3] + (shapes[0][-2], 3 * shapes[0][-3], shapes[0][-1]), np.nan, out.dtype)
+        targets = tuple(np.swapaxes(part, -2, -3) for part in np.split(fused, 3, axis=-2))
+    else:
+        targets = tuple(np.full(shape, np.nan, out.dtype) for shape in shapes)
+    got = context.backward(dout, out=targets)
+    for name, g, t, e in zip(("dq", "dk", "dv"), got, targets, expected):
+        assert g is t, name
+        np.testing.assert_array_equal(g, e, err_msg=name)
+
+
+def test_context_backward_out_is_checked():
+    rng = np.random.default_rng(1)
+    q, k, v = rng.standard_normal((2, 3, 4)), rng.standard_normal((2, 5, 4)), rng.standard_normal((2, 5, 2))
+    out, context = ops.scaled_dot_product_attention(q, k, v, return_context=True)
+    dout = np.ones_like(out)
+    dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+    with pytest.raises(TypeError, match=r"out must be a tuple \(dq, dk, dv\)"):
+        context.backward(dout, out=[dq, dk, dv])
+    with pytest.raises(ValueError, match=r"out dk must have shape like k = \(2, 5, 4\)"):
+        context.backward(dout, out=(dq, np.empty((2, 5, 3)), dv))
+    with pytest.raises(ValueError, match="out dk must not share memory with the inputs or the other outputs"):
+        buffer = np.empty(40)
+        context.backward(dout, out=(buffer[:24].reshape(q.shape), buffer.reshape(k.shape), dv))
+    shared = np.ones(v.shape)  # dout read from the rows dv would be written to
+    with pytest.raises(ValueError, match="out dv must not share memory"):
+        context.backward(shared[:, :3], out=(dq, dk, shared))
+    _, broadcast = ops.scaled_dot_product_attention(q[0], k, v, return_context=True)
+    with pytest.raises(ValueError, match="out=.dq, dk, dv. needs q, k and v of the full batch shape"):
+        broadcast.backward(dout, out=(np.empty((3, 4)), dk, dv))

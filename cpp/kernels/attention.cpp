@@ -114,7 +114,7 @@ void attention(const AttentionArgs<T>& a) {
   const T neg_inf = -std::numeric_limits<T>::infinity();
   const T lowest = std::numeric_limits<T>::lowest();
 
-  claim_loop(threads, tasks, 1, [&](std::int64_t task, int t) {
+  claim_loop(threads, tasks, task_chunk(tasks, threads), [&](std::int64_t task, int t) {
     T* base = scratch.of(t);
     const std::int64_t b = task / nqb, i0 = (task % nqb) * Tl::BQ;
     const std::int64_t qlen = a.query_length ? a.query_length[b] : nq;

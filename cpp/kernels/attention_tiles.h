@@ -38,6 +38,14 @@ struct Tiles {
 
 inline std::int64_t round_up(std::int64_t x, std::int64_t q) { return (x + q - 1) / q * q; }
 
+// Tasks a thread claims at a time: runs of neighbouring items, a quarter of a thread's share. Claimed one by one,
+// two threads write the heads of one row of a (B, N, H, dh) layout side by side (the cores then trade its cache
+// lines); claims of a few keep the balance where items cost unequal time.
+inline std::int64_t task_chunk(std::int64_t tasks, int threads) {
+  const std::int64_t chunk = tasks / (4 * std::int64_t(threads));
+  return chunk > 1 ? chunk : 1;
+}
+
 // Padded width of a block of bq queries: a whole logits tile, or one vector when bq fits in it.
 template <class T>
 std::int64_t query_padding(std::int64_t bq) {

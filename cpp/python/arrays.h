@@ -66,4 +66,14 @@ BatchedRows<T> batched_rows(const py::tuple& operand, std::int64_t batch, std::i
   return {arr.data(), off.data(), row_stride};
 }
 
+// An output operand: the same view, written in place. Rows of distinct (batch item, row) pairs must not
+// overlap; the op layer checks that before it builds the operand.
+template <class T>
+BatchedRowsOut<T> output_rows(const py::tuple& operand, std::int64_t batch, std::int64_t rows, std::int64_t cols,
+                              const char* name) {
+  const BatchedRows<T> view = batched_rows<T>(operand, batch, rows, cols, name);
+  require(operand[0].cast<py::array>().writeable(), std::string(name) + ": array must be writeable");
+  return {const_cast<T*>(view.data), view.batch_offset, view.row_stride};
+}
+
 }  // namespace attnkit

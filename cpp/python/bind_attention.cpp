@@ -39,30 +39,32 @@ AttentionArgs<T> attention_args(const py::tuple& q, const py::tuple& k, const py
   return a;
 }
 
-// The args of a problem whose output is out (batch, nq, dv): sizes read off q, k and out, checked to agree.
+// The args of a problem with batch items of nq queries and dv output columns: d and nk read off q and k.
 template <class T>
-AttentionArgs<T> output_args(const py::tuple& q, const py::tuple& k, const py::tuple& v, const py::object& mask,
-                             const py::object& bias, const py::object& key_lengths, bool causal,
-                             std::int64_t window_left, std::int64_t window_right, double scale, CArray<T>& out) {
-  require(out.ndim() == 3, "out must be (batch, nq, dv)");
-  const auto batch = out.shape(0), nq = out.shape(1), dv = out.shape(2);
+AttentionArgs<T> problem_args(const py::tuple& q, const py::tuple& k, const py::object& v, const py::object& mask,
+                              const py::object& bias, const py::object& key_lengths, bool causal,
+                              std::int64_t window_left, std::int64_t window_right, double scale, std::int64_t batch,
+                              std::int64_t nq, std::int64_t dv) {
   const auto qa = q[0].cast<py::array>(), ka = k[0].cast<py::array>();
   require(qa.ndim() >= 2 && ka.ndim() >= 2, "q and k must be at least 2-D");
   const auto d = qa.shape(qa.ndim() - 1), nk = ka.shape(ka.ndim() - 2);
   require(qa.shape(qa.ndim() - 2) == nq && ka.shape(ka.ndim() - 1) == d, "q/k/out shapes disagree");
-  AttentionArgs<T> a = attention_args<T>(q, k, v, mask, bias, key_lengths, causal, window_left, window_right, scale,
-                                         batch, nq, nk, d, dv);
-  a.out = out.mutable_data();
-  return a;
+  return attention_args<T>(q, k, v, mask, bias, key_lengths, causal, window_left, window_right, scale, batch, nq, nk,
+                           d, dv);
 }
 
+// The (batch, nq, dv) result is written through the operand (out, out_offsets, out_row_stride): out is typed, so
+// that the overload of its dtype is the one called.
 template <class T>
 void attention(const py::tuple& q, const py::tuple& k, const py::tuple& v, const py::object& mask,
                const py::object& bias, const py::object& key_lengths, bool causal, std::int64_t window_left,
-               std::int64_t window_right, double scale, CArray<T> out, const py::object& lse) {
+               std::int64_t window_right, double scale, py::array_t<T> out, Offsets out_offsets,
+               std::int64_t out_row_stride, std::int64_t nq, std::int64_t dv, const py::object& lse) {
+  const std::int64_t batch = out_offsets.ndim() == 1 ? out_offsets.shape(0) : -1;
   AttentionArgs<T> a =
-      output_args<T>(q, k, v, mask, bias, key_lengths, causal, window_left, window_right, scale, out);
-  const auto batch = a.batch, nq = a.nq;
+      problem_args<T>(q, k, v, mask, bias, key_lengths, causal, window_left, window_right, scale, batch, nq, dv);
+  const BatchedRowsOut<T> o = output_rows<T>(py::make_tuple(out, out_offsets, out_row_stride), batch, nq, dv, "out");
+  a.out = o.data, a.out_offset = o.batch_offset, a.out_row_stride = o.row_stride;
   CArray<T> lse_arr;
   if (!lse.is_none()) {
     lse_arr = exactly<CArray<T>>(lse, "lse");
@@ -77,8 +79,10 @@ template <class T>
 void argmax_attention(const py::tuple& q, const py::tuple& k, const py::tuple& v, const py::object& mask,
                       const py::object& bias, const py::object& key_lengths, bool causal, std::int64_t window_left,
                       std::int64_t window_right, double scale, CArray<T> out) {
-  const AttentionArgs<T> a =
-      output_args<T>(q, k, v, mask, bias, key_lengths, causal, window_left, window_right, scale, out);
+  require(out.ndim() == 3, "out must be (batch, nq, dv)");
+  AttentionArgs<T> a = problem_args<T>(q, k, v, mask, bias, key_lengths, causal, window_left, window_right, scale,
+                                       out.shape(0), out.shape(1), out.shape(2));
+  a.out = out.mutable_data();
   py::gil_scoped_release release;
   active_kernels().get<T>().argmax_attention(a);
 }
@@ -103,29 +107,23 @@ void attention_weights(const py::tuple& q, const py::tuple& k, const py::object&
   active_kernels().get<T>().attention_weights(w);
 }
 
+// dout and out are read, dq, dk and dv written, through (array, batch offsets, row stride) operands.
 template <class T>
 void attention_backward(const py::tuple& q, const py::tuple& k, const py::tuple& v, const py::object& mask,
                         const py::object& bias, const py::object& key_lengths, bool causal, std::int64_t window_left,
-               std::int64_t window_right, double scale,
-                        CArray<T> lse, CArray<T> dout, CArray<T> delta, CArray<T> dq, CArray<T> dk, CArray<T> dv,
-                        const py::object& dbias) {
-  require(dq.ndim() == 3 && dk.ndim() == 3 && dv.ndim() == 3, "dq, dk, dv must be 3-D");
-  const auto batch = dq.shape(0), nq = dq.shape(1), d = dq.shape(2), nk = dk.shape(1), dvw = dv.shape(2);
-  require(dk.shape(0) == batch && dk.shape(2) == d && dv.shape(0) == batch && dv.shape(1) == nk,
-          "dq (batch, nq, d), dk (batch, nk, d), dv (batch, nk, dv) disagree");
-  require(dout.ndim() == 3 && dout.shape(0) == batch && dout.shape(1) == nq && dout.shape(2) == dvw,
-          "dout must be (batch, nq, dv)");
+                        std::int64_t window_right, double scale, CArray<T> lse, const py::tuple& dout,
+                        const py::tuple& out, const py::tuple& dq, const py::tuple& dk, const py::tuple& dv,
+                        std::int64_t batch, std::int64_t nq, std::int64_t dvw, const py::object& dbias) {
   require(lse.ndim() == 2 && lse.shape(0) == batch && lse.shape(1) == nq, "lse must be (batch, nq)");
-  require(delta.ndim() == 2 && delta.shape(0) == batch && delta.shape(1) == nq, "delta must be (batch, nq)");
   AttentionBackwardArgs<T> g;
-  g.attn = attention_args<T>(q, k, v, mask, bias, key_lengths, causal, window_left, window_right, scale, batch, nq,
-                             nk, d, dvw);
+  g.attn = problem_args<T>(q, k, v, mask, bias, key_lengths, causal, window_left, window_right, scale, batch, nq, dvw);
+  const auto nk = g.attn.nk, d = g.attn.d;
   g.attn.lse = const_cast<T*>(lse.data());  // read only: the forward's output slot, reused
-  g.dout = dout.data();
-  g.delta = delta.data();
-  g.dq = dq.mutable_data();
-  g.dk = dk.mutable_data();
-  g.dv = dv.mutable_data();
+  g.dout = batched_rows<T>(dout, batch, nq, dvw, "dout");
+  g.out = batched_rows<T>(out, batch, nq, dvw, "out");
+  g.dq = output_rows<T>(dq, batch, nq, d, "dq");
+  g.dk = output_rows<T>(dk, batch, nk, d, "dk");
+  g.dv = output_rows<T>(dv, batch, nk, dvw, "dv");
   CArray<T> dbias_arr;
   if (!dbias.is_none()) {
     dbias_arr = exactly<CArray<T>>(dbias, "dbias");
@@ -183,7 +181,8 @@ void bind_attention(py::module_& m) {
     m.def("attention", &attention<T>, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"),
           py::arg("bias"), py::arg("key_lengths"), py::arg("causal"),
           py::arg("window_left"), py::arg("window_right"), py::arg("scale"),
-          py::arg("out").noconvert(), py::arg("lse"));
+          py::arg("out").noconvert(), py::arg("out_offsets").noconvert(), py::arg("out_row_stride"), py::arg("nq"),
+          py::arg("dv"), py::arg("lse"));
     m.def("argmax_attention", &argmax_attention<T>, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"),
           py::arg("bias"), py::arg("key_lengths"), py::arg("causal"), py::arg("window_left"),
           py::arg("window_right"), py::arg("scale"), py::arg("out").noconvert());
@@ -194,8 +193,8 @@ void bind_attention(py::module_& m) {
     m.def("attention_backward", &attention_backward<T>, py::arg("q"), py::arg("k"), py::arg("v"), py::arg("mask"),
           py::arg("bias"), py::arg("key_lengths"), py::arg("causal"),
           py::arg("window_left"), py::arg("window_right"), py::arg("scale"), py::arg("lse").noconvert(),
-          py::arg("dout").noconvert(), py::arg("delta").noconvert(), py::arg("dq").noconvert(),
-          py::arg("dk").noconvert(), py::arg("dv").noconvert(), py::arg("dbias"));
+          py::arg("dout"), py::arg("out"), py::arg("dq"), py::arg("dk"), py::arg("dv"), py::arg("batch"),
+          py::arg("nq"), py::arg("dv_width"), py::arg("dbias"));
     m.def("packed_attention", &packed_attention<T>, py::arg("q"), py::arg("k"), py::arg("v"),
           py::arg("lengths").noconvert(), py::arg("causal"), py::arg("window_left"),
           py::arg("window_right"), py::arg("scale"), py::arg("d"), py::arg("dv"),

@@ -47,14 +47,15 @@ struct AttentionWeightsArgs {
 // the optional dbias). With P = exp(logits - lse), delta_i = sum_c dout[i,c] out[i,c]:
 //   dv[j] = sum_i P_ij dout[i],  dS_ij = P_ij (dout[i].v[j] - delta_i),
 //   dq[i] = scale sum_j dS_ij k[j],  dk[j] = scale sum_i dS_ij q[i],  dbias[i, j] = dS_ij.
-// dq: (batch, nq, d), dk: (batch, nk, d), dv: (batch, nk, dv), dbias: (batch, nq, nk), all
-// contiguous and overwritten; dbias optional. Invisible keys get zero gradient.
+// dout and out (batch, nq, dv) are read, and dq (batch, nq, d), dk (batch, nk, d), dv (batch, nk, dv) written, in
+// place through their views (a layer's heads, laid out as its projections want them); dbias (batch, nq, nk) is
+// contiguous and optional. Every output is overwritten; invisible keys get zero gradient.
 template <class T>
 struct AttentionBackwardArgs {
   AttentionArgs<T> attn;  // forward problem; attn.lse read, attn.out unused
-  const T* dout = nullptr;   // (batch, nq, dv) contiguous
-  const T* delta = nullptr;  // (batch, nq)
-  T *dq = nullptr, *dk = nullptr, *dv = nullptr, *dbias = nullptr;
+  BatchedRows<T> dout, out;
+  BatchedRowsOut<T> dq, dk, dv;
+  T* dbias = nullptr;
 };
 
 }  // namespace attnkit

@@ -17,4 +17,14 @@ struct BatchedRows {
   explicit operator bool() const { return data != nullptr; }
 };
 
+// The same view of an output, written in place.
+template <class T>
+struct BatchedRowsOut {
+  T* data = nullptr;
+  const std::int64_t* batch_offset = nullptr;
+  std::int64_t row_stride = 0;
+
+  T* row(std::int64_t b, std::int64_t i) const { return data + batch_offset[b] + i * row_stride; }
+};
+
 }  // namespace attnkit

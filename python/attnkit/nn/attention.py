@@ -220,7 +220,7 @@ class MultiHeadAttention(Module):
         kw = dict(key_lengths=key_lengths, causal=self.causal, return_context=True)
         if self.window is not None:
             kw["window"] = (self.window, 0 if self.causal else self.window)
-        weights = None
+        weights = merged = None
         if self.hard:
             if training or return_weights or self.attention != "softmax":
                 raise ValueError("hard (argmax) attention is an inference-time option of softmax attention: it has "
@@ -232,6 +232,9 @@ class MultiHeadAttention(Module):
                 heads, weights, context = ops.scaled_dot_product_attention(q, k, v, bias=bias, return_weights=True,
                                                                            **kw)
             else:
+                if self.n_kv_heads == self.n_heads:  # the heads written straight into the rows wo's product reads
+                    merged = np.empty(x.shape[:-1] + (self.n_heads * self.d_head,), np.result_type(q, k, v, np.float32))
+                    kw["out"] = merged.reshape(x.shape[:-1] + (self.n_heads, self.d_head)).swapaxes(-2, -3)
                 heads, context = ops.scaled_dot_product_attention(q, k, v, bias=bias, **kw)
         else:
             if return_weights:
@@ -239,10 +242,10 @@ class MultiHeadAttention(Module):
                                  "never forms the weights)")
             assert self.feature_map is not None  # set for every attention but softmax
             heads, context = ops.linear_attention(q, k, v, feature_map=self.feature_map, **kw)
-        heads = self._per_head(heads)
         if weights is not None:
             weights = self._per_head(weights)
-        merged = heads.swapaxes(-2, -3).reshape(x.shape[:-1] + (self.n_heads * self.d_head,))
+        if merged is None:
+            merged = self._per_head(heads).swapaxes(-2, -3).reshape(x.shape[:-1] + (self.n_heads * self.d_head,))
         out = dense(_flat(merged), self.params["wo"], self.params.get("bo")).reshape(x.shape[:-1] + (self.d_model,))
         # The ops' context keeps the checked q, k, v (and what the backward reuses): no second validation.
         cache = (x, c, cross, merged, context, bias_cache, fused)
@@ -256,18 +259,27 @@ class MultiHeadAttention(Module):
         dheads = dheads.swapaxes(-2, -3)
         if self.n_kv_heads != self.n_heads:
             dheads = dheads.reshape(dheads.shape[0], self.n_kv_heads, -1, *dheads.shape[2:])
+        # Softmax attention writes dq, dk, dv straight into the fused projection's gradient where nothing comes
+        # between (grouped heads are summed, rotary ones turned back).
+        dy = self._fused_gradient(x, merged.dtype) if fused is not None and self.n_kv_heads == self.n_heads \
+            and self.rotary_base is None and isinstance(context, ops.AttentionContext) else None
+        into = {} if dy is None else {"out": tuple(self._fused_parts(dy))}
         if self.position_bias is not None:  # softmax attention only
-            dq, dk, dv, dbias = context.backward(dheads, bias_grad=True)
+            dq, dk, dv, dbias = context.backward(dheads, bias_grad=True, **into)
             self.position_bias.backward(dbias.reshape((self.n_heads,) + dbias.shape[-2:]), bias_cache)
         else:
-            dq, dk, dv = context.backward(dheads)
+            dq, dk, dv = context.backward(dheads, **into)
         if self.n_kv_heads != self.n_heads:  # the shared heads' gradients, summed over their groups by the op
             dq, dk, dv = self._per_head(dq), dk[:, :, 0], dv[:, :, 0]
         if self.rotary_base is not None and not cross:  # a rotation's transpose is its inverse
             dq = ops.rotary_positions(dq, base=self.rotary_base, inverse=True)
             dk = ops.rotary_positions(dk, base=self.rotary_base, inverse=True)
         if fused is not None:
-            return self._project_back_fused(x, (dq, dk, dv), fused)
+            if dy is None:
+                dy = self._fused_gradient(x, np.result_type(dq, dk, dv))  # dq, dk, dv's dtype (not the weights')
+                for part, d in zip(self._fused_parts(dy), (dq, dk, dv)):
+                    np.copyto(part, d)
+            return self._project_back_fused(x, dy, fused)
         dx = self._project_back(x, dq, "wq", "bq")
         dc = self._project_back(c, dk, "wk", "bk") + self._project_back(c, dv, "wv", "bv")
         return (dx, dc) if cross else dx + dc
@@ -377,13 +389,17 @@ class MultiHeadAttention(Module):
         out = dense(merged.reshape(-1, merged.shape[-1]), self.params["wo"], self.params.get("bo"))
         return out.reshape(x.shape[0], n, -1), cache
 
-    def _project_back_fused(self, x, dheads, fused):
-        """dx of self-attention's fused projection (:meth:`_self_heads`) from dq, dk, dv (B, H or Hkv, N, dh): one
-        product for the three weights' gradients and one for dx."""
-        # dq, dk, dv's dtype, as the three products would have had (not the weights').
-        dy = np.empty(x.shape[:-1] + (fused.shape[1] // self.d_head, self.d_head), dtype=np.result_type(*dheads))
-        for part, d in zip(np.split(dy, self._qkv_bounds, axis=-2), dheads):
-            np.copyto(part, d.swapaxes(-2, -3))
+    def _fused_gradient(self, x, dtype):
+        """An empty gradient of the fused projection's output, (B, N, H + 2 Hkv, dh): see :meth:`_fused_parts`."""
+        return np.empty(x.shape[:-1] + (self.n_heads + 2 * self.n_kv_heads, self.d_head), dtype)
+
+    def _fused_parts(self, dy):
+        """dq, dk, dv's places in the fused gradient ``dy``: (B, H or Hkv, N, dh) views."""
+        return [part.swapaxes(-2, -3) for part in np.split(dy, self._qkv_bounds, axis=-2)]
+
+    def _project_back_fused(self, x, dy, fused):
+        """dx of self-attention's fused projection (:meth:`_self_heads`) from the gradient ``dy`` of its output
+        (:meth:`_fused_gradient`, filled): one product for the three weights' gradients and one for dx."""
         dy = _flat(dy.reshape(x.shape[:-1] + (-1,)))
         columns = [bound * self.d_head for bound in self._qkv_bounds]
         # The biases' gradient is dy's column sums, added up as the product packs dy (see add_product).

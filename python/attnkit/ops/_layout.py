@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from attnkit._validation import check_ndim, float_array
+from attnkit._validation import check_ndim, check_out_array, float_array
 
 
 def check_qkv(q: Any, k: Any, v: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.dtype]:
@@ -59,6 +59,44 @@ def operand(a: np.ndarray, batch: tuple[int, ...], dtype: Any) -> Any:
     if math.prod(batch) <= _CACHED_OFFSETS_MAX:
         return a, _cached_offsets(lead, strides, batch), row_stride
     return a, _batch_offsets(lead, strides, batch), row_stride
+
+
+def output_operand(out: Any, shape: tuple[int, ...], dtype: Any, what: str, name: str,
+                   inputs: tuple[np.ndarray | None, ...]) -> Any:
+    """The operand of an array a kernel writes in place: ``out`` exactly of ``shape`` (``what`` describes it) and
+    ``dtype``, writeable, aligned, with contiguous rows that lie anywhere (a transposed view of a layer's heads),
+    none of its elements written twice and none of ``inputs`` (read meanwhile) sharing its memory."""
+    out = check_out_array(out, shape, dtype, what, name=name)
+    if not (out.flags.writeable and out.flags.aligned):
+        raise ValueError(f"{name} must be a writeable array aligned to its {out.itemsize}-byte elements")
+    if out.size and shape[-1] > 1 and out.strides[-1] != out.itemsize:
+        raise ValueError(f"{name} must have contiguous rows (strides[-1] == itemsize {out.itemsize}), "
+                         f"got strides {out.strides}")
+    if out.size and not _disjoint(out):
+        raise ValueError(f"{name} must not overlap itself (a broadcast or as_strided view), got strides {out.strides}")
+    if any(a is not None and _overlap(out, a) for a in inputs):
+        raise ValueError(f"{name} must not share memory with the inputs or the other outputs")
+    return operand(out, shape[:-2], dtype)
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether ``a`` and ``b`` share an element: exactly (the heads of one fused buffer interleave without sharing),
+    and True where that is too hard to tell quickly."""
+    try:
+        return bool(np.shares_memory(a, b, max_work=10_000))  # type: ignore[arg-type]  # NumPy's stubs: -1 or 0
+    except np.exceptions.TooHardError:
+        return True
+
+
+def _disjoint(a: np.ndarray) -> bool:
+    """True when the strides of ``a`` nest (each, in absolute value, at least the span of the smaller ones), so that
+    no two of its elements share memory."""
+    span = a.itemsize
+    for stride, size in sorted((abs(s), n) for s, n in zip(a.strides, a.shape) if n > 1):
+        if stride < span:
+            return False
+        span += stride * (size - 1)
+    return True
 
 
 def _batch_offsets(lead: tuple[int, ...], strides: tuple[int, ...], batch: tuple[int, ...]) -> np.ndarray:

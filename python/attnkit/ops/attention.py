@@ -9,7 +9,7 @@ from numpy.typing import ArrayLike
 from attnkit import _core
 from attnkit._memory import UNCHECKED_BYTES, checked_empty
 from attnkit._validation import check_bool, check_real, float_array
-from attnkit.ops._layout import batch_shape, check_qkv, describe_shapes, operand, unbroadcast
+from attnkit.ops._layout import batch_shape, check_qkv, describe_shapes, operand, output_operand, unbroadcast
 from attnkit.ops.masking import check_key_lengths, check_mask, check_window, padding_lengths
 
 __all__ = ["AttentionContext", "scaled_dot_product_attention", "scaled_dot_product_attention_backward"]
@@ -20,7 +20,8 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, ma
                                  window: tuple[int | None, int | None] | None = None,
                                  bias: ArrayLike | None = None, scale: float | None = None,
                                  return_weights: bool = False, return_lse: bool = False,
-                                 return_context: bool = False) -> np.ndarray | tuple[Any, ...]:
+                                 return_context: bool = False,
+                                 out: np.ndarray | None = None) -> np.ndarray | tuple[Any, ...]:
     """Exact scaled dot-product attention, tiled with an online softmax (O(N) extra memory).
 
     ``out[..., i, :] = sum_j w_ij v[..., j, :]`` with
@@ -63,6 +64,11 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, ma
     return_context : bool, default=False
         Also return an :class:`AttentionContext`, whose ``backward(dout)`` gives the gradients without
         checking and laying out the inputs a second time (a training step's backward).
+    out : ndarray of shape (..., Nq, dv), optional
+        Written in place and returned: exactly the broadcast batch shape and the computation dtype,
+        writeable, with contiguous rows that may lie anywhere (``heads.swapaxes(-2, -3)`` of a
+        (B, N, H, dv) buffer, so that the heads come out merged for the output projection), sharing no
+        memory with the inputs.
 
     Returns
     -------
@@ -92,9 +98,14 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, ma
     # Checked before any work: the weights are the one output that grows as Nq x Nk.
     weights = checked_empty(p.batch + (p.nq, p.nk), p.dtype, "return_weights=True: the weights") \
         if return_weights else None
-    out = checked_empty(p.batch + (p.nq, p.dv), p.dtype, "the output", unchecked_bytes=UNCHECKED_BYTES)
+    if out is None:
+        out = checked_empty(p.batch + (p.nq, p.dv), p.dtype, "the output", unchecked_bytes=UNCHECKED_BYTES)
+        target = operand(out, p.batch, p.dtype)
+    else:
+        target = output_operand(out, p.batch + (p.nq, p.dv), p.dtype, "(..., Nq, dv)", "out", p.inputs)
     lse = np.empty((p.flat, p.nq), dtype=p.dtype) if (return_weights or return_lse or return_context) else None
-    _core.attention(v=p.v, out=out.reshape(p.flat, p.nq, p.dv), lse=lse, **p.operands)
+    _core.attention(v=p.v, out=target[0], out_offsets=target[1], out_row_stride=target[2], nq=p.nq, dv=p.dv, lse=lse,
+                    **p.operands)
     result: tuple[Any, ...] = (out,)
     if weights is not None and lse is not None:
         _core.attention_weights(lse=lse, weights=weights.reshape(p.flat, p.nq, p.nk), **p.operands)
@@ -102,7 +113,7 @@ def scaled_dot_product_attention(q: ArrayLike, k: ArrayLike, v: ArrayLike, *, ma
     if return_lse and lse is not None:
         result += (lse.reshape(p.batch + (p.nq,)),)
     if return_context and lse is not None:
-        result += (AttentionContext(p, out.reshape(p.flat, p.nq, p.dv), lse),)
+        result += (AttentionContext(p, target, lse),)
     return result if len(result) > 1 else out
 
 
@@ -142,7 +153,7 @@ def scaled_dot_product_attention_backward(dout: ArrayLike, q: ArrayLike, k: Arra
     p = _Problem(q, k, v, mask, key_lengths, causal, window, bias, scale)
     _check_bias_grad(bias_grad, p)
     dout = _checked_dout(dout, p)
-    out = _exact_layout(float_array(out, "out"), p.batch + (p.nq, p.dv), p.dtype, "out").reshape(p.flat, p.nq, p.dv)
+    out = _read_operand(out, p.batch + (p.nq, p.dv), p, "out")
     lse = _exact_layout(float_array(lse, "lse"), p.batch + (p.nq,), p.dtype, "lse").reshape(p.flat, p.nq)
     return _backward(p, dout, out, lse, bias_grad)
 
@@ -159,10 +170,11 @@ class AttentionContext:
     do not use it after any of them was modified in place.
     """
 
-    def __init__(self, problem: "_Problem", out: np.ndarray, lse: np.ndarray) -> None:
-        self._problem, self._out, self._lse = problem, out, lse
+    def __init__(self, problem: "_Problem", out: Any, lse: np.ndarray) -> None:
+        self._problem, self._out, self._lse = problem, out, lse  # out: the kernel's operand of the output
 
-    def backward(self, dout: ArrayLike, *, bias_grad: bool = False) -> tuple[np.ndarray, ...]:
+    def backward(self, dout: ArrayLike, *, bias_grad: bool = False,
+                 out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, ...]:
         """Gradients with respect to q, k, v (and bias): those of
         :func:`scaled_dot_product_attention_backward` with the forward's arguments, bit for bit.
 
@@ -172,6 +184,11 @@ class AttentionContext:
             Gradient of the loss with respect to the forward's output.
         bias_grad : bool, default=False
             Also return the gradient with respect to ``bias`` (the forward must have had one).
+        out : (dq, dk, dv) ndarrays, optional
+            Written in place and returned: each exactly the shape of q, k, v (which must not have been
+            broadcast: such an input's gradient is a sum) and of the computation dtype, writeable, with
+            contiguous rows that may lie anywhere (a layer writes them into its fused projection's
+            gradient), sharing no memory with each other or the problem's arrays.
 
         Returns
         -------
@@ -181,8 +198,11 @@ class AttentionContext:
             Only with ``bias_grad=True``.
         """
         bias_grad = check_bool(bias_grad, "bias_grad")
-        _check_bias_grad(bias_grad, self._problem)
-        return _backward(self._problem, _checked_dout(dout, self._problem), self._out, self._lse, bias_grad)
+        p = self._problem
+        _check_bias_grad(bias_grad, p)
+        read = _checked_dout(dout, p)
+        targets = None if out is None else _gradient_targets(out, p, (read[0], self._out[0]))
+        return _backward(p, read, self._out, self._lse, bias_grad, targets)
 
 
 def _check_bias_grad(bias_grad, p):
@@ -191,21 +211,47 @@ def _check_bias_grad(bias_grad, p):
 
 
 def _checked_dout(dout, p):
-    """``dout`` as the kernel's C-contiguous (flat batch, Nq, dv) array of the problem's dtype."""
-    dout = _exact_layout(float_array(dout, "dout"), p.batch + (p.nq, p.dv), p.dtype, "dout")
-    return dout.reshape(p.flat, p.nq, p.dv)
+    """``dout`` as the kernel's operand, read in place (a copy only for another dtype or non-contiguous rows)."""
+    return _read_operand(dout, p.batch + (p.nq, p.dv), p, "dout")
 
 
-def _backward(p, dout, out, lse, bias_grad):
-    """The backward kernel on a checked problem, dout, out and lse (each flat, C-contiguous)."""
-    delta = np.einsum("bic,bic->bi", dout, out)
-    dq = np.empty((p.flat, p.nq, p.d), p.dtype)
-    dk = np.empty((p.flat, p.nk, p.d), p.dtype)
-    dv = np.empty((p.flat, p.nk, p.dv), p.dtype)
+def _read_operand(a, shape, p, name):
+    """``a`` broadcast to ``shape`` as an operand of the problem's dtype, read in place where its layout allows."""
+    try:
+        a = np.broadcast_to(float_array(a, name), shape)
+    except ValueError:
+        raise ValueError(f"{name} must have shape {shape}, got {np.shape(a)}") from None
+    return operand(a, p.batch, p.dtype)
+
+
+def _gradient_targets(out, p, reads):
+    """The operands of the caller's (dq, dk, dv) for the kernel to write while it reads the problem's arrays and
+    ``reads``."""
+    if not (isinstance(out, tuple) and len(out) == 3):
+        raise TypeError(f"out must be a tuple (dq, dk, dv) of numpy arrays, got {type(out).__name__}")
+    full = {"q": p.batch + (p.nq, p.d), "k": p.batch + (p.nk, p.d), "v": p.batch + (p.nk, p.dv)}
+    if any(p.shapes[name] != shape for name, shape in full.items()):
+        raise ValueError(f"out=(dq, dk, dv) needs q, k and v of the full batch shape {p.batch} (a broadcast input's "
+                         f"gradient is a sum), got " + ", ".join(f"{n} {shape}" for n, shape in p.shapes.items()))
+    targets, written = [], []  # type: list[Any], list[np.ndarray]
+    for a, name in zip(out, ("q", "k", "v")):
+        targets.append(output_operand(a, full[name], p.dtype, f"like {name}", f"out d{name}",
+                                      p.inputs + reads + tuple(written)))
+        written.append(a)
+    return targets
+
+
+def _backward(p, dout, out, lse, bias_grad, targets=None):
+    """The backward kernel on a checked problem: dout and out as operands, lse flat and C-contiguous, and
+    the operands of (dq, dk, dv) to write (None: new arrays, summed over broadcast dims)."""
+    if targets is None:
+        fresh = [np.empty(p.batch + shape, p.dtype) for shape in ((p.nq, p.d), (p.nk, p.d), (p.nk, p.dv))]
+        targets = [operand(g, p.batch, p.dtype) for g in fresh]
     dbias = checked_empty((p.flat, p.nq, p.nk), p.dtype, "bias_grad=True: dbias") if bias_grad else None
-    _core.attention_backward(v=p.v, lse=lse, dout=dout, delta=delta, dq=dq, dk=dk, dv=dv, dbias=dbias, **p.operands)
-    grads = [unbroadcast(g.reshape(p.batch + g.shape[1:]), shape)
-             for g, shape in ((dq, p.shapes["q"]), (dk, p.shapes["k"]), (dv, p.shapes["v"]))]
+    dq, dk, dv = targets
+    _core.attention_backward(v=p.v, lse=lse, dout=dout, out=out, dq=dq, dk=dk, dv=dv, batch=p.flat, nq=p.nq,
+                             dv_width=p.dv, dbias=dbias, **p.operands)
+    grads = [unbroadcast(g[0], shape) for g, shape in zip(targets, (p.shapes["q"], p.shapes["k"], p.shapes["v"]))]
     if dbias is not None:
         grads.append(unbroadcast(dbias.reshape(p.batch + (p.nq, p.nk)), p.bias_shape))
     return tuple(grads)
@@ -247,6 +293,7 @@ class _Problem:
         self.dtype, self.batch, self.flat = dtype, batch, math.prod(batch)
         self.nq, self.nk, self.d, self.dv = nq, nk, d, dv
         self.v = operand(v, batch, dtype)
+        self.inputs = (q, k, v, mask, bias)  # what an output written in place must not overlap
         self.operands = dict(
             q=operand(q, batch, dtype),
             k=operand(k, batch, dtype),
