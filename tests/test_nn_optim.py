@@ -241,6 +241,23 @@ def test_module_is_reread_at_each_step():
         opt.step()
 
 
+def test_arrays_rebound_between_steps_are_the_ones_updated():
+    # The update keeps its grouping of the arrays while the same ones come back: a gradient or a parameter bound
+    # anew must still be read and written, exactly as by an optimiser that never saw the old ones.
+    kept, rebound = Toy(np.random.default_rng(0)), Toy(np.random.default_rng(0))
+    opt_kept, opt_rebound = AdamW(kept, lr=0.1), AdamW(rebound, lr=0.1)
+    for step in range(4):
+        for model in (kept, rebound):
+            fill_grads(model)
+        if step >= 2:  # the same values, in new arrays (a layer that rebinds its gradient, or a parameter)
+            rebound.grads["bias"] = rebound.grads["bias"].copy()
+            rebound.params["bias"] = rebound.params["bias"].copy()
+        opt_kept.step()
+        opt_rebound.step()
+        for name, value in kept.state_dict().items():
+            assert_array_equal(rebound.state_dict()[name], value, err_msg=f"step {step}: {name}")
+
+
 def test_zero_grad():
     model = Toy(np.random.default_rng(0))
     fill_grads(model)

@@ -129,8 +129,9 @@ class Module:
     # -- traversal ------------------------------------------------------------------------------
     def named_parameters(self, prefix=""):
         """Yield ``(dotted_name, param, grad)`` for this module and its children, depth first."""
-        for module, name, dotted in self._slots(prefix):
-            yield dotted, module.params[name], module.grads[name]
+        triples: list[tuple[str, Any, Any]] = []
+        _gather_parameters(self, prefix, triples)
+        return iter(triples)
 
     def _slots(self, prefix=""):
         """``(module, local name, dotted name)`` of every parameter, depth first."""
@@ -212,3 +213,13 @@ class Module:
 
     def n_parameters(self):
         return sum(value.size for _, value, _ in self.named_parameters())
+
+
+def _gather_parameters(module, prefix, triples):
+    """Append ``(dotted_name, param, grad)`` of ``module`` and its children to ``triples``, depth first: one list,
+    not a generator a level (half the time; a training update walks its model twice)."""
+    params, grads = module.params, module.grads
+    for name in params:
+        triples.append((prefix + name, params[name], grads[name]))
+    for child_name, child in module.children.items():
+        _gather_parameters(child, f"{prefix}{child_name}.", triples)
