@@ -390,7 +390,7 @@ def test_out_must_be_a_writeable_array_of_its_own():
         (np.empty((2, 3, 4), np.float32), TypeError, "out must have the result dtype float64"),
         ([[0.0]], TypeError, "out must be a numpy array, got list"),
         (np.empty((2, 4, 3)).swapaxes(1, 2), ValueError, r"out must have contiguous rows"),
-        (np.broadcast_to(np.empty((3, 4)), (2, 3, 4)), ValueError, "out must be a writeable array"),
+        (np.broadcast_to(np.empty((3, 4)), (2, 3, 4)), ValueError, "out must be writeable, got a read-only array"),
         (np.lib.stride_tricks.as_strided(good, (2, 3, 4), (0, 32, 8)), ValueError, "out must not overlap itself"),
         (q, ValueError, "out must not share memory with the inputs"),
     ]:

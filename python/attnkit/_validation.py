@@ -88,6 +88,21 @@ def check_out(out: Any, shape: tuple[int, ...], dtype: Any, what: str = "", *, n
     return out
 
 
+def check_out_rows(out: Any, shape: tuple[int, ...], dtype: Any, what: str = "", *, name: str = "out") -> np.ndarray:
+    """``out`` (the argument ``name``) for a kernel that writes rows in place: :func:`check_out_array`, then
+    writeable, its rows contiguous (they may lie anywhere) and aligned to whole elements."""
+    check_out_array(out, shape, dtype, what, name=name)
+    if not out.flags.writeable:
+        raise ValueError(f"{name} must be writeable, got a read-only array")
+    if out.size and shape[-1] > 1 and out.strides[-1] != out.itemsize:
+        raise ValueError(f"{name} must have contiguous rows (strides[-1] == itemsize {out.itemsize}), "
+                         f"got strides {out.strides}")
+    if not out.flags.aligned:
+        raise ValueError(f"{name} must be aligned to its {out.itemsize}-byte elements, got strides {out.strides} "
+                         f"and address {out.ctypes.data:#x}")
+    return out
+
+
 def check_sample_weight(sample_weight, n_samples):
     """``sample_weight`` as a float64 array of shape (n_samples,): None gives ones, a scalar is
     repeated; negative, NaN or infinite weights are refused."""

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from attnkit._validation import check_ndim, check_out_array, float_array
+from attnkit._validation import check_ndim, check_out_rows, float_array
 
 
 def check_qkv(q: Any, k: Any, v: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.dtype]:
@@ -66,12 +66,7 @@ def output_operand(out: Any, shape: tuple[int, ...], dtype: Any, what: str, name
     """The operand of an array a kernel writes in place: ``out`` exactly of ``shape`` (``what`` describes it) and
     ``dtype``, writeable, aligned, with contiguous rows that lie anywhere (a transposed view of a layer's heads),
     none of its elements written twice and none of ``inputs`` (read meanwhile) sharing its memory."""
-    out = check_out_array(out, shape, dtype, what, name=name)
-    if not (out.flags.writeable and out.flags.aligned):
-        raise ValueError(f"{name} must be a writeable array aligned to its {out.itemsize}-byte elements")
-    if out.size and shape[-1] > 1 and out.strides[-1] != out.itemsize:
-        raise ValueError(f"{name} must have contiguous rows (strides[-1] == itemsize {out.itemsize}), "
-                         f"got strides {out.strides}")
+    out = check_out_rows(out, shape, dtype, what, name=name)
     if out.size and not _disjoint(out):
         raise ValueError(f"{name} must not overlap itself (a broadcast or as_strided view), got strides {out.strides}")
     if any(a is not None and _overlap(out, a) for a in inputs):

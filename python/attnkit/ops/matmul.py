@@ -4,7 +4,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from attnkit import _core
-from attnkit._validation import check_bool, check_out, check_out_array, float_array
+from attnkit._validation import check_bool, check_out, check_out_rows, float_array
 
 __all__ = ["matmul"]
 
@@ -101,16 +101,8 @@ def _check_sums(sums, n, dtype, others):
 
 
 def _check_out(out, shape, dtype):
-    """check_out_array, then matmul's own layout rule: rows contiguous, but they may lie apart."""
-    check_out_array(out, shape, dtype, "(m, n)")
-    if not out.flags.writeable:
-        raise ValueError("out must be writeable, got a read-only array")
-    if out.size and shape[1] > 1 and out.strides[1] != out.itemsize:
-        raise ValueError(f"out must have contiguous rows (strides[1] == itemsize {out.itemsize}), "
-                         f"got strides {out.strides}")
-    if not out.flags.aligned:
-        raise ValueError(f"out must be aligned to its {out.itemsize}-byte elements, got strides {out.strides} and "
-                         f"address {out.ctypes.data:#x}")
+    """Rows contiguous, but they may lie apart (:func:`check_out_rows`)."""
+    check_out_rows(out, shape, dtype, "(m, n)")
 
 
 def _operand(x: np.ndarray, dtype: np.dtype, out: np.ndarray | None) -> np.ndarray:
