@@ -170,8 +170,10 @@ def test_long_reviews_are_read_whole_as_a_manual_computation_says(tiny, long_tex
         elif long_texts == "head_tail":
             windows = [ids[:round(10 / 4)] + ids[len(ids) - (10 - round(10 / 4)):]]
         else:
-            body, starts = ids[1:-1], list(range(0, len(ids) - 2 - 8, 8 - 2)) + [len(ids) - 2 - 8]
-            windows = [[ids[0]] + body[s:s + 8] + [ids[-1]] for s in starts]
+            body = ids[1:-1]  # each token once, in the fewest windows of 8 that hold them, of equal lengths
+            k = -(-len(body) // 8)
+            cuts = [round(i * len(body) / k) for i in range(k + 1)]
+            windows = [[ids[0]] + body[a:b] + [ids[-1]] for a, b in zip(cuts[:-1], cuts[1:])]
         pooled = np.stack([network.pooled(np.array([w]), lengths=np.array([len(w)]))[0] for w in windows])
         pooled, _ = (network.windows.forward(pooled, counts=np.array([len(windows)]))
                      if long_texts == "chunks" else (pooled, None))
@@ -192,17 +194,24 @@ def test_fine_tuning_plans_its_epochs_in_tokens(tiny):
     clf = TransformerClassifier(pretrained=tiny)
     clf._network_config = {"long_texts": "chunks", "max_len": 130, "specials": [1, 1]}
 
-    def plan(lengths):
+    def plan(lengths, classifier=clf):
         lengths = np.asarray(lengths)
-        return clf._plan_epochs(Samples([None] * len(lengths), lengths))
+        samples = Samples([None] * len(lengths), lengths)
+        return classifier._plan_epochs(samples), classifier._batch_size(samples)
 
-    # SST-2: 60,614 phrases of 13 tokens (0.79M a pass): 1.9 passes, each cut in 2 epochs of 948 updates
-    assert plan([13] * 60_614) == (4, 948)
-    # 4,500 IMDB-like reviews of 420 tokens read in 5 windows of 130 (2.9M a pass): half a pass, in 3 epochs
-    epochs, updates = plan([420] * 4_500)
-    assert (epochs, updates) == (3, 24) and epochs * updates * 32 * 5 * 130 <= FINE_TUNING_TOKENS * 1.01
-    # Short sets: the updates rule (10 passes of 100 texts), no epoch to cut
-    assert plan([20] * 100) == (10, None)
+    # SST-2: 60,614 phrases of 13 tokens (0.79M a pass): 1.9 passes, each cut in 2 epochs of 948 updates of 32
+    assert plan([13] * 60_614) == ((4, 948), 32)
+    # 4,500 IMDB-like reviews of 420 tokens, read in 4 windows of 107 (1.92M a pass): 0.78 of a pass, in 3
+    # epochs; 110 updates of 32 would be too few, so batches of 16
+    (epochs, updates), batch = plan([420] * 4_500)
+    assert (epochs, updates, batch) == (3, 71, 16) and epochs * updates * 16 * 426 <= FINE_TUNING_TOKENS * 1.01
+    # ... unless batch_size is set by hand
+    by_hand = TransformerClassifier(pretrained=tiny, batch_size=32)
+    by_hand._network_config = clf._network_config
+    assert plan([420] * 4_500, by_hand) == ((3, 36), 32)
+    # Short sets: the updates rule (10 passes of 100 texts), no epoch to cut, no token budget: 32
+    assert plan([20] * 100) == ((10, None), 32)
+    assert TransformerClassifier()._batch_size(Samples([None] * 4_500, np.full(4_500, 420))) == 32  # from scratch
     # max_iter set by hand: passes, as it says
     assert TransformerClassifier(pretrained=tiny, max_iter=2)._plan_epochs(Samples([None] * 10, np.full(10, 9))) == \
         (2, None)

@@ -394,7 +394,7 @@ def test_docstring_example_runs(minilm):
 
 def _manual_long(directory, texts, *, how, max_len):
     """Mean-pooled, normalised embeddings of long texts, windows cut by hand: the head's quarter and the tail,
-    or windows of max_len - 2 text tokens advancing by three quarters of that, each as [CLS] window [SEP]."""
+    or the fewest windows of at most max_len - 2 text tokens, of equal lengths, each as [CLS] window [SEP]."""
     checkpoint = load_checkpoint(directory)
     encoder = nn.TextEncoder(checkpoint.config.vocab_size, 0, max_len=max_len, **checkpoint.config.encoder_options())
     encoder.load_state_dict(checkpoint.weights)
@@ -406,9 +406,9 @@ def _manual_long(directory, texts, *, how, max_len):
             head = round(max_len / 4)
             windows = [ids[:head] + ids[len(ids) - (max_len - head):]]
         else:
-            body, size = ids[1:-1], max_len - 2
-            starts = list(range(0, len(body) - size, size - size // 4)) + [len(body) - size]
-            windows = [[ids[0]] + body[s:s + size] + [ids[-1]] for s in starts]
+            body, k = ids[1:-1], -(-(len(ids) - 2) // (max_len - 2))
+            cuts = [round(i * len(body) / k) for i in range(k + 1)]
+            windows = [[ids[0]] + body[a:b] + [ids[-1]] for a, b in zip(cuts[:-1], cuts[1:])]
         hidden = [encoder.encode(np.array([w]), lengths=np.array([len(w)]))[0][0].mean(axis=0) for w in windows]
         vector = np.mean(hidden, axis=0)
         out.append(vector / np.linalg.norm(vector))

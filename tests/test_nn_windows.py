@@ -1,4 +1,4 @@
-"""nn.windows: the encoder's view of long texts (truncate, head + tail, overlapping windows) and the pooling of
+"""nn.windows: the encoder's view of long texts (truncate, head + tail, windows) and the pooling of
 windows back into one vector per text, with its gradients against finite differences."""
 
 import numpy as np
@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from attnkit import nn
-from attnkit.nn.windows import HEAD_SHARE, WindowPooling, long_text_view
+from attnkit.nn.windows import HEAD_SHARE, WindowPooling, long_text_view, view_tokens
 from attnkit.testing import check_module_grad
 from attnkit.text import pad_sequences
 
@@ -55,21 +55,20 @@ def test_truncate_keeps_the_first_ids_and_the_closing_specials(n, specials):
     np.testing.assert_array_equal(view[1, :5], ids[1, :5])
 
 
-@pytest.mark.parametrize("n", [16, 17, 40, 1000])
-def test_windows_cover_every_token_with_the_specials_around_each(n):
+@pytest.mark.parametrize("n", [16, 17, 40, 1000])  # at, one over and far over the positions
+def test_windows_read_every_token_once_with_the_specials_around_each(n):
     ids, lengths = _texts([n, 4])
     view, view_lengths, counts = long_text_view(ids, lengths, how="chunks", max_len=16, specials=(1, 1))
     first = view[:counts[0]]
     assert counts.tolist()[1:] == [1] and len(view) == counts.sum() and (view_lengths <= 16).all()
     assert (first[:, 0] == 100).all() and (first[np.arange(len(first)), view_lengths[:counts[0]] - 1] == 200).all()
-    body = ids[0, 1:n - 1]
     seen = np.concatenate([w[1:m - 1] for w, m in zip(first, view_lengths)])
-    assert set(seen.tolist()) == set(body.tolist())  # every text token is read, in order within each window
-    if n > 16:
-        assert len(first) == 1 + -(-(n - 2 - 14) // (14 - 14 // 4)) and (view_lengths[:counts[0]] == 16).all()
-        np.testing.assert_array_equal(first[0, 1:15], body[:14])
-        np.testing.assert_array_equal(first[-1, 1:15], body[-14:])  # the last window ends with the text
+    np.testing.assert_array_equal(seen, ids[0, 1:n - 1])  # every text token once, in order
+    assert counts[0] == max(1, -(-(n - 2) // 14))  # the fewest windows of 14 text tokens that hold them
+    assert np.ptp(view_lengths[:counts[0]]) <= 1  # of equal lengths, to a token
     np.testing.assert_array_equal(view[-1, :4], ids[1, :4])
+    tokens = view_tokens(lengths, how="chunks", max_len=16, specials=(1, 1))
+    assert tokens.tolist() == [view_lengths[:counts[0]].sum(), 4]
 
 
 @given(lengths=st.lists(st.integers(0, 60), min_size=1, max_size=5), max_len=st.integers(3, 20),
@@ -87,6 +86,8 @@ def test_windows_for_any_lengths(lengths, max_len, before, after):
         for w in range(start, start + count):
             read |= set(view[w, before:view_lengths[w] - after].tolist())
         assert read == body
+    tokens = view_tokens(lengths, how="chunks", max_len=max_len, specials=(before, after))
+    np.testing.assert_array_equal(tokens, np.add.reduceat(view_lengths, starts))  # what a fit on them costs
 
 
 def test_a_window_needs_room_for_text():

@@ -29,6 +29,11 @@ FINE_TUNING_EPOCHS = (3, 10)
 # 5,000 reviews, validation included.
 FINE_TUNING_TOKENS = 1_500_000
 EPOCH_TOKENS = 500_000
+# batch_size="auto": BATCH_SIZE texts an update, but SMALL_BATCH_SIZE when fine-tuning where the token budget
+# leaves fewer than FINE_TUNING_UPDATES updates of BATCH_SIZE (long documents): on IMDB reviews (seed 0), 16
+# gave 0.915 where 32 gave 0.904, and 8 0.911 (benchmarks/results/eval_pretrained_imdb.md).
+BATCH_SIZE = 32
+SMALL_BATCH_SIZE = 16
 # What a pretrained checkpoint decides: these must keep their defaults with pretrained=...
 ARCHITECTURE_PARAMS = ("tokenizer", "lowercase", "max_features", "min_df", "d_model", "n_heads", "n_layers", "d_ff",
                        "attention", "positional")
@@ -62,6 +67,9 @@ class FromScratch:
 
     def max_epochs(self, clf, n_samples):
         return SCRATCH_EPOCHS
+
+    def batch_size(self, clf, samples):
+        return BATCH_SIZE
 
     def plan_epochs(self, clf, samples):
         """(epochs, updates per epoch or None) of ``max_iter="auto"``: whole passes."""
@@ -120,23 +128,40 @@ class FineTuning:
             raise ValueError(f"mlm_epochs={clf.mlm_epochs} pre-trains an encoder from scratch; with pretrained=... "
                              "the encoder is pretrained already: set mlm_epochs=0")
 
-    def max_epochs(self, clf, n_samples):
-        """Passes for about FINE_TUNING_UPDATES updates, within FINE_TUNING_EPOCHS."""
+    def max_epochs(self, clf, n_samples, batch_size=None):
+        """Passes for about FINE_TUNING_UPDATES updates of ``batch_size`` texts (the classifier's, by default),
+        within FINE_TUNING_EPOCHS."""
         low, high = FINE_TUNING_EPOCHS
         if n_samples is None:
             return low
-        updates_per_epoch = math.ceil(n_samples / clf.batch_size)
+        updates_per_epoch = math.ceil(n_samples / (batch_size or clf._batch_size()))
         return min(high, max(low, math.ceil(FINE_TUNING_UPDATES / updates_per_epoch)))
+
+    def batch_size(self, clf, samples):
+        """SMALL_BATCH_SIZE where the token budget cuts a plan of BATCH_SIZE texts to fewer than
+        FINE_TUNING_UPDATES updates, else BATCH_SIZE."""
+        if samples is None or clf.max_iter != "auto":
+            return BATCH_SIZE
+        passes, per_pass, _ = self._passes(clf, samples, BATCH_SIZE)
+        cut = passes < self.max_epochs(clf, len(samples), BATCH_SIZE)
+        return SMALL_BATCH_SIZE if cut and passes * per_pass < FINE_TUNING_UPDATES else BATCH_SIZE
 
     def plan_epochs(self, clf, samples):
         """(epochs, updates per epoch or None): :meth:`max_epochs` passes, but at most FINE_TUNING_TOKENS
-        tokens read (a long text's windows count whole), cut into epochs of at most EPOCH_TOKENS."""
+        tokens read (what the encoder reads: see :func:`attnkit.nn.windows.view_tokens`), cut into epochs of at
+        most EPOCH_TOKENS."""
+        passes, per_pass, tokens = self._passes(clf, samples, clf._batch_size(samples))
+        parts = max(1, math.ceil(tokens / EPOCH_TOKENS))
+        return max(1, round(passes * parts)), (math.ceil(per_pass / parts) if parts > 1 else None)
+
+    def _passes(self, clf, samples, batch_size):
+        """(passes, updates per pass, tokens per pass) of fine-tuning on ``samples`` in batches of ``batch_size``:
+        :meth:`max_epochs` passes, or fewer (a fraction) where they would read more than FINE_TUNING_TOKENS."""
         config = clf._network_config
         tokens = int(view_tokens(samples.lengths, how=config["long_texts"], max_len=config["max_len"],
                                  specials=config["specials"]).sum())
-        per_pass, parts = math.ceil(len(samples) / clf.batch_size), max(1, math.ceil(tokens / EPOCH_TOKENS))
-        passes = min(self.max_epochs(clf, len(samples)), FINE_TUNING_TOKENS / max(tokens, 1))
-        return max(1, round(passes * parts)), (math.ceil(per_pass / parts) if parts > 1 else None)
+        passes = min(self.max_epochs(clf, len(samples), batch_size), FINE_TUNING_TOKENS / max(tokens, 1))
+        return passes, math.ceil(len(samples) / batch_size), tokens
 
     def token_space(self):
         """The checkpoint's tokenizer and vocabulary, known before reading the texts."""

@@ -160,6 +160,11 @@ class TrainableEstimator(NetworkEstimator):
         training samples)."""
         return int(self.max_iter)
 
+    def _batch_size(self, samples=None):
+        """Samples per update (``batch_size``, resolved when it may be "auto", possibly from the training
+        ``samples``)."""
+        return int(self.batch_size)
+
     def _plan_epochs(self, samples):
         """(epochs, updates per epoch or None) of a fit on ``samples`` (``TrainingOptions.max_epochs`` and
         ``epoch_updates``): ``_max_epochs`` passes by default."""
@@ -228,7 +233,7 @@ class TrainableEstimator(NetworkEstimator):
         validate = None if validation is None else evaluate
         max_epochs, epoch_updates = (1, None) if incremental else self._plan_epochs(samples)
         options = TrainingOptions(
-            max_epochs=max_epochs, epoch_updates=epoch_updates, batch_size=self.batch_size,
+            max_epochs=max_epochs, epoch_updates=epoch_updates, batch_size=self._batch_size(samples),
             learning_rate=self._learning_rate(), weight_decay=float(self.weight_decay),
             warmup_fraction=self._warmup_fraction, decay="constant" if incremental else self._decay(),
             max_grad_norm=self._max_grad_norm, early_stopping=bool(self.early_stopping and validate is not None),
@@ -257,7 +262,7 @@ class TrainableEstimator(NetworkEstimator):
     def _training_options(self, **fields):
         """TrainingOptions for an extra training phase (pre-training) from the estimator's parameters."""
         options = TrainingOptions(
-            max_epochs=self._max_epochs(), batch_size=self.batch_size, learning_rate=self._learning_rate(),
+            max_epochs=self._max_epochs(), batch_size=self._batch_size(), learning_rate=self._learning_rate(),
             weight_decay=float(self.weight_decay), warmup_fraction=self._warmup_fraction,
             max_grad_norm=self._max_grad_norm, n_iter_no_change=self.n_iter_no_change, tol=float(self.tol),
             verbose=int(self.verbose))

@@ -108,8 +108,9 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     long_texts : {"auto", "truncate", "head_tail", "chunks"}, default="auto"
         How the encoder reads a text of more than ``max_len`` tokens: its first ``max_len``; its first
         quarter and its last three quarters of ``max_len`` (where a review's verdict often is; Sun et al.
-        2019 found it best on IMDB); or all of it, in windows of ``max_len`` overlapping by a quarter, whose
-        pooled vectors are pooled again into one (``window_pooling``), trained end to end. Texts that fit
+        2019 found it best on IMDB); or all of it, each token once, in the fewest windows of at most
+        ``max_len`` (of equal lengths, each with the special tokens), whose pooled vectors are pooled again
+        into one (``window_pooling``), trained end to end. Texts that fit
         are read whole in every case (:func:`attnkit.nn.windows.long_text_view`). "auto": "chunks" when
         fine-tuning a pretrained encoder (IMDB reviews: see ``benchmarks/results/eval_pretrained_imdb.md``),
         "head_tail" from scratch (the n-gram bag reads whole texts; the encoder then reads their ends at
@@ -187,8 +188,11 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         itself and on ``"pooled"`` 0.610 (``benchmarks/eval_stacking.py``). It can be changed after
         ``fit`` with ``set_params``.
 
-    batch_size : int, default=32
-        Texts per update.
+    batch_size : int or "auto", default="auto"
+        Texts per update. "auto": 32, but 16 when fine-tuning a pretrained encoder on texts so long that the
+        token budget of ``max_iter="auto"`` leaves fewer than 1,000 updates of 32 (long documents: twice the
+        updates for the same tokens; on IMDB reviews 0.915 where 32 gave 0.904, see
+        ``benchmarks/results/eval_pretrained_imdb.md``). Short sentences keep 32.
 
     learning_rate : float or "auto", default="auto"
         Peak learning rate of AdamW; it rises linearly over the first 10% of the planned updates
@@ -211,12 +215,12 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         Maximum number of epochs (passes over the training texts) of classification training. "auto":
         10 from scratch. When fine-tuning a pretrained encoder, a plan in updates and in tokens: enough
         passes for about 1,000 updates of ``batch_size`` texts (at least 3, at most 10), but reading at
-        most 1,500,000 tokens in all (what the encoder reads: a long text's windows count whole), so a
+        most 1,500,000 tokens in all (what the encoder reads: a long text's windows), so a
         fine-tuning takes about a quarter of an hour on 2 cores however long the texts; a pass may then be
         fractional. A pass of more than 500,000 tokens is cut into equal epochs, each ending in a
         validation (early stopping, checkpoints, the verbose line), so they come every few minutes: 5,000
-        IMDB reviews read in windows are 3 epochs of a quarter of a pass each, SST-2's 67,349 phrases 4
-        epochs of half a pass.
+        IMDB reviews read in windows are 3 epochs of a third of a pass each (of 16 texts an update, see
+        ``batch_size``), SST-2's 67,349 phrases 4 epochs of half a pass.
 
     early_stopping : bool, default=True
         Hold out ``validation_fraction`` of the training data (stratified), stop when the
@@ -379,7 +383,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
         "positional": [None, Options(str, {"sinusoidal", "learned", "relative"})],
         "pooling": [Options(str, {"auto", "cls", "mean", "max"})],
         "features": [Options(str, set(FEATURES))],
-        "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
+        "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), Options(str, {"auto"})],
         "learning_rate": [Interval(numbers.Real, 0, None, closed="neither"), Options(str, {"auto"})],
         "weight_decay": [Interval(numbers.Real, 0, None, closed="left")],
         "label_smoothing": [Interval(numbers.Real, 0, 1, closed="left")],
@@ -406,7 +410,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
                  d_ff=256, dropout=0.1, word_dropout=0.0,
                  attention="softmax", positional="sinusoidal", pooling="auto", bag_ngrams="auto", tfidf_stack="auto",
                  features="scores",
-                 batch_size=32, learning_rate="auto", weight_decay=0.01, label_smoothing=0.0, mlm_epochs=0,
+                 batch_size="auto", learning_rate="auto", weight_decay=0.01, label_smoothing=0.0, mlm_epochs=0,
                  max_iter="auto", early_stopping=True, early_stopping_metric="score",
                  validation_fraction=0.1, n_iter_no_change=3, tol=1e-4, class_weight=None, warm_start=False,
                  checkpoint_path=None, checkpoint_every=1, random_state=None, n_jobs=None, verbose=0,
@@ -645,6 +649,9 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
 
     def _long_texts(self):
         return start_of(self).long_texts if self.long_texts == "auto" else self.long_texts
+
+    def _batch_size(self, samples=None):
+        return start_of(self).batch_size(self, samples) if self.batch_size == "auto" else int(self.batch_size)
 
     def _max_epochs(self, n_samples=None):
         return start_of(self).max_epochs(self, n_samples) if self.max_iter == "auto" else int(self.max_iter)

@@ -67,8 +67,8 @@ class TransformerEmbedder(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Net
     long_texts : {"truncate", "head_tail", "chunks"}, default="truncate"
         How a text longer than ``max_len`` is embedded: its first ``max_len`` tokens (with a warning; what
         sentence-transformers does); its first quarter and last three quarters of ``max_len``; or all of it,
-        in windows of ``max_len`` overlapping by a quarter (each with the special tokens), whose embeddings
-        (pooled as ``pooling`` says) are averaged into the text's: a document embedding
+        each token once, in the fewest windows of at most ``max_len`` (of equal lengths, each with the special
+        tokens), whose embeddings (pooled as ``pooling`` says) are averaged into the text's: a document embedding
         (:func:`attnkit.nn.windows.long_text_view`). Texts that fit are embedded alike in every case.
 
     batch_size : int, default=32

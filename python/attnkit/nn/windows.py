@@ -1,14 +1,14 @@
-"""Texts longer than an encoder reads: keep their head and tail, or cut them into overlapping windows whose
-vectors are pooled back into one per text.
+"""Texts longer than an encoder reads: keep their head and tail, or cut them into windows whose vectors are
+pooled back into one per text.
 
 An encoder reads at most ``max_len`` tokens (its positions, or its cost). :func:`long_text_view` gives the
 encoder's view of a padded batch of whole texts: ``"truncate"`` keeps the first ``max_len`` ids (and the
 closing special tokens, as a tokenizer's cut does); ``"head_tail"`` the first quarter and the last three
 quarters of them (Sun et al. 2019, "How to Fine-Tune BERT for Text Classification?": 128 + 382 of 512 read
-IMDB reviews best, the verdict often being in the last lines); ``"chunks"`` every token, in windows of
-``max_len`` that overlap by a quarter, each window carrying the text's leading and trailing special tokens
-(``[CLS] ... [SEP]``) as a text of its own would. :class:`WindowPooling` turns the windows' vectors into one
-per text (mean, max, or a learned attention).
+IMDB reviews best, the verdict often being in the last lines); ``"chunks"`` every token once, in the fewest
+windows of at most ``max_len`` that hold it, of equal lengths (to a token), each window carrying the text's
+leading and trailing special tokens (``[CLS] ... [SEP]``) as a text of its own would. :class:`WindowPooling`
+turns the windows' vectors into one per text (mean, max, or a learned attention).
 A text that fits is the same in every view, so short texts read as before.
 """
 
@@ -22,7 +22,6 @@ __all__ = ["LONG_TEXT_KINDS", "WindowPooling", "long_text_view", "view_tokens"]
 LONG_TEXT_KINDS = ("truncate", "head_tail", "chunks")
 WINDOW_POOLING_KINDS = ("mean", "max", "attention")
 HEAD_SHARE = 0.25  # of head_tail's max_len, at the start (Sun et al.: 128 of 510)
-OVERLAP_SHARE = 0.25  # of a window's text tokens, shared with the next window
 
 
 def long_text_view(ids, lengths, *, how, max_len, specials=(0, 0)):
@@ -81,39 +80,37 @@ def view_tokens(lengths, *, how, max_len, specials=(0, 0)):
     lengths = np.asarray(lengths, dtype=np.int64)
     if how != "chunks":
         return np.minimum(lengths, max_len)
-    body, stride = _window_sizes(max_len, specials)
-    text = lengths - sum(specials)
-    windows = 1 + np.maximum(0, -(-(text - body) // stride))
-    return np.where(lengths <= max_len, lengths, windows * max_len)
+    extra = sum(specials)
+    return np.where(lengths <= max_len, lengths, lengths + (_window_counts(lengths, max_len, specials) - 1) * extra)
 
 
-def _window_sizes(max_len, specials):
-    """(text tokens per window, stride between windows)."""
+def _window_counts(lengths, max_len, specials):
+    """Windows of each text longer than ``max_len``: the fewest that hold its text tokens."""
     before, after = (check_int(n, "specials", minimum=0) for n in specials)
     body = max_len - before - after
     if body < 1:
         raise ValueError(f"max_len={max_len} leaves no room for text between {before} + {after} special tokens")
-    return body, max(1, body - int(OVERLAP_SHARE * body))
+    return -(-(lengths - before - after) // body)
 
 
 def _windows(ids, lengths, max_len, specials):
+    # Equal windows without overlap: on IMDB reviews, windows overlapping by a quarter (the last one ending with
+    # the text) read ~1.3x the tokens for no better accuracy (benchmarks/results/eval_pretrained_imdb.md).
     before, after = specials
-    body, stride = _window_sizes(max_len, specials)
-    rows, counts = [], np.zeros(len(ids), np.int64)
-    for b, (row, n) in enumerate(zip(ids, lengths)):
+    counts = np.where(lengths <= max_len, 1, _window_counts(lengths, max_len, specials))
+    rows = []
+    for row, n, k in zip(ids, lengths, counts):
         if n <= max_len:
             rows.append(row[:n])
-            counts[b] = 1
             continue
         first, text, last = row[:before], row[before:n - after], row[n - after:n]
-        starts = list(range(0, len(text) - body, stride)) + [len(text) - body]
-        rows.extend(np.concatenate([first, text[s:s + body], last]) for s in starts)
-        counts[b] = len(starts)
+        cuts = np.rint(np.linspace(0, len(text), k + 1)).astype(np.int64)  # k windows of equal lengths, to a token
+        rows.extend(np.concatenate([first, text[s:e], last]) for s, e in zip(cuts[:-1], cuts[1:]))
     window_lengths = np.fromiter((len(r) for r in rows), np.int64, count=len(rows))
     out = np.zeros((len(rows), max(1, int(window_lengths.max(initial=0)))), dtype=ids.dtype)
     for w, r in enumerate(rows):
         out[w, :len(r)] = r
-    return out, window_lengths, counts
+    return out, window_lengths, counts.astype(np.int64)
 
 
 class WindowPooling(Module):
