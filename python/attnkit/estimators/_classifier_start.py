@@ -31,7 +31,8 @@ FINE_TUNING_TOKENS = 1_500_000
 EPOCH_TOKENS = 500_000
 # batch_size="auto": BATCH_SIZE texts an update, but SMALL_BATCH_SIZE when fine-tuning where the token budget
 # leaves fewer than FINE_TUNING_UPDATES updates of BATCH_SIZE (long documents): on IMDB reviews (seed 0), 16
-# gave 0.915 where 32 gave 0.904, and 8 0.911 (benchmarks/results/eval_pretrained_imdb.md).
+# gave 0.915 where 32 gave 0.904, and 8 0.911 (benchmarks/results/eval_pretrained_imdb.md). Only there: short
+# sentences get thousands of updates of 32 within the budget, and were measured so.
 BATCH_SIZE = 32
 SMALL_BATCH_SIZE = 16
 # What a pretrained checkpoint decides: these must keep their defaults with pretrained=...

@@ -191,7 +191,7 @@ class TransformerClassifier(ClassNamePrefixFeaturesOutMixin, TransformerMixin, C
     batch_size : int or "auto", default="auto"
         Texts per update. "auto": 32, but 16 when fine-tuning a pretrained encoder on texts so long that the
         token budget of ``max_iter="auto"`` leaves fewer than 1,000 updates of 32 (long documents: twice the
-        updates for the same tokens; on IMDB reviews 0.915 where 32 gave 0.904, see
+        updates for the same tokens; on IMDB reviews, 3 seeds, 0.912 where 32 gave 0.904, see
         ``benchmarks/results/eval_pretrained_imdb.md``). Short sentences keep 32.
 
     learning_rate : float or "auto", default="auto"
