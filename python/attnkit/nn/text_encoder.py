@@ -44,7 +44,7 @@ class TextEncoder(Module):
         Longest sequence the encoder reads; a longer text is read as ``long_texts`` says.
     long_texts : {"truncate", "head_tail", "chunks"}, default="truncate"
         The encoder's view of a text longer than ``max_len`` (:func:`attnkit.nn.windows.long_text_view`): its
-        first ``max_len`` ids, its head and tail, or every id in overlapping windows of ``max_len`` (the
+        first ``max_len`` ids, its head and tail, or every id once, in windows of at most ``max_len`` (the
         encoder's outputs are then per window).
     specials : (int, int), default=(0, 0)
         Special tokens at the start and end of every text (BERT: 1, 1), repeated around each window.
