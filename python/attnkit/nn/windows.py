@@ -110,7 +110,7 @@ def _windows(ids, lengths, max_len, specials):
     out = np.zeros((len(rows), max(1, int(window_lengths.max(initial=0)))), dtype=ids.dtype)
     for w, r in enumerate(rows):
         out[w, :len(r)] = r
-    return out, window_lengths, counts.astype(np.int64)
+    return out, window_lengths, counts
 
 
 class WindowPooling(Module):
